@@ -1,0 +1,264 @@
+"""Typed experiment configs: YAML files plus dotted ``--set a.b=v`` overrides.
+
+Every section forbids unknown keys, so a typo fails fast with a message naming the key
+and the valid ones (see :func:`describe_validation_error`).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """An invalid experiment config; the message is one line naming what to fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvConfig(_Section):
+    """Which text environment to run, and its parameters."""
+
+    id: str = "babyai/pickup"
+    n_agents: int = Field(2, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="Episode step limit; None keeps the env's own.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for the env.")
+
+    @field_validator("id")
+    @classmethod
+    def _known_env(cls, v: str) -> str:
+        from marlang.envs_text import list_envs
+
+        valid = list(list_envs())
+        if v not in valid:
+            raise ValueError(f"unknown env id {v!r}; valid choices: {', '.join(valid)}")
+        return v
+
+
+class ModelConfig(_Section):
+    """The chat model every agent uses, and how it is called."""
+
+    spec: str = Field("local:smollm2", description="local:smollm2 | hf:PATH | openai:MODEL | litellm:PROVIDER/MODEL")
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(64, ge=1, description="Token budget for an action (thought + answer).")
+    message_max_tokens: int = Field(40, ge=1, description="Token budget for a conversation message.")
+    reflection_max_tokens: int = Field(64, ge=1, description="Token budget for a Reflexion reflection.")
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    cache: bool = Field(True, description="Use the persistent SQLite response cache.")
+    cache_path: str | None = Field(None, description="SQLite file; default: the user cache directory.")
+    max_concurrency: int = Field(16, ge=1, description="Most LLM calls in flight at once.")
+
+    @field_validator("spec")
+    @classmethod
+    def _known_prefix(cls, v: str) -> str:
+        prefixes = ("local:", "hf:", "openai:", "litellm:")
+        if not v.startswith(prefixes):
+            raise ValueError(f"unknown model spec {v!r}; valid forms: {', '.join(p + '...' for p in prefixes)}")
+        return v
+
+
+class ProtocolConfig(_Section):
+    """The conversation the agents hold before acting at every step."""
+
+    name: str = "none"
+    rounds: int = Field(1, ge=1, description="Rounds of proposals (alternating protocol).")
+    speakers: list[str] = Field(default_factory=lambda: ["agent_0"], description="Who speaks (unidirectional).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_protocol(cls, v: str) -> str:
+        from marlang.graphs.protocols import list_protocols
+
+        valid = list(list_protocols())
+        if v not in valid:
+            raise ValueError(f"unknown protocol {v!r}; valid choices: {', '.join(valid)}")
+        return v
+
+    @property
+    def label(self) -> str:
+        """Short setting name used in tables: ``alternating-2``, ``unidirectional``, ..."""
+        return f"{self.name}-{self.rounds}" if self.name == "alternating" else self.name
+
+
+class AgentsConfig(_Section):
+    """How the agents decide: LLM agents with a policy text, or the env's scripted team."""
+
+    kind: Literal["llm", "scripted"] = "llm"
+    policy: str = Field(
+        "Work with your teammates to finish the mission in as few steps as possible.",
+        description="Initial policy text shown to every agent.",
+    )
+    policies: dict[str, str] = Field(default_factory=dict, description="Per-agent policy text overrides.")
+    chain_of_thought: bool = True
+    reprompt: bool = Field(True, description="Ask once more when the output names no legal action.")
+    fallback_action: str | None = Field(
+        None, description="Action used when no legal action is found; None: the first legal action."
+    )
+    history: int = Field(4, ge=0, description="Recent steps of this episode shown to the agent.")
+    prompt_dir: str | None = Field(None, description="Directory overriding the bundled prompt files.")
+
+
+class LearningConfig(_Section):
+    """How agents learn across episodes."""
+
+    method: Literal["reflexion", "none"] = "reflexion"
+    memory_size: int = Field(3, ge=1, description="Reflections kept per agent (long-term memory bound).")
+
+
+class RunConfig(_Section):
+    """How many episodes, how many at once, seeds and naming."""
+
+    name: str = "run"
+    episodes: int = Field(10, ge=1)
+    parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
+    seed: int = 0
+    progress: bool = True
+
+
+class ExperimentConfig(_Section):
+    """A whole experiment: env, model, protocol, agents, learning, run."""
+
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    learning: LearningConfig = Field(default_factory=LearningConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Settings `marlang compare` runs when no --grid is given, e.g. {protocol: [none, alternating-2]}.",
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ExperimentConfig:
+        names = [f"agent_{i}" for i in range(self.env.n_agents)]
+        if self.protocol.name == "unidirectional":
+            bad = [s for s in self.protocol.speakers if s not in names]
+            if bad:
+                raise ValueError(
+                    f"protocol.speakers: unknown agent {bad[0]!r}; valid choices: {', '.join(names)}"
+                )
+        unknown = [a for a in self.agents.policies if a not in names]
+        if unknown:
+            raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
+        return self
+
+    def agent_names(self) -> list[str]:
+        return [f"agent_{i}" for i in range(self.env.n_agents)]
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading, overrides and error messages
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value the way YAML would (``3`` -> int, ``true`` -> bool, ``[a,b]``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``data[a][b] = value`` for ``dotted == "a.b"``, creating sections as needed.
+
+    ``protocol=alternating-2`` is accepted as shorthand for ``protocol.name=alternating``
+    plus ``protocol.rounds=2``.
+    """
+    if dotted == "protocol":
+        name, rounds = parse_protocol_label(str(value))
+        section = data.setdefault("protocol", {})
+        section["name"] = name
+        if rounds is not None:
+            section["rounds"] = rounds
+        return
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        nxt = node.get(k)
+        if nxt is None:
+            nxt = node[k] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"cannot set {dotted!r}: {k!r} is a value, not a section")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_protocol_label(label: str) -> tuple[str, int | None]:
+    """``alternating-2`` -> (``alternating``, 2); ``none`` -> (``none``, None)."""
+    head, sep, tail = label.rpartition("-")
+    if sep and tail.isdigit():
+        return head, int(tail)
+    return label, None
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """One line naming the offending key and, where known, the valid choices."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        parent_model = _section_for(first["loc"][:-1])
+        valid = ", ".join(parent_model.model_fields) if parent_model else "?"
+        return f"unknown config key {loc!r}; valid keys here: {valid}"
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if kind == "literal_error":
+        return f"invalid value for {loc!r}: {msg}"
+    if loc:
+        return f"invalid value for {loc!r}: {msg}"
+    return f"invalid config: {msg}"
+
+
+def _section_for(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = ExperimentConfig
+    for p in path:
+        field = model.model_fields.get(str(p))
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        model = field.annotation
+    return model
+
+
+def build_config(data: dict[str, Any]) -> ExperimentConfig:
+    """Validate a plain dict into an :class:`ExperimentConfig`, raising :class:`ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError("config must be a mapping with sections env, model, protocol, agents, learning, run")
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(describe_validation_error(err)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Load a YAML config (or the defaults when ``path`` is None) and apply ``a.b=v`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{p}: not valid YAML ({err.__class__.__name__}: {str(err).splitlines()[0]})") from None
+    data = copy.deepcopy(data)
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        apply_override(data, key.strip(), parse_value(raw))
+    return build_config(data)

@@ -1,0 +1,175 @@
+"""Shared records that flow between environments, protocols, agents and learners.
+
+Every arrow in a marlang run (env -> protocol -> episode -> learner) carries one of
+these plain dataclasses; each has ``to_dict``/``from_dict`` for the JSONL run files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class TextObservation:
+    """What one agent perceives at one step, in words and in structured form."""
+
+    text: str
+    """The agent's local view in words (one fact per line)."""
+    mission: str
+    """The team's shared goal."""
+    legal_actions: list[str]
+    """Action strings the environment accepts from this agent now."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Structured facts (positions, carried object, ...) for critics and scripted agents."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextObservation:
+        return cls(**d)
+
+
+@dataclass
+class Message:
+    """One utterance in a pre-action conversation."""
+
+    sender: str
+    content: str
+    round: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        return cls(**d)
+
+
+@dataclass
+class Decision:
+    """An agent's chosen action with the reasoning and raw model output behind it."""
+
+    action: str
+    thought: str = ""
+    raw: str = ""
+    valid: bool = True
+    """Whether the model's own output named a legal action (after lenient matching)."""
+    reprompted: bool = False
+    """Whether a second prompt was needed to get a legal action."""
+    fallback: bool = False
+    """Whether the configured fallback action was used because no legal action was found."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decision:
+        return cls(**d)
+
+
+@dataclass
+class Step:
+    """One joint environment step: what each agent saw, said, thought and did."""
+
+    t: int
+    observations: dict[str, TextObservation]
+    messages: list[Message]
+    decisions: dict[str, Decision]
+    rewards: dict[str, float]
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "observations": {k: v.to_dict() for k, v in self.observations.items()},
+            "messages": [m.to_dict() for m in self.messages],
+            "decisions": {k: v.to_dict() for k, v in self.decisions.items()},
+            "rewards": dict(self.rewards),
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Step:
+        return cls(
+            t=d["t"],
+            observations={k: TextObservation.from_dict(v) for k, v in d["observations"].items()},
+            messages=[Message.from_dict(m) for m in d["messages"]],
+            decisions={k: Decision.from_dict(v) for k, v in d["decisions"].items()},
+            rewards=d["rewards"],
+            terminated=d.get("terminated", False),
+            truncated=d.get("truncated", False),
+            info=d.get("info", {}),
+        )
+
+
+@dataclass
+class Trajectory:
+    """A finished episode: every step plus the outcome and what the agents learned."""
+
+    episode: int
+    seed: int
+    env_id: str
+    protocol: str
+    agents: list[str]
+    steps: list[Step] = field(default_factory=list)
+    success: bool = False
+    reflections: dict[str, str] = field(default_factory=dict)
+    """Reflection each agent wrote after this episode (Reflexion learning)."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def team_return(self) -> float:
+        """Sum over steps of the mean reward across agents (shared reward: the team reward)."""
+        total = 0.0
+        for s in self.steps:
+            if s.rewards:
+                total += sum(s.rewards.values()) / len(s.rewards)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episode": self.episode,
+            "seed": self.seed,
+            "env_id": self.env_id,
+            "protocol": self.protocol,
+            "agents": list(self.agents),
+            "success": self.success,
+            "n_steps": self.n_steps,
+            "return": self.team_return,
+            "reflections": dict(self.reflections),
+            "metrics": self.metrics,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        return cls(
+            episode=d["episode"],
+            seed=d["seed"],
+            env_id=d["env_id"],
+            protocol=d["protocol"],
+            agents=list(d["agents"]),
+            steps=[Step.from_dict(s) for s in d.get("steps", [])],
+            success=d.get("success", False),
+            reflections=d.get("reflections", {}),
+            metrics=d.get("metrics", {}),
+        )
+
+
+@dataclass
+class Credit:
+    """Per-agent credit written by a centralized critic for one trajectory."""
+
+    agent: str
+    score: float
+    feedback: str = ""
