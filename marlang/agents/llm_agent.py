@@ -1,0 +1,202 @@
+"""An LLM agent: a name, a policy text, a chat model and a Reflexion memory.
+
+It can ``speak`` (write a message from its observation and the transcript it may see),
+``act`` (chain-of-thought, then one legal action, with lenient parsing, one re-prompt and
+a fallback) and ``reflect`` (write a lesson after an episode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from marlang.agents.action_parsing import parse_action
+from marlang.agents.memory import ReflexionMemory
+from marlang.prompts import PromptLibrary
+from marlang.types import Decision, Message, TextObservation, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CallContext:
+    """Where a call happens (for accounting and per-call seeds) and the shared call limits."""
+
+    episode: int = 0
+    step: int = 0
+    seed: int = 0
+    callbacks: list[Any] = field(default_factory=list)
+    limiter: asyncio.Semaphore | None = None
+
+    def for_step(self, step: int) -> CallContext:
+        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter)
+
+
+def render_transcript(messages: list[Message], heading: str = "Messages from your team:") -> str:
+    if not messages:
+        return ""
+    return heading + "\n" + "\n".join(f"{m.sender}: {m.content}" for m in messages)
+
+
+class LLMAgent:
+    """A language-model policy for one agent of a team."""
+
+    def __init__(
+        self,
+        name: str,
+        model: BaseChatModel,
+        *,
+        policy: str,
+        memory: ReflexionMemory | None = None,
+        prompts: PromptLibrary | None = None,
+        n_agents: int = 2,
+        chain_of_thought: bool = True,
+        reprompt: bool = True,
+        fallback_action: str | None = None,
+        history: int = 4,
+        max_tokens: int = 64,
+        message_max_tokens: int = 40,
+        reflection_max_tokens: int = 64,
+        sample_seeds: bool = False,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.policy = policy
+        self.memory = memory if memory is not None else ReflexionMemory()
+        self.prompts = prompts if prompts is not None else PromptLibrary()
+        self.n_agents = n_agents
+        self.chain_of_thought = chain_of_thought
+        self.reprompt = reprompt
+        self.fallback_action = fallback_action
+        self.history = history
+        self.max_tokens = max_tokens
+        self.message_max_tokens = message_max_tokens
+        self.reflection_max_tokens = reflection_max_tokens
+        self.sample_seeds = sample_seeds
+
+    # prompts -----------------------------------------------------------------------------
+    def system_prompt(self, obs: TextObservation) -> str:
+        return self.prompts.get("system").render(
+            agent=self.name,
+            n_agents=self.n_agents,
+            mission=obs.mission,
+            actions=", ".join(obs.legal_actions),
+            policy=self.policy,
+            reflections=self.memory.render_reflections(),
+        )
+
+    def _history(self, ctx: CallContext) -> str:
+        recent = self.memory.recent(ctx.episode, self.history)
+        return ("Your recent steps:\n" + "\n".join(recent)) if recent else ""
+
+    def act_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> list[BaseMessage]:
+        instruction = self.prompts.get(
+            "act_instruction_cot" if self.chain_of_thought else "act_instruction_direct"
+        ).render()
+        user = self.prompts.get("act").render(
+            observation=obs.text,
+            history=self._history(ctx),
+            messages=render_transcript(transcript),
+            instruction=instruction,
+        )
+        return [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
+
+    def speak_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> list[BaseMessage]:
+        user = self.prompts.get("speak").render(
+            observation=obs.text,
+            messages=render_transcript(transcript, "Conversation so far:"),
+        )
+        return [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
+
+    # model calls -------------------------------------------------------------------------
+    def _seed(self, ctx: CallContext, role: str, extra: int = 0) -> int:
+        key = f"{ctx.seed}|{ctx.episode}|{ctx.step}|{self.name}|{role}|{extra}".encode()
+        return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+
+    async def _call(self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0) -> str:
+        kwargs: dict[str, Any] = {"max_tokens": max_tokens}
+        if self.sample_seeds:
+            kwargs["seed"] = self._seed(ctx, role, extra)
+        config = {
+            "callbacks": ctx.callbacks,
+            "metadata": {
+                "marlang_role": role,
+                "marlang_agent": self.name,
+                "marlang_episode": ctx.episode,
+                "marlang_step": ctx.step,
+            },
+            "run_name": f"{self.name}.{role}",
+        }
+        if ctx.limiter is not None:
+            async with ctx.limiter:
+                reply = await self.model.ainvoke(messages, config=config, **kwargs)
+        else:
+            reply = await self.model.ainvoke(messages, config=config, **kwargs)
+        content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
+        if isinstance(content, list):  # content blocks from some providers
+            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+        return str(content).strip()
+
+    # capabilities ------------------------------------------------------------------------
+    async def speak(
+        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0
+    ) -> Message:
+        text = await self._call(self.speak_messages(obs, transcript, ctx), ctx, "speaker", self.message_max_tokens, round)
+        text = text.split("\n\n")[0].strip() or "(no message)"
+        return Message(sender=self.name, content=text, round=round)
+
+    async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+        messages = self.act_messages(obs, transcript, ctx)
+        raw = await self._call(messages, ctx, "actor", self.max_tokens)
+        parsed = parse_action(raw, obs.legal_actions)
+        decision: Decision
+        if parsed.action is not None:
+            decision = Decision(parsed.action, thought=parsed.thought, raw=raw, valid=True)
+        else:
+            decision = None  # type: ignore[assignment]
+            if self.reprompt:
+                follow_up = messages + [
+                    AIMessage(raw),
+                    HumanMessage(self.prompts.get("reprompt").render(actions=", ".join(obs.legal_actions))),
+                ]
+                raw2 = await self._call(follow_up, ctx, "actor", 16, extra=1)
+                parsed2 = parse_action(raw2, obs.legal_actions)
+                if parsed2.action is not None:
+                    decision = Decision(
+                        parsed2.action, thought=parsed.thought, raw=f"{raw}\n[re-prompt] {raw2}",
+                        valid=False, reprompted=True,
+                    )
+                else:
+                    raw = f"{raw}\n[re-prompt] {raw2}"
+            if decision is None:
+                fallback = self.fallback_action if self.fallback_action in obs.legal_actions else obs.legal_actions[0]
+                decision = Decision(fallback, thought=parsed.thought, raw=raw, valid=False,
+                                    reprompted=self.reprompt, fallback=True)
+                logger.debug("%s: no legal action in %r; fallback %r", self.name, raw, fallback)
+        self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
+        return decision
+
+    async def reflect(self, trajectory: Trajectory, ctx: CallContext, max_steps_shown: int = 12) -> str:
+        lines = []
+        for step in trajectory.steps[-max_steps_shown:]:
+            obs = step.observations.get(self.name)
+            d = step.decisions.get(self.name)
+            seen = obs.text.splitlines()[0] if obs and obs.text else ""
+            lines.append(f"step {step.t}: saw '{seen}', did '{d.action if d else '-'}'")
+        outcome = (
+            f"success: the team finished the mission in {trajectory.n_steps} steps"
+            if trajectory.success
+            else f"failure: the mission was not finished in {trajectory.n_steps} steps"
+        )
+        first_obs = trajectory.steps[0].observations[self.name] if trajectory.steps else None
+        system = self.system_prompt(first_obs) if first_obs else self.policy
+        user = self.prompts.get("reflect").render(outcome=outcome, trajectory="\n".join(lines))
+        text = await self._call([SystemMessage(system), HumanMessage(user)], ctx, "reflector",
+                                self.reflection_max_tokens)
+        return text.split("\n\n")[0].strip()

@@ -1,0 +1,95 @@
+import asyncio
+
+from marlang.agents import CallContext, LLMAgent, ReflexionMemory
+from marlang.types import Decision, Message, Step, TextObservation, Trajectory
+from tests.fakes import FakeRuleChatModel, babyai_rule
+
+LEGAL = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
+OBS = TextObservation("You see a blue key 2 steps forward", "pick up the blue key", LEGAL)
+
+
+def make_agent(rule, **kw):
+    model = FakeRuleChatModel(rule=rule)
+    return LLMAgent("agent_0", model, policy="Be quick.", **kw), model
+
+
+def test_act_parses_a_legal_action_with_its_thought():
+    agent, model = make_agent(babyai_rule)
+    d = asyncio.run(agent.act(OBS, [], CallContext(episode=0, step=0)))
+    assert d == Decision("go forward", thought="The path ahead looks open.", raw=d.raw, valid=True)
+    assert len(model.calls) == 1
+    system, user = model.calls[0]
+    assert "pick up the blue key" in system.content and "Be quick." in system.content
+    assert "You see a blue key 2 steps forward" in user.content
+    assert "Action:" in user.content
+
+
+def test_invalid_output_is_reprompted_once_then_counted():
+    replies = iter(["I like turtles.", "Action: toggle"])
+    agent, model = make_agent(lambda msgs: next(replies))
+    d = asyncio.run(agent.act(OBS, [], CallContext()))
+    assert d.action == "toggle" and d.reprompted and not d.valid and not d.fallback
+    assert len(model.calls) == 2
+    assert "Reply with exactly one of" in model.calls[1][-1].content
+
+
+def test_fallback_action_when_the_reprompt_also_fails():
+    agent, model = make_agent(lambda msgs: "no idea", fallback_action="turn right")
+    d = asyncio.run(agent.act(OBS, [], CallContext()))
+    assert (d.action, d.valid, d.fallback, d.reprompted) == ("turn right", False, True, True)
+    assert len(model.calls) == 2
+
+
+def test_without_reprompt_the_fallback_defaults_to_the_first_legal_action():
+    agent, model = make_agent(lambda msgs: "no idea", reprompt=False)
+    d = asyncio.run(agent.act(OBS, [], CallContext()))
+    assert (d.action, d.fallback, d.reprompted) == ("turn left", True, False)
+    assert len(model.calls) == 1
+
+
+def test_prompts_show_reflections_history_and_visible_messages():
+    mem = ReflexionMemory(capacity=2)
+    mem.add_reflection("Pick up the key before opening the door.")
+    agent, model = make_agent(babyai_rule, memory=mem)
+    ctx = CallContext(episode=3)
+    asyncio.run(agent.act(OBS, [], ctx.for_step(0)))
+    asyncio.run(agent.act(OBS, [Message("agent_1", "The door is to your left.")], ctx.for_step(1)))
+    system, user = model.calls[1]
+    assert "Pick up the key before opening the door." in system.content
+    assert "step 0: you did 'go forward'" in user.content
+    assert "agent_1: The door is to your left." in user.content
+
+
+def test_speak_returns_a_message_from_the_agent():
+    agent, model = make_agent(babyai_rule)
+    msg = asyncio.run(agent.speak(OBS, [Message("agent_1", "hello", 0)], CallContext(), round=1))
+    assert msg == Message("agent_0", "I see a key. I will go forward.", 1)
+    assert "agent_1: hello" in model.calls[0][-1].content
+
+
+def test_reflect_reads_the_trajectory_and_outcome():
+    agent, model = make_agent(babyai_rule)
+    steps = [
+        Step(t, {"agent_0": OBS}, [], {"agent_0": Decision("go forward")}, {"agent_0": 0.0}) for t in range(3)
+    ]
+    traj = Trajectory(0, 0, "babyai/pickup", "none", ["agent_0"], steps, success=False)
+    text = asyncio.run(agent.reflect(traj, CallContext()))
+    assert text.startswith("I should look for the key")
+    prompt = model.calls[0][-1].content
+    assert "failure" in prompt and "step 2: saw 'You see a blue key 2 steps forward', did 'go forward'" in prompt
+
+
+def test_sampling_seeds_differ_per_step_and_are_reproducible():
+    seen = []
+    model = FakeRuleChatModel(rule=babyai_rule)
+    orig = model._generate
+
+    def spy(messages, stop=None, run_manager=None, **kwargs):
+        seen.append(kwargs.get("seed"))
+        return orig(messages, stop, **kwargs)
+
+    object.__setattr__(model, "_generate", spy)
+    agent = LLMAgent("agent_0", model, policy="p", sample_seeds=True)
+    for step in (0, 1, 0):
+        asyncio.run(agent.act(OBS, [], CallContext(episode=0, step=step, seed=7)))
+    assert seen[0] is not None and seen[0] != seen[1] and seen[0] == seen[2]

@@ -1,0 +1,64 @@
+"""Fakes for orchestration tests: chat models whose replies are a function of the prompt."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field, PrivateAttr
+
+
+def _last_user_text(messages: list[BaseMessage]) -> str:
+    return str(messages[-1].content) if messages else ""
+
+
+class FakeRuleChatModel(BaseChatModel):
+    """Replies with ``rule(messages)``; records every backend call (cache hits are not calls)."""
+
+    rule: Callable[[list[BaseMessage]], str] = Field(default=lambda msgs: "Action: go forward", exclude=True)
+    model_id: str = "fake:rule"
+    delay_s: float = 0.0
+    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-rule"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_id": self.model_id}
+
+    @property
+    def calls(self) -> list[list[BaseMessage]]:
+        return self._calls
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self._calls.append(list(messages))
+        text = self.rule(messages)
+        n_in = sum(len(str(m.content).split()) for m in messages)
+        msg = AIMessage(text, usage_metadata={"input_tokens": n_in, "output_tokens": len(text.split()),
+                                               "total_tokens": n_in + len(text.split())})
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> ChatResult:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return self._generate(messages, stop, **kwargs)
+
+
+def babyai_rule(messages: list[BaseMessage]) -> str:
+    """A plausible small-model reply: a message when asked to speak, else thought + action."""
+    prompt = _last_user_text(messages)
+    if "Write a short message" in prompt:
+        return "I see a key. I will go forward."
+    if "Reply with exactly one of" in prompt:
+        return "turn left"
+    if "The episode is over" in prompt:
+        return "I should look for the key first and avoid blocking my teammate."
+    return "The path ahead looks open.\nAction: go forward"
