@@ -1,0 +1,155 @@
+"""The episode state machine: observe -> protocol -> step -> ... -> reflect.
+
+One compiled graph serves every episode of a run; the environment, the decision maker
+and the call context of an episode travel in ``config["configurable"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+
+from marlang.agents.llm_agent import CallContext, LLMAgent
+from marlang.graphs.protocols import run_protocol
+from marlang.types import Decision, Message, Step, TextObservation, Trajectory
+
+DecideFn = Callable[[dict[str, TextObservation], CallContext], Awaitable[tuple[list[Message], dict[str, Decision]]]]
+"""Turns a joint observation into (transcript, decisions): a protocol graph or a scripted team."""
+
+
+class EpisodeState(TypedDict, total=False):
+    episode: int
+    seed: int
+    t: int
+    observations: dict[str, TextObservation]
+    steps: Annotated[list[Step], operator.add]
+    done: bool
+    success: bool
+    reflections: dict[str, str]
+
+
+def protocol_decider(protocol_graph: Any) -> DecideFn:
+    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+        return await run_protocol(protocol_graph, observations, ctx)
+
+    return decide
+
+
+def scripted_decider(team: Any) -> DecideFn:
+    """Wraps an env's scripted team (``reset()``, ``act(observations) -> {agent: action}``)."""
+
+    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+        actions = team.act(observations)
+        return [], {a: Decision(action=act, raw="(scripted)") for a, act in actions.items()}
+
+    return decide
+
+
+def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None, learn: bool = True) -> Any:
+    """Compile the episode loop. ``agents`` (LLM agents) reflect at the end when ``learn``."""
+
+    def _cfg(config: RunnableConfig) -> dict[str, Any]:
+        return config.get("configurable") or {}
+
+    async def observe(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
+        env = _cfg(config)["env"]
+        observations, _ = env.reset(seed=state["seed"])
+        team = _cfg(config).get("team")
+        if team is not None:
+            team.reset()
+        return {"observations": observations, "t": 0, "done": False, "success": False}
+
+    async def decide_and_step(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
+        cfg = _cfg(config)
+        env, ctx, decide = cfg["env"], cfg["ctx"].for_step(state["t"]), cfg["decide"]
+        observations = state["observations"]
+        transcript, decisions = await decide(observations, ctx)
+        actions = {a: d.action for a, d in decisions.items()}
+        next_obs, rewards, terminations, truncations, infos = env.step(actions)
+        success = any(bool(i.get("success")) for i in infos.values())
+        terminated = any(terminations.values())
+        truncated = any(truncations.values())
+        step = Step(
+            t=state["t"],
+            observations=observations,
+            messages=transcript,
+            decisions=decisions,
+            rewards={a: float(r) for a, r in rewards.items()},
+            terminated=terminated,
+            truncated=truncated,
+            info={"success": success},
+        )
+        done = terminated or truncated or not next_obs
+        return {
+            "steps": [step],
+            "observations": next_obs,
+            "t": state["t"] + 1,
+            "done": done,
+            "success": success or state.get("success", False),
+        }
+
+    async def reflect(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
+        cfg = _cfg(config)
+        ctx = cfg["ctx"].for_step(state["t"])
+        reflections: dict[str, str] = {}
+        if learn and agents:
+            traj = _trajectory(state, cfg)
+            names = list(agents)
+            texts = await asyncio.gather(*(agents[n].reflect(traj, ctx) for n in names))
+            reflections = dict(zip(names, texts))
+        for agent in (agents or {}).values():
+            agent.memory.end_episode(state["episode"])
+        return {"reflections": reflections}
+
+    g = StateGraph(EpisodeState)
+    g.add_node("observe", observe)
+    g.add_node("act", decide_and_step)
+    g.add_node("reflect", reflect)
+    g.add_edge(START, "observe")
+    g.add_edge("observe", "act")
+    g.add_conditional_edges("act", lambda s: "reflect" if s["done"] else "act", ["act", "reflect"])
+    g.add_edge("reflect", END)
+    return g.compile(name="episode")
+
+
+def _trajectory(state: EpisodeState, cfg: dict[str, Any]) -> Trajectory:
+    env = cfg["env"]
+    return Trajectory(
+        episode=state["episode"],
+        seed=state["seed"],
+        env_id=cfg.get("env_id", getattr(env, "env_id", "?")),
+        protocol=cfg.get("protocol", "?"),
+        agents=list(getattr(env, "possible_agents", [])),
+        steps=list(state.get("steps", [])),
+        success=bool(state.get("success")),
+        reflections=dict(state.get("reflections", {})),
+    )
+
+
+async def run_episode(
+    graph: Any,
+    *,
+    env: Any,
+    episode: int,
+    seed: int,
+    decide: DecideFn,
+    ctx: CallContext,
+    max_steps: int,
+    env_id: str = "?",
+    protocol: str = "?",
+    team: Any = None,
+) -> Trajectory:
+    """Play one episode to the end and return its trajectory (reflections included)."""
+    config = {
+        "configurable": {
+            "env": env, "decide": decide, "ctx": ctx, "team": team, "env_id": env_id, "protocol": protocol,
+        },
+        "recursion_limit": max_steps + 10,
+    }
+    state = await graph.ainvoke({"episode": episode, "seed": seed, "steps": []}, config=config)
+    return _trajectory(state, config["configurable"])
