@@ -1,0 +1,49 @@
+"""marlang: multi-agent reinforcement learning with language-model agents.
+
+The public API is re-exported here lazily, so ``import marlang`` (and the CLI's config
+checks) stay fast until a model or environment is actually needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ExperimentConfig": "marlang.config",
+    "load_config": "marlang.config",
+    "ConfigError": "marlang.config",
+    "TextObservation": "marlang.types",
+    "Message": "marlang.types",
+    "Decision": "marlang.types",
+    "Step": "marlang.types",
+    "Trajectory": "marlang.types",
+    "Credit": "marlang.types",
+    "LLMAgent": "marlang.agents",
+    "ReflexionMemory": "marlang.agents",
+    "parse_action": "marlang.agents",
+    "register_protocol": "marlang.graphs",
+    "build_protocol": "marlang.graphs",
+    "list_protocols": "marlang.graphs",
+    "build_episode_graph": "marlang.graphs",
+    "run_episode": "marlang.graphs",
+    "make_env": ("marlang.envs_text", "make"),
+    "register_env": "marlang.envs_text",
+    "list_envs": "marlang.envs_text",
+    "load_chat_model": "marlang.models",
+    "Experiment": "marlang.experiment",
+    "run_experiment": "marlang.experiment",
+    "run_comparison": "marlang.compare",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'marlang' has no attribute {name!r}")
+    module, attr = target if isinstance(target, tuple) else (target, name)
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,149 @@
+"""Runs every combination of a config grid and writes one comparison table and plot.
+
+Each setting is an ordinary run directory under the comparison folder, so a comparison
+is resumable setting by setting; the env's scripted team is added as a reference row.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from marlang.config import ConfigError, ExperimentConfig, apply_override, build_config, parse_value
+from marlang.experiment import Experiment, build_chat_model
+from marlang.report import markdown_table, plot_learning_curves
+from marlang.rundir import RunDirectory, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Setting:
+    name: str
+    config: ExperimentConfig
+    group: str
+    """Settings in one group share a table (one group per environment)."""
+
+
+@dataclass
+class ComparisonResult:
+    out_dir: Path
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    table: str = ""
+
+
+def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
+    """``["protocol=none,alternating-2", "env.id=babyai/pickup"]`` -> keys and value lists."""
+    grid = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ConfigError(f"--grid {item!r} must look like key=value1,value2")
+        grid.append((key.strip(), [parse_value(v.strip()) for v in values.split(",") if v.strip()]))
+    return grid
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
+
+
+def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], reference: bool = True) -> list[Setting]:
+    """Every combination of the grid values applied to ``base`` (validated), plus one scripted
+    reference setting per environment when ``reference``."""
+    keys = [k for k, _ in grid]
+    settings: list[Setting] = []
+    for combo in itertools.product(*[vals for _, vals in grid]) if grid else [()]:
+        data = copy.deepcopy(base)
+        for k, v in zip(keys, combo):
+            apply_override(data, k, v)
+        cfg = build_config(data)
+        group = cfg.env.id
+        label_parts = [cfg.protocol.label] + [f"{k}={v}" for k, v in zip(keys, combo) if k not in ("protocol", "env.id")]
+        settings.append(Setting(",".join(label_parts), cfg, group))
+    if reference:
+        for group in dict.fromkeys(s.group for s in settings):
+            first = next(s for s in settings if s.group == group)
+            data = first.config.model_dump(mode="json")
+            data["agents"]["kind"] = "scripted"
+            data["protocol"] = {"name": "none"}
+            settings.append(Setting("scripted (reference)", build_config(data), group))
+    names = [(s.group, s.name) for s in settings]
+    if len(set(names)) != len(names):
+        raise ConfigError("--grid produces duplicate settings; list each value once")
+    return settings
+
+
+def run_comparison(
+    base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
+) -> ComparisonResult:
+    """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
+    ``learning_curve.png`` into ``out_dir``."""
+    out = Path(out_dir)
+    settings = expand_grid(base, grid, reference)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
+        {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference}, sort_keys=False))
+
+    shared_model: Any = None
+    shared_cache: Any = None
+    multi_group = len({s.group for s in settings}) > 1
+    for s in settings:
+        run_path = out / _slug(f"{s.group}__{s.name}" if multi_group else s.name)
+        kwargs: dict[str, Any] = {}
+        if s.config.agents.kind == "llm":
+            if not any(k.startswith("model") for k, _ in grid):
+                if shared_model is None:
+                    shared_model, shared_cache = build_chat_model(s.config.model)
+                kwargs = {"chat_model": shared_model, "cache": shared_cache}
+        logger.info("setting %s -> %s", s.name, run_path)
+        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), **kwargs).run()
+    return write_comparison(out)
+
+
+def write_comparison(out_dir: str | Path) -> ComparisonResult:
+    """(Re)build the comparison table and plot from the run directories under ``out_dir``."""
+    out = Path(out_dir)
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    curves: dict[str, dict[str, list[float]]] = {}
+    for run_path in sorted(p.parent for p in out.glob("*/summary.json")):
+        import json
+
+        summary = json.loads((run_path / "summary.json").read_text())
+        if not summary.get("episodes"):
+            continue
+        group = summary.get("env_id", "?")
+        name = summary.get("setting", run_path.name)
+        groups.setdefault(group, {})[name] = summary
+        dicts = sorted(RunDirectory(run_path).load_episode_dicts(), key=lambda d: d["episode"])
+        curves.setdefault(group, {})[name] = [d["metrics"]["steps"] for d in dicts]
+    parts, summaries = [], {}
+    for group, by_name in groups.items():
+        ordered = dict(sorted(by_name.items(), key=lambda kv: (kv[0] == "scripted", _setting_order(kv[0]))))
+        model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
+        parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
+        summaries[group] = ordered
+    table = "\n".join(parts)
+    atomic_write_text(out / "table.md", table)
+    atomic_write_text(out / "summary.json", __import__("json").dumps(summaries, indent=2) + "\n")
+    for i, (group, by_name) in enumerate(curves.items()):
+        llm = {k: v for k, v in by_name.items() if k != "scripted"}
+        ref = {"scripted team (mean)": sum(by_name["scripted"]) / len(by_name["scripted"])} if by_name.get("scripted") else None
+        name = "learning_curve.png" if i == 0 else f"learning_curve_{_slug(group)}.png"
+        plot_learning_curves(llm, out / name, reference=ref)
+    return ComparisonResult(out, summaries, table)
+
+
+_ORDER = ["none", "bidirectional", "unidirectional"]
+
+
+def _setting_order(name: str) -> tuple[int, str]:
+    head = name.split(",")[0]
+    if head in _ORDER:
+        return (_ORDER.index(head), name)
+    return (len(_ORDER), name)

@@ -1,0 +1,129 @@
+"""The run directory: every file a run writes, append-only or atomic, and read back on resume.
+
+``episodes.jsonl`` gets one line per finished episode, flushed and fsynced at once, so a
+killed process keeps every finished episode; a torn last line is dropped on load.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from marlang.types import Trajectory
+
+logger = logging.getLogger(__name__)
+
+METRIC_FIELDS = [
+    "episode", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",
+    "reprompts", "fallbacks", "messages", "llm_calls", "cached_calls", "tokens_in", "tokens_out",
+]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write then rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDirectory:
+    """Reads and writes one run's files (see DESIGN.md, "The run directory")."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    # paths ---------------------------------------------------------------------------------
+    @property
+    def episodes_file(self) -> Path:
+        return self.path / "episodes.jsonl"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.csv"
+
+    @property
+    def llm_calls_file(self) -> Path:
+        return self.path / "llm_calls.csv"
+
+    @property
+    def summary_file(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.yaml"
+
+    def exists(self) -> bool:
+        return self.config_file.is_file()
+
+    # writes --------------------------------------------------------------------------------
+    def create(self, config_yaml: str, manifest: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config_file, config_yaml)
+        self.write_json("manifest.json", manifest)
+
+    def write_json(self, name: str, data: Any) -> None:
+        atomic_write_text(self.path / name, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+    def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> None:
+        """Record a finished episode: its full trajectory and its metrics row."""
+        traj.metrics = metrics
+        line = json.dumps(traj.to_dict(), default=str)
+        with open(self.episodes_file, "a") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        new = not self.metrics_file.exists()
+        with open(self.metrics_file, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=METRIC_FIELDS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(metrics)
+
+    # reads ---------------------------------------------------------------------------------
+    def load_episode_dicts(self, repair: bool = False) -> list[dict[str, Any]]:
+        """Every finished episode, in file order. A torn last line (killed mid-write) is
+        skipped, and removed from the file when ``repair``."""
+        if not self.episodes_file.exists():
+            return []
+        good: list[dict[str, Any]] = []
+        good_bytes = 0
+        raw = self.episodes_file.read_bytes()
+        for line in raw.splitlines(keepends=True):
+            try:
+                good.append(json.loads(line))
+                good_bytes += len(line)
+            except json.JSONDecodeError:
+                logger.warning("%s: dropping an unfinished episode record", self.episodes_file)
+                break
+        if repair and good_bytes != len(raw):
+            with open(self.episodes_file, "r+b") as fh:
+                fh.truncate(good_bytes)
+        return good
+
+    def load_trajectories(self) -> list[Trajectory]:
+        return [Trajectory.from_dict(d) for d in self.load_episode_dicts()]
+
+    def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Make metrics.csv match the episodes on disk (after a resume dropped a torn line)."""
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(r)
+        atomic_write_text(self.metrics_file, buf.getvalue())

@@ -1,0 +1,137 @@
+"""The runner on the real BabyAI-Text env with fake chat models: files, resume, learning, faults."""
+
+import json
+
+import pytest
+
+from marlang.config import ConfigError, build_config
+from marlang.experiment import Experiment
+from marlang.rundir import RunDirectory
+from tests.fakes import FakeRuleChatModel, babyai_rule
+
+
+def make_config(**sections):
+    data = {
+        "env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 4},
+        "model": {"cache": False},
+        "protocol": {"name": "bidirectional"},
+        "run": {"episodes": 3, "parallel": 2, "progress": False},
+    }
+    for key, value in sections.items():
+        data.setdefault(key, {}).update(value)
+    return build_config(data)
+
+
+def test_run_writes_every_file_of_the_run_directory(tmp_path):
+    model = FakeRuleChatModel(rule=babyai_rule)
+    result = Experiment(make_config(), tmp_path / "run", chat_model=model).run()
+    rd = RunDirectory(result.run_dir)
+    for name in ["config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv",
+                 "summary.json", "learning_curve.png"]:
+        assert (rd.path / name).is_file(), name
+    episodes = rd.load_episode_dicts()
+    assert sorted(d["episode"] for d in episodes) == [0, 1, 2]
+    assert [d["seed"] for d in sorted(episodes, key=lambda d: d["episode"])] == [0, 1, 2]
+    step = episodes[0]["steps"][0]
+    assert [m["sender"] for m in step["messages"]] == ["agent_0", "agent_1"]
+    assert step["decisions"]["agent_0"]["action"] == "go forward"
+    assert "You" in step["observations"]["agent_0"]["text"]
+    summary = json.loads((rd.path / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["setting"] == "bidirectional"
+    # per step: 2 messages + 2 actions; per episode: + 2 reflections
+    n_steps = sum(d["n_steps"] for d in episodes)
+    assert len(model.calls) == 4 * n_steps + 2 * 3
+    assert summary["llm_calls_per_episode"]["mean"] == pytest.approx(len(model.calls) / 3)
+    calls_csv = (rd.path / "llm_calls.csv").read_text().splitlines()
+    assert len(calls_csv) == 1 + len(model.calls)
+    manifest = json.loads((rd.path / "manifest.json").read_text())
+    assert manifest["prompt_hashes"]["act"] and manifest["versions"]["langgraph"]
+
+
+def test_reflections_of_one_wave_reach_the_prompts_of_the_next(tmp_path):
+    counter = iter(range(1000))
+
+    def rule(messages):
+        if "The episode is over" in str(messages[-1].content):
+            return f"Lesson number {next(counter)}."
+        return "Action: turn left"
+
+    model = FakeRuleChatModel(rule=rule)
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 4, "parallel": 2})
+    Experiment(cfg, tmp_path / "run", chat_model=model).run()
+    episodes = sorted(RunDirectory(tmp_path / "run").load_episode_dicts(), key=lambda d: d["episode"])
+    lessons = {a: [d["reflections"][a] for d in episodes[:2]] for a in ("agent_0", "agent_1")}
+    assert len(set(lessons["agent_0"] + lessons["agent_1"])) == 4  # two agents x two episodes
+    systems = [str(call[0].content) for call in model.calls if "The episode is over" not in str(call[-1].content)]
+    first_wave_steps = sum(d["n_steps"] for d in episodes[:2])
+    assert not any("Lesson number" in s for s in systems[: 2 * first_wave_steps])  # empty memory at first
+    last_agent0 = [s for s in systems if s.startswith("You are agent_0")][-1]
+    assert all(lesson in last_agent0 for lesson in lessons["agent_0"])
+    assert not any(lesson in last_agent0 for lesson in lessons["agent_1"])  # memories are per agent
+
+
+def test_malformed_output_is_counted_and_never_crashes(tmp_path):
+    model = FakeRuleChatModel(rule=lambda msgs: "¯\\_(ツ)_/¯")
+    cfg = make_config(protocol={"name": "none"}, learning={"method": "none"}, run={"episodes": 2})
+    result = Experiment(cfg, tmp_path / "run", chat_model=model).run()
+    assert result.summary["invalid_action_rate"]["mean"] == 1.0
+    rows = [d["metrics"] for d in RunDirectory(tmp_path / "run").load_episode_dicts()]
+    assert all(r["fallbacks"] == r["decisions"] and r["reprompts"] == r["decisions"] for r in rows)
+
+
+class Interrupt(KeyboardInterrupt):
+    pass
+
+
+def test_interrupted_run_keeps_finished_episodes_and_resumes_exactly(tmp_path):
+    cfg = make_config(run={"episodes": 5, "parallel": 1})
+    model = FakeRuleChatModel(rule=babyai_rule)
+    seen = []
+
+    def stop_after_two(traj):
+        seen.append(traj.episode)
+        if len(seen) == 2:
+            raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        Experiment(cfg, tmp_path / "run", chat_model=model, on_episode=stop_after_two).run()
+    rd = RunDirectory(tmp_path / "run")
+    assert [d["episode"] for d in rd.load_episode_dicts()] == [0, 1]
+
+    # A process killed mid-write leaves a torn line: it is dropped, not fatal.
+    with open(rd.episodes_file, "a") as fh:
+        fh.write('{"episode": 2, "steps": [')
+    with pytest.raises(ConfigError, match="--resume"):
+        Experiment(cfg, tmp_path / "run", chat_model=model).run()
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=model).run()
+    assert result.episodes_run == 3
+    episodes = [d["episode"] for d in rd.load_episode_dicts()]
+    assert sorted(episodes) == [0, 1, 2, 3, 4] and len(episodes) == 5
+    assert len(rd.metrics_file.read_text().splitlines()) == 1 + 5
+    again = Experiment(cfg, tmp_path / "run", resume=True, chat_model=model).run()
+    assert again.episodes_run == 0 and again.summary["episodes"] == 5
+
+
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
+    cfg = make_config(run={"episodes": 4, "parallel": 2})
+    Experiment(cfg, tmp_path / "full", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+
+    def stop(traj):
+        raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        Experiment(cfg, tmp_path / "cut", chat_model=FakeRuleChatModel(rule=babyai_rule), on_episode=stop).run()
+    Experiment(cfg, tmp_path / "cut", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+
+    def key(path):
+        ds = sorted(RunDirectory(path).load_episode_dicts(), key=lambda d: d["episode"])
+        return [(d["episode"], d["n_steps"], d["reflections"], [s["decisions"] for s in d["steps"]]) for d in ds]
+
+    assert key(tmp_path / "full") == key(tmp_path / "cut")
+
+
+def test_scripted_team_runs_without_a_model(tmp_path):
+    cfg = make_config(agents={"kind": "scripted"}, env={"max_steps": None}, run={"episodes": 3})
+    result = Experiment(cfg, tmp_path / "run").run()
+    assert result.summary["setting"] == "scripted"
+    assert result.summary["success_rate"]["mean"] == 1.0
