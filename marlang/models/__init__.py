@@ -1,0 +1,120 @@
+"""LLM backends: chat models, action scorers, the response cache and call accounting.
+
+Names are re-exported lazily, so importing this package (e.g. to list model specs) does
+not load torch or transformers until a local model is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    # building models from spec strings
+    "load_chat_model": "marlang.models.factory",
+    "load_local_engine": "marlang.models.factory",
+    "make_scorer": "marlang.models.factory",
+    "list_model_specs": "marlang.models.factory",
+    "parse_model_spec": "marlang.models.factory",
+    # local models
+    "LocalLM": "marlang.models.local_engine",
+    "SamplingParams": "marlang.models.local_engine",
+    "GenerationRequest": "marlang.models.local_engine",
+    "GenerationOutput": "marlang.models.local_engine",
+    "LocalChatModel": "marlang.models.local_chat",
+    "load_smollm2": "marlang.models.local_weights",
+    "load_hf_model": "marlang.models.local_weights",
+    "SMOLLM2_INSTALL_COMMAND": "marlang.models.local_weights",
+    # remote models
+    "ResilientChatModel": "marlang.models.remote",
+    # action scoring
+    "ActionScorer": "marlang.models.scoring",
+    "CausalLMScorer": "marlang.models.scoring",
+    "KVReuseScorer": "marlang.models.scoring",
+    "PerCandidateScorer": "marlang.models.scoring",
+    "RepeatedPromptScorer": "marlang.models.scoring",
+    # response cache
+    "SQLiteResponseCache": "marlang.models.cache",
+    "default_cache_dir": "marlang.models.cache",
+    # accounting
+    "UsageRecorder": "marlang.models.accounting",
+    "LLMCallRecord": "marlang.models.accounting",
+    # errors
+    "ModelNotAvailableError": "marlang.models.errors",
+    "ModelUnreachableError": "marlang.models.errors",
+    "ScoringNotSupportedError": "marlang.models.errors",
+}
+
+__all__ = [
+    "SMOLLM2_INSTALL_COMMAND",
+    "ActionScorer",
+    "CausalLMScorer",
+    "GenerationOutput",
+    "GenerationRequest",
+    "KVReuseScorer",
+    "LLMCallRecord",
+    "LocalChatModel",
+    "LocalLM",
+    "ModelNotAvailableError",
+    "ModelUnreachableError",
+    "PerCandidateScorer",
+    "RepeatedPromptScorer",
+    "ResilientChatModel",
+    "SQLiteResponseCache",
+    "SamplingParams",
+    "ScoringNotSupportedError",
+    "UsageRecorder",
+    "default_cache_dir",
+    "list_model_specs",
+    "load_chat_model",
+    "load_hf_model",
+    "load_local_engine",
+    "load_smollm2",
+    "make_scorer",
+    "parse_model_spec",
+]
+
+if TYPE_CHECKING:
+    from marlang.models.accounting import LLMCallRecord, UsageRecorder
+    from marlang.models.cache import SQLiteResponseCache, default_cache_dir
+    from marlang.models.errors import (
+        ModelNotAvailableError,
+        ModelUnreachableError,
+        ScoringNotSupportedError,
+    )
+    from marlang.models.factory import (
+        list_model_specs,
+        load_chat_model,
+        load_local_engine,
+        make_scorer,
+        parse_model_spec,
+    )
+    from marlang.models.local_chat import LocalChatModel
+    from marlang.models.local_engine import (
+        GenerationOutput,
+        GenerationRequest,
+        LocalLM,
+        SamplingParams,
+    )
+    from marlang.models.local_weights import SMOLLM2_INSTALL_COMMAND, load_hf_model, load_smollm2
+    from marlang.models.remote import ResilientChatModel
+    from marlang.models.scoring import (
+        ActionScorer,
+        CausalLMScorer,
+        KVReuseScorer,
+        PerCandidateScorer,
+        RepeatedPromptScorer,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'marlang.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,272 @@
+"""Per-call LLM accounting: a LangChain callback recording one row per chat-model call.
+
+Rows carry who called (role, agent, episode, step from the call's metadata), the model,
+tokens, latency, whether the response came from the cache, and any error; `append_csv`
+writes them to a run's ``llm_calls.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import LLMResult
+
+from marlang.models.cache import CACHED_FLAG
+
+ROLE_KEY = "marlang_role"
+AGENT_KEY = "marlang_agent"
+EPISODE_KEY = "marlang_episode"
+STEP_KEY = "marlang_step"
+UNKNOWN_ROLE = "unknown"
+
+
+@dataclass(frozen=True)
+class LLMCallRecord:
+    """One chat-model call, as one row of ``llm_calls.csv``."""
+
+    time: str
+    """When the call started (ISO 8601, UTC)."""
+    model: str
+    role: str
+    agent: str
+    episode: Any
+    step: Any
+    input_tokens: int
+    output_tokens: int
+    """Tokens as reported by the response; for a cache hit, those of the original call."""
+    latency_s: float
+    cached: bool
+    error: str = ""
+    """Empty for a successful call, else the exception's type and message."""
+
+
+CSV_FIELDS = tuple(f.name for f in fields(LLMCallRecord))
+
+
+@dataclass
+class _OpenCall:
+    started: float
+    wall_time: str
+    model: str
+    role: str
+    agent: str
+    episode: Any
+    step: Any
+
+
+class UsageRecorder(BaseCallbackHandler):
+    """Records one `LLMCallRecord` per chat-model call it sees as a callback.
+
+    Attach it with the caller's identity in the run metadata::
+
+        await model.ainvoke(messages, config={
+            "callbacks": [recorder],
+            "metadata": {"marlang_role": "actor", "marlang_agent": "agent_0",
+                         "marlang_episode": 3, "marlang_step": 7},
+        })
+
+    All four keys are optional (role defaults to ``"unknown"``, the others to empty).
+    Cache hits are recorded too, with ``cached=True`` and near-zero latency; the totals
+    count their calls under ``cached`` but leave their tokens out of ``input_tokens`` and
+    ``output_tokens``, which count what backends actually processed. Safe to share across
+    threads and concurrent tasks.
+    """
+
+    # Bookkeeping is cheap: run on the caller's thread/event loop instead of an executor.
+    run_inline = True
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: list[LLMCallRecord] = []
+        self._open: dict[UUID, _OpenCall] = {}
+        self._written: dict[Path, int] = {}
+
+    # --- LangChain callbacks -------------------------------------------------------------
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, serialized, metadata, kwargs.get("invocation_params"))
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, serialized, metadata, kwargs.get("invocation_params"))
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        input_tokens, output_tokens = _token_usage(response)
+        self._finish(run_id, input_tokens, output_tokens, cached=_is_cached(response))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._finish(run_id, 0, 0, cached=False, error=f"{type(error).__name__}: {error}")
+
+    # --- results ----------------------------------------------------------------------------
+    @property
+    def rows(self) -> list[LLMCallRecord]:
+        """All finished calls so far, in the order they finished."""
+        with self._lock:
+            return list(self._rows)
+
+    def append_csv(self, path: str | Path) -> int:
+        """Append the rows not yet written to ``path`` (header only for a new file).
+
+        Returns how many rows were written. Each path keeps its own position, so calling
+        this after every episode writes every row exactly once.
+        """
+        path = Path(path)
+        key = path.resolve()
+        with self._lock:
+            start = self._written.get(key, 0)
+            new_rows = self._rows[start:]
+            if not new_rows:
+                return 0
+            needs_header = not path.exists() or path.stat().st_size == 0
+            with path.open("a", newline="", encoding="utf-8") as f:
+                writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+                if needs_header:
+                    writer.writeheader()
+                writer.writerows(asdict(row) for row in new_rows)
+            self._written[key] = start + len(new_rows)
+        return len(new_rows)
+
+    def totals(self) -> dict[str, float]:
+        """Totals over all calls (see `totals_by_role` for the keys)."""
+        return _total(self.rows)
+
+    def totals_by_role(self) -> dict[str, dict[str, float]]:
+        """Per role: ``calls``, ``cached``, ``errors``, ``input_tokens``, ``output_tokens``,
+        ``latency_s`` (tokens and latency of calls answered by a backend, not the cache)."""
+        return self._grouped(lambda row: row.role)
+
+    def totals_by_episode(self) -> dict[Any, dict[str, float]]:
+        """Per episode (as given in the metadata), the same totals as `totals_by_role`."""
+        return self._grouped(lambda row: row.episode)
+
+    def totals_by_agent(self) -> dict[str, dict[str, float]]:
+        """Per agent, the same totals as `totals_by_role`."""
+        return self._grouped(lambda row: row.agent)
+
+    def _grouped(self, key: Callable[[LLMCallRecord], Hashable]) -> dict[Any, dict[str, float]]:
+        groups: dict[Any, list[LLMCallRecord]] = {}
+        for row in self.rows:
+            groups.setdefault(key(row), []).append(row)
+        return {k: _total(rows) for k, rows in groups.items()}
+
+    # --- bookkeeping ----------------------------------------------------------------------
+    def _start(
+        self,
+        run_id: UUID,
+        serialized: dict[str, Any] | None,
+        metadata: dict[str, Any] | None,
+        invocation_params: dict[str, Any] | None,
+    ) -> None:
+        metadata = metadata or {}
+        call = _OpenCall(
+            started=time.perf_counter(),
+            wall_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            model=_model_id(serialized or {}, metadata, invocation_params or {}),
+            role=str(metadata.get(ROLE_KEY) or UNKNOWN_ROLE),
+            agent=str(metadata.get(AGENT_KEY) or ""),
+            episode=metadata.get(EPISODE_KEY),
+            step=metadata.get(STEP_KEY),
+        )
+        with self._lock:
+            self._open[run_id] = call
+
+    def _finish(
+        self, run_id: UUID, input_tokens: int, output_tokens: int, *, cached: bool, error: str = ""
+    ) -> None:
+        finished = time.perf_counter()
+        with self._lock:
+            call = self._open.pop(run_id, None)
+            if call is None:  # started before this recorder was attached
+                return
+            self._rows.append(
+                LLMCallRecord(
+                    time=call.wall_time,
+                    model=call.model,
+                    role=call.role,
+                    agent=call.agent,
+                    episode=call.episode,
+                    step=call.step,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    latency_s=round(finished - call.started, 6),
+                    cached=cached,
+                    error=error,
+                )
+            )
+
+
+def _total(rows: list[LLMCallRecord]) -> dict[str, float]:
+    served = [r for r in rows if not r.cached and not r.error]
+    return {
+        "calls": len(rows),
+        "cached": sum(1 for r in rows if r.cached),
+        "errors": sum(1 for r in rows if r.error),
+        "input_tokens": sum(r.input_tokens for r in served),
+        "output_tokens": sum(r.output_tokens for r in served),
+        "latency_s": sum(r.latency_s for r in rows if not r.cached),
+    }
+
+
+def _model_id(
+    serialized: dict[str, Any], metadata: dict[str, Any], invocation_params: dict[str, Any]
+) -> str:
+    for value in (
+        invocation_params.get("model_id"),  # marlang's own chat models
+        metadata.get("ls_model_name"),
+        invocation_params.get("model"),
+        invocation_params.get("model_name"),
+        serialized.get("name"),
+    ):
+        if value:
+            return str(value)
+    return "unknown"
+
+
+def _token_usage(response: LLMResult) -> tuple[int, int]:
+    input_tokens = output_tokens = 0
+    found = False
+    for generations in response.generations:
+        for generation in generations:
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
+            if usage:
+                found = True
+                input_tokens += int(usage.get("input_tokens", 0))
+                output_tokens += int(usage.get("output_tokens", 0))
+    if not found and response.llm_output:  # older integrations report usage here
+        usage = response.llm_output.get("token_usage") or {}
+        input_tokens = int(usage.get("prompt_tokens", 0))
+        output_tokens = int(usage.get("completion_tokens", 0))
+    return input_tokens, output_tokens
+
+
+def _is_cached(response: LLMResult) -> bool:
+    generations = [g for gens in response.generations for g in gens]
+    return bool(generations) and all(
+        (g.generation_info or {}).get(CACHED_FLAG)
+        or getattr(getattr(g, "message", None), "response_metadata", {}).get(CACHED_FLAG)
+        for g in generations
+    )

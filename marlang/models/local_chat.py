@@ -1,0 +1,195 @@
+"""`LocalChatModel`: a LangChain chat model over a shared, batching `LocalLM` engine.
+
+Messages are rendered with the tokenizer's chat template; concurrent ``ainvoke`` calls are
+decoded together in one batch. Copies with other sampling params share the engine:
+``model.model_copy(update={"temperature": 0.7})``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
+from pydantic import ConfigDict, Field
+
+from marlang.models.local_engine import (
+    GenerationOutput,
+    GenerationRequest,
+    LocalLM,
+    SamplingParams,
+)
+
+CALL_PARAMS = ("temperature", "top_p", "max_tokens", "seed")
+"""Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
+
+# LangChain passes this to every chat model from with_structured_output(); it is tracing
+# metadata, not a generation parameter.
+_IGNORED_CALL_KWARGS = frozenset({"ls_structured_output_format"})
+
+
+class LocalChatModel(BaseChatModel):
+    """A chat model running on a local `LocalLM` engine, with request batching.
+
+    ``temperature == 0`` decodes greedily; otherwise tokens are sampled with nucleus
+    ``top_p`` from a per-request generator seeded by ``seed``, so a seeded request gives the
+    same answer whatever else shares its batch. Every sampling param and the model id are
+    in `_identifying_params`, hence in LangChain's cache key.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    engine: LocalLM = Field(exclude=True, repr=False)
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=1)
+    seed: int | None = None
+    stop: list[str] | None = None
+    """Default stop strings; a call's own ``stop`` replaces them."""
+
+    @property
+    def model_id(self) -> str:
+        return self.engine.model_id
+
+    @property
+    def generate_calls(self) -> int:
+        """Batched decoding runs of the shared engine (all copies together)."""
+        return self.engine.generate_calls
+
+    @property
+    def requests_served(self) -> int:
+        """Requests the shared engine answered (cache hits never reach it)."""
+        return self.engine.requests_served
+
+    @property
+    def _llm_type(self) -> str:
+        return "marlang-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_id": self.model_id,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "stop": self.stop,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="marlang",
+            ls_model_name=self.model_id,
+            ls_model_type="chat",
+            ls_temperature=kwargs.get("temperature", self.temperature),
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        if stop or self.stop:
+            params["ls_stop"] = stop or self.stop
+        return params
+
+    def build_request(
+        self, messages: Sequence[BaseMessage], stop: list[str] | None = None, **kwargs: Any
+    ) -> GenerationRequest:
+        """The engine request for these messages, with per-call params over the defaults."""
+        unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
+        if unknown:
+            raise ValueError(
+                f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id}; "
+                f"supported: {', '.join(CALL_PARAMS)}, stop"
+            )
+        params = {name: getattr(self, name) for name in CALL_PARAMS}
+        # An explicit None keeps the default, except for seed where None means "unseeded".
+        params.update(
+            {k: v for k, v in kwargs.items() if k in CALL_PARAMS and (v is not None or k == "seed")}
+        )
+        stop_strings = stop if stop is not None else self.stop
+        sampling = SamplingParams(stop=tuple(stop_strings or ()), **params)
+        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
+        return GenerationRequest(self.engine.encode(prompt), sampling)
+
+    def batch(
+        self,
+        inputs: list[LanguageModelInput],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[AIMessage]:
+        """Like `Runnable.batch`, but the inputs are decoded together in batches.
+
+        Runs `abatch` on a private event loop; inside a running loop (where that is not
+        possible) it falls back to LangChain's thread-pool batch, one request at a time.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(
+                self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+            )
+        return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        request = self.build_request(messages, stop, **kwargs)
+        return self._to_result(self.engine.generate([request])[0])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        request = self.build_request(messages, stop, **kwargs)
+        return self._to_result(await self.engine.agenerate(request))
+
+    def _to_result(self, output: GenerationOutput) -> ChatResult:
+        usage = UsageMetadata(
+            input_tokens=output.input_tokens,
+            output_tokens=output.output_tokens,
+            total_tokens=output.input_tokens + output.output_tokens,
+        )
+        message = AIMessage(
+            content=output.text,
+            usage_metadata=usage,
+            response_metadata={"model_name": self.model_id, "finish_reason": output.finish_reason},
+        )
+        generation = ChatGeneration(
+            message=message, generation_info={"finish_reason": output.finish_reason}
+        )
+        return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
+
+
+def _to_chat_dict(message: BaseMessage) -> dict[str, str]:
+    if isinstance(message, SystemMessage):
+        role = "system"
+    elif isinstance(message, HumanMessage):
+        role = "user"
+    elif isinstance(message, AIMessage):
+        role = "assistant"
+    elif isinstance(message, ToolMessage):
+        role = "tool"
+    elif isinstance(message, ChatMessage):
+        role = message.role
+    else:
+        raise TypeError(f"Cannot render a {type(message).__name__} for a local chat model")
+    return {"role": role, "content": message.text}

@@ -1,0 +1,411 @@
+"""A local causal LM that serves many concurrent generation requests in batches.
+
+`LocalLM` owns one model + tokenizer. Concurrent `agenerate` calls on an event loop are
+collected into one left-padded, KV-cached decoding loop run off the loop's thread; every
+request keeps its own sampling parameters and random generator inside the shared batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from marlang.models.local_weights import (
+    load_hf_model,
+    load_smollm2,
+    prepare_tokenizer_for_generation,
+)
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_MODELS = ("smollm2",)
+"""Names accepted after ``local:``."""
+
+# Used only for tokenizers without a chat template (base models loaded with hf:PATH).
+_PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick tokens for one request. ``temperature == 0`` means greedy decoding."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int | None = None
+    """Seeds this request's own random generator: same seed, same sample."""
+    stop: tuple[str, ...] = ()
+    """Generation ends at the first of these strings, which is cut from the text."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """A tokenized prompt and the sampling parameters to continue it with."""
+
+    prompt_ids: tuple[int, ...]
+    sampling: SamplingParams = SamplingParams()
+
+
+@dataclass(frozen=True)
+class GenerationOutput:
+    """What one request produced."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    """Generated tokens, including a final end-of-sequence token if one was produced."""
+    input_tokens: int
+    finish_reason: str
+    """``"stop"`` (end-of-sequence token or stop string) or ``"length"`` (max_tokens)."""
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class _RowState:
+    """Decoding state of one request inside a batch."""
+
+    request: GenerationRequest
+    generator: torch.Generator | None
+    token_ids: list[int] = field(default_factory=list)
+    text: str | None = None
+    finish_reason: str | None = None
+
+
+class LocalLM:
+    """A causal LM and its tokenizer on this machine, serving batched generation.
+
+    Several chat models (e.g. `LocalChatModel` copies with different sampling params) can
+    share one `LocalLM`; generation is serialized by a lock, so it is safe to use from many
+    threads and event loops. Counters: `generate_calls` (batched decoding runs) and
+    `requests_served` (requests answered by the model, so cache hits never count).
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        model_id: str,
+        *,
+        max_batch_size: int = 16,
+        batch_window_s: float = 0.01,
+        max_batch_wait_s: float = 0.05,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.max_batch_size = max_batch_size
+        self.batch_window_s = batch_window_s
+        """Requests arriving within this long of each other are batched together."""
+        self.max_batch_wait_s = max_batch_wait_s
+        """Upper bound on how long the first request of a batch waits for company."""
+        prepare_tokenizer_for_generation(tokenizer)
+        self._pad_id = int(tokenizer.pad_token_id)
+        self._eos_ids = _eos_token_ids(model, tokenizer)
+        self._max_positions = getattr(model.config, "max_position_embeddings", None)
+        self._compute_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._generate_calls = 0
+        self._requests_served = 0
+        # One batcher per event loop, created on first use; a closed loop's batcher goes with
+        # it, so a process may call asyncio.run() many times.
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._batchers_lock = threading.Lock()
+
+    @classmethod
+    def from_spec(
+        cls, spec: str, *, device: str | torch.device | None = None, **engine_kwargs: Any
+    ) -> LocalLM:
+        """Load ``local:smollm2`` or ``hf:PATH`` (local files only)."""
+        backend, _, name = spec.partition(":")
+        if backend == "local":
+            if name not in EMBEDDED_MODELS:
+                raise ValueError(
+                    f"Unknown embedded model {spec!r}; available: "
+                    + ", ".join(f"local:{n}" for n in EMBEDDED_MODELS)
+                )
+            model, tokenizer = load_smollm2(device=device)
+        elif backend == "hf" and name:
+            model, tokenizer = load_hf_model(name, device=device)
+        else:
+            raise ValueError(f"LocalLM loads local:NAME or hf:PATH specs, got {spec!r}")
+        return cls(model, tokenizer, spec, **engine_kwargs)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def generate_calls(self) -> int:
+        """Number of batched decoding runs so far."""
+        return self._generate_calls
+
+    @property
+    def requests_served(self) -> int:
+        """Number of requests answered by the model so far."""
+        return self._requests_served
+
+    def format_chat(self, messages: Sequence[dict[str, str]]) -> str:
+        """Render role/content messages with the tokenizer's chat template, ready to continue."""
+        template = None if self.tokenizer.chat_template else _PLAIN_CHAT_TEMPLATE
+        return self.tokenizer.apply_chat_template(
+            list(messages), chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        """Token ids of already-formatted text (the chat template supplies special tokens)."""
+        return tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationOutput]:
+        """Answer requests synchronously, in batches of at most `max_batch_size`."""
+        for request in requests:
+            self._check_fits(request)
+        outputs: list[GenerationOutput] = []
+        for start in range(0, len(requests), self.max_batch_size):
+            outputs.extend(self._generate_batch(requests[start : start + self.max_batch_size]))
+        return outputs
+
+    async def agenerate(self, request: GenerationRequest) -> GenerationOutput:
+        """Answer one request, batched with the other requests pending on this event loop."""
+        self._check_fits(request)
+        loop = asyncio.get_running_loop()
+        with self._batchers_lock:
+            batcher = self._batchers.get(loop)
+            if batcher is None:
+                batcher = self._batchers[loop] = _LoopBatcher(self)
+        return await batcher.submit(request)
+
+    def _check_fits(self, request: GenerationRequest) -> None:
+        if not request.prompt_ids:
+            raise ValueError("Cannot generate from an empty prompt")
+        needed = len(request.prompt_ids) + request.sampling.max_tokens
+        if self._max_positions is not None and needed > self._max_positions:
+            raise ValueError(
+                f"{self.model_id}: prompt of {len(request.prompt_ids)} tokens + max_tokens "
+                f"{request.sampling.max_tokens} exceeds the model's {self._max_positions} positions"
+            )
+
+    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationOutput]:
+        with self._compute_lock, torch.inference_mode():
+            rows = [_RowState(r, self._make_generator(r.sampling)) for r in requests]
+            self._decode(rows)
+        with self._stats_lock:
+            self._generate_calls += 1
+            self._requests_served += len(rows)
+        logger.debug("%s: generated %d requests in one batch", self.model_id, len(rows))
+        return [
+            GenerationOutput(
+                text=row.text if row.text is not None else "",
+                token_ids=tuple(row.token_ids),
+                input_tokens=len(row.request.prompt_ids),
+                finish_reason=row.finish_reason or "length",
+            )
+            for row in rows
+        ]
+
+    def _make_generator(self, sampling: SamplingParams) -> torch.Generator | None:
+        if sampling.temperature == 0:
+            return None
+        generator = torch.Generator(device=self.device)
+        if sampling.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(sampling.seed)
+        return generator
+
+    def _decode(self, rows: list[_RowState]) -> None:
+        """Left-padded prefill, then one token per step for the rows still running.
+
+        Finished rows are dropped from the batch and its KV cache, so a long answer does not
+        make short ones pay for its steps.
+        """
+        device = self.device
+        prompt_len = max(len(row.request.prompt_ids) for row in rows)
+        input_ids = torch.full((len(rows), prompt_len), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), prompt_len), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids = row.request.prompt_ids
+            input_ids[i, prompt_len - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[i, prompt_len - len(ids) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+        cache = DynamicCache(config=self.model.config)
+        logits = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1, :]
+        next_positions = position_ids[:, -1] + 1
+        active = list(range(len(rows)))
+        while True:
+            tokens = self._choose_tokens(logits, [rows[i] for i in active])
+            running = [j for j, i in enumerate(active) if not self._push(rows[i], int(tokens[j]))]
+            if not running:
+                return
+            if len(running) < len(active):
+                keep = torch.tensor(running, dtype=torch.long, device=device)
+                cache.batch_select_indices(keep)
+                attention_mask, next_positions, tokens = (
+                    attention_mask[keep],
+                    next_positions[keep],
+                    tokens[keep],
+                )
+                active = [active[j] for j in running]
+            attention_mask = torch.cat(
+                [attention_mask, attention_mask.new_ones((len(active), 1))], dim=1
+            )
+            logits = self.model(
+                input_ids=tokens[:, None],
+                attention_mask=attention_mask,
+                position_ids=next_positions[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits[:, -1, :]
+            next_positions = next_positions + 1
+
+    def _choose_tokens(self, logits: torch.Tensor, rows: Sequence[_RowState]) -> torch.Tensor:
+        tokens = logits.argmax(dim=-1)
+        for i, row in enumerate(rows):
+            if row.generator is not None:
+                tokens[i] = sample_token(logits[i], row.request.sampling, row.generator)
+        return tokens
+
+    def _push(self, row: _RowState, token: int) -> bool:
+        """Append a token to a row; return whether the row is finished."""
+        row.token_ids.append(token)
+        sampling = row.request.sampling
+        if token in self._eos_ids:
+            row.finish_reason = "stop"
+            row.text = self._decode_text(row.token_ids[:-1])
+            return True
+        if sampling.stop:
+            text = self._decode_text(row.token_ids)
+            cut = min((text.find(s) for s in sampling.stop if s in text), default=-1)
+            if cut >= 0:
+                row.finish_reason, row.text = "stop", text[:cut]
+                return True
+        if len(row.token_ids) >= sampling.max_tokens:
+            row.finish_reason = "length"
+            row.text = self._decode_text(row.token_ids)
+            return True
+        return False
+
+    def _decode_text(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+
+def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> int:
+    """Draw one token id from temperature-scaled, nucleus-truncated probabilities."""
+    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+    if sampling.top_p >= 1:
+        return int(torch.multinomial(probs, 1, generator=generator))
+    sorted_probs, order = torch.sort(probs, descending=True)
+    # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
+    outside = sorted_probs.cumsum(-1) - sorted_probs >= sampling.top_p
+    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+    return int(order[torch.multinomial(sorted_probs, 1, generator=generator)])
+
+
+def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured is not None:
+        ids.update(int(i) for i in configured)
+    if not ids:
+        raise ValueError("Cannot tell when generation ends: no eos token id in tokenizer or model")
+    return frozenset(ids)
+
+
+class _LoopBatcher:
+    """Collects the requests made on one event loop into batched `LocalLM` runs.
+
+    While a batch decodes in a worker thread the loop keeps running, so new requests queue
+    up and form the next batch.
+    """
+
+    def __init__(self, engine: LocalLM) -> None:
+        self._engine = engine
+        self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationOutput]]] = []
+        self._worker: asyncio.Task[None] | None = None
+
+    async def submit(self, request: GenerationRequest) -> GenerationOutput:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[GenerationOutput] = loop.create_future()
+        self._pending.append((request, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        batch: list[tuple[GenerationRequest, asyncio.Future[GenerationOutput]]] = []
+        try:
+            while self._pending:
+                await self._gather_arrivals()
+                size = self._engine.max_batch_size
+                batch, self._pending = self._pending[:size], self._pending[size:]
+                batch = [(r, f) for r, f in batch if not f.done()]  # drop cancelled callers
+                if not batch:
+                    continue
+                try:
+                    outputs = await asyncio.to_thread(
+                        self._engine._generate_batch, [r for r, _ in batch]
+                    )
+                except Exception as exc:  # noqa: BLE001 - every caller in the batch gets the error
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for (_, future), output in zip(batch, outputs, strict=True):
+                        if not future.done():
+                            future.set_result(output)
+                batch = []
+        except BaseException:
+            for _, future in batch + self._pending:
+                future.cancel()
+            self._pending = []
+            raise
+
+    async def _gather_arrivals(self) -> None:
+        # Concurrent callers reach submit() a few loop iterations apart (LangChain runs
+        # callbacks and cache lookups first), so wait while requests keep arriving.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._engine.max_batch_wait_s
+        seen = -1
+        while (
+            len(self._pending) != seen
+            and len(self._pending) < self._engine.max_batch_size
+            and loop.time() < deadline
+        ):
+            seen = len(self._pending)
+            await asyncio.sleep(self._engine.batch_window_s)

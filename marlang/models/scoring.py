@@ -1,0 +1,235 @@
+"""Action scoring: log p(candidate | prompt) for every candidate action string (the GLAM policy).
+
+`KVReuseScorer` runs the prompt once and scores all candidates in one more forward pass
+over its key/value cache; `PerCandidateScorer` and `RepeatedPromptScorer` are the plain
+reference implementations it is tested and benchmarked against.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+
+@runtime_checkable
+class ActionScorer(Protocol):
+    """Scores candidate continuations of a prompt by their total log-probability."""
+
+    def score(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+        """log p(candidate | prompt), summed over each candidate's tokens."""
+        ...
+
+
+class CausalLMScorer(ABC):
+    """Shared tokenization for scorers over a local causal LM.
+
+    The prompt is already-formatted text and is tokenized as is (no special tokens added);
+    each candidate is tokenized on its own, without special tokens, and appended after the
+    prompt's tokens, so leading spaces in candidates matter. `score` runs under
+    ``torch.inference_mode``; `score_tensor` follows the caller's grad mode, so a trainer
+    can backpropagate through the scores.
+    """
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        pad = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        self._pad_id = int(pad) if pad is not None else 0
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def score(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+        with torch.inference_mode():
+            return self.score_tensor(prompt, candidates).tolist()
+
+    def score_tensor(self, prompt: str, candidates: Sequence[str]) -> torch.Tensor:
+        """The scores as a float32 tensor of shape ``[len(candidates)]``."""
+        if not candidates:
+            return torch.empty(0, device=self.device)
+        prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if not prompt_ids:
+            raise ValueError("The prompt is empty: candidates need something to be scored after")
+        candidate_ids = [
+            self.tokenizer(c, add_special_tokens=False)["input_ids"] for c in candidates
+        ]
+        empty = [c for c, ids in zip(candidates, candidate_ids, strict=True) if not ids]
+        if empty:
+            raise ValueError(f"Candidates with no tokens cannot be scored: {empty!r}")
+        return self.score_ids(prompt_ids, candidate_ids)
+
+    @abstractmethod
+    def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        """Scores from token ids (prompt and candidates non-empty)."""
+
+    def _padded(self, candidate_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-padded candidate ids and their 0/1 mask, both ``[n, longest]``."""
+        longest = max(len(ids) for ids in candidate_ids)
+        ids = torch.full((len(candidate_ids), longest), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(candidate_ids), longest), dtype=torch.long)
+        for i, cand in enumerate(candidate_ids):
+            ids[i, : len(cand)] = torch.tensor(cand, dtype=torch.long)
+            mask[i, : len(cand)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+
+class KVReuseScorer(CausalLMScorer):
+    """Runs the prompt once and reuses its key/value cache for all candidates.
+
+    The first candidate token is scored from the prompt's last logits, so only the first
+    ``len - 1`` tokens of each candidate are fed, all in one more forward pass over the
+    cache (none at all when every candidate is a single token). Two layouts for that pass:
+
+    - ``"packed"``: the candidates' tokens side by side in one row, each attending to the
+      prompt and its own earlier tokens (a block-causal 4D mask), with positions
+      continuing after the prompt. The prompt cache is used as is, never copied.
+    - ``"batched"``: the prompt cache repeated once per candidate and the candidates
+      right-padded into a batch, with a 2D padding mask. Works with every attention
+      backend, at the cost of one copy of the prompt cache per candidate.
+
+    The default picks ``"packed"`` where the model's attention takes custom 4D masks
+    (``sdpa``, ``eager``) and ``"batched"`` elsewhere (e.g. flash-attention).
+    """
+
+    PACKED_ATTENTION = frozenset({"sdpa", "eager"})
+    """Attention implementations that accept the packed layout's custom 4D mask."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        layout: Literal["packed", "batched"] | None = None,
+    ) -> None:
+        super().__init__(model, tokenizer)
+        attention = getattr(model.config, "_attn_implementation", None)
+        if layout is None:
+            layout = "packed" if attention in self.PACKED_ATTENTION else "batched"
+        elif layout == "packed" and attention not in self.PACKED_ATTENTION:
+            raise ValueError(
+                f"The packed layout needs custom 4D attention masks, which {attention!r} "
+                "attention does not take; use layout='batched'"
+            )
+        elif layout not in ("packed", "batched"):
+            raise ValueError(f"layout must be 'packed' or 'batched', got {layout!r}")
+        self.layout = layout
+
+    def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        device = self.device
+        cache = DynamicCache(config=self.model.config)
+        prompt_out = self.model(
+            input_ids=torch.tensor([prompt_ids], device=device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        first_logprobs = torch.log_softmax(prompt_out.logits[0, -1].float(), dim=-1)
+        firsts = torch.tensor([ids[0] for ids in candidate_ids], device=device)
+        scores = first_logprobs[firsts]
+        if all(len(ids) == 1 for ids in candidate_ids):
+            return scores
+        if self.layout == "packed":
+            return scores + self._packed_rest(len(prompt_ids), candidate_ids, cache)
+        return scores + self._batched_rest(len(prompt_ids), candidate_ids, cache)
+
+    def _packed_rest(
+        self, prompt_len: int, candidate_ids: list[list[int]], cache: DynamicCache
+    ) -> torch.Tensor:
+        """log p of every candidate token after the first, from one packed row."""
+        device = self.device
+        owner, offset, fed, target = [], [], [], []
+        for i, ids in enumerate(candidate_ids):
+            for j in range(len(ids) - 1):
+                owner.append(i)
+                offset.append(j)
+                fed.append(ids[j])
+                target.append(ids[j + 1])
+        owner_t = torch.tensor(owner, device=device)
+        offset_t = torch.tensor(offset, device=device)
+        n_fed = len(fed)
+        # Token t sees the whole prompt and the tokens of its own candidate up to itself.
+        own_prefix = (owner_t[:, None] == owner_t[None, :]) & (
+            offset_t[:, None] >= offset_t[None, :]
+        )
+        allowed = torch.cat(
+            [torch.ones((n_fed, prompt_len), dtype=torch.bool, device=device), own_prefix], dim=1
+        )
+        dtype = self.model.dtype
+        mask = torch.zeros((1, 1, n_fed, prompt_len + n_fed), dtype=dtype, device=device)
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+        logits = self.model(
+            input_ids=torch.tensor([fed], device=device),
+            attention_mask=mask,
+            position_ids=(prompt_len + offset_t)[None],
+            past_key_values=cache,
+            use_cache=True,
+        ).logits[0]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        picked = logprobs.gather(-1, torch.tensor(target, device=device)[:, None])[:, 0]
+        return torch.zeros(len(candidate_ids), device=device).index_add(0, owner_t, picked)
+
+    def _batched_rest(
+        self, prompt_len: int, candidate_ids: list[list[int]], cache: DynamicCache
+    ) -> torch.Tensor:
+        """log p of every candidate token after the first, from one right-padded batch."""
+        n = len(candidate_ids)
+        ids, mask = self._padded(candidate_ids)
+        cache.batch_repeat_interleave(n)
+        fed = ids[:, :-1]
+        positions = torch.arange(prompt_len, prompt_len + fed.shape[1], device=self.device)
+        logits = self.model(
+            input_ids=fed,
+            attention_mask=torch.cat([mask.new_ones((n, prompt_len)), mask[:, :-1]], dim=1),
+            position_ids=positions.expand(n, -1),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+        return _sum_token_logprobs(logits, ids[:, 1:], mask[:, 1:])
+
+
+class PerCandidateScorer(CausalLMScorer):
+    """Reference: one forward pass over prompt + candidate for each candidate."""
+
+    def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        device = self.device
+        prompt_len = len(prompt_ids)
+        scores = []
+        for cand in candidate_ids:
+            ids = torch.tensor([prompt_ids + cand], device=device)
+            # Logits at positions prompt_len-1 ... end-1 predict the candidate's tokens.
+            keep = torch.arange(prompt_len - 1, prompt_len - 1 + len(cand), device=device)
+            logits = self.model(input_ids=ids, logits_to_keep=keep).logits
+            target = ids[:, prompt_len:]
+            scores.append(_sum_token_logprobs(logits, target, torch.ones_like(target))[0])
+        return torch.stack(scores)
+
+
+class RepeatedPromptScorer(CausalLMScorer):
+    """Reference: one batch of prompt + candidate rows, the prompt repeated in every row."""
+
+    def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        device = self.device
+        n, prompt_len = len(candidate_ids), len(prompt_ids)
+        cand_ids, cand_mask = self._padded(candidate_ids)
+        prompt = torch.tensor(prompt_ids, device=device).expand(n, -1)
+        ids = torch.cat([prompt, cand_ids], dim=1)
+        mask = torch.cat([cand_mask.new_ones((n, prompt_len)), cand_mask], dim=1)
+        keep = torch.arange(prompt_len - 1, prompt_len - 1 + cand_ids.shape[1], device=device)
+        logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits
+        return _sum_token_logprobs(logits, cand_ids, cand_mask)
+
+
+def _sum_token_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Sum over positions of log p(target) under ``logits`` ``[n, len, vocab]``, masked."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    picked = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (picked * mask).sum(dim=-1)

@@ -1,0 +1,278 @@
+"""Test helpers: a tiny random Llama with an in-process tokenizer, and scripted chat models.
+
+Everything here is built on this machine in well under a second, without network or model
+files, so tests of batching, caching, accounting and scoring mechanics run fast.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Self
+
+import torch
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+
+from marlang.models.local_chat import LocalChatModel
+from marlang.models.local_engine import LocalLM
+
+TINY_MODEL_ID = "local:tiny-llama"
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+# Enough text for the byte-level BPE to learn merges for the words tests and prompts use.
+_TOKENIZER_CORPUS = """\
+You are an agent in a grid world. Your mission is to pick up the red key and open the door.
+You see a wall 2 steps forward. You see a blue ball 1 step left and 3 steps forward.
+You see a yellow box 2 steps right. You see a green door 4 steps forward. You carry nothing.
+Possible actions: turn left, turn right, go forward, pick up, drop, toggle.
+Answer with one action. Action: go forward. Action: turn left. Action: pick up.
+system user assistant Hello! How are you? What is the capital of France? Paris.
+The quick brown fox jumps over the lazy dog. 0 1 2 3 4 5 6 7 8 9 , . ; : ! ? ( ) - ' "
+"""
+
+
+def tiny_tokenizer(vocab_size: int = 512) -> PreTrainedTokenizerBase:
+    """A byte-level BPE tokenizer trained in-process, with ChatML special tokens.
+
+    Any text encodes (bytes are the base alphabet); ``<|im_end|>`` is both eos and pad,
+    and the chat template is ChatML, like SmolLM2's.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=_SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(_TOKENIZER_CORPUS.splitlines(), trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        padding_side="left",
+    )
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def tiny_llama(
+    vocab_size: int,
+    *,
+    hidden_size: int = 32,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    seed: int = 0,
+    eos_token_id: int | None = None,
+    attn_implementation: str = "sdpa",
+) -> LlamaForCausalLM:
+    """A randomly initialized Llama (float32, eval mode), the same for the same arguments.
+
+    Weights are drawn with a wider spread than a real init so next-token distributions
+    are peaked: greedy decoding then does not hinge on float rounding.
+    """
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=2048,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        eos_token_id=eos_token_id,
+        pad_token_id=eos_token_id,
+        attn_implementation=attn_implementation,
+    )
+    with torch.random.fork_rng(devices=[]):  # seed without touching the global generator
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.eval()
+
+
+def tiny_local_lm(seed: int = 0, **engine_kwargs: Any) -> LocalLM:
+    """A `LocalLM` engine over `tiny_llama` + `tiny_tokenizer`, id ``local:tiny-llama``."""
+    tokenizer = tiny_tokenizer()
+    model = tiny_llama(len(tokenizer), seed=seed, eos_token_id=tokenizer.eos_token_id)
+    return LocalLM(model, tokenizer, TINY_MODEL_ID, **engine_kwargs)
+
+
+def tiny_chat_model(engine: LocalLM | None = None, **params: Any) -> LocalChatModel:
+    """A `LocalChatModel` on the tiny engine (a new one unless ``engine`` is given)."""
+    return LocalChatModel(engine=engine if engine is not None else tiny_local_lm(), **params)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that answers from a script instead of a model.
+
+    ``replies`` are returned in order (cycling), or ``reply_fn(messages)`` computes each
+    reply. Usage metadata counts whitespace-separated words as tokens; `calls` counts the
+    calls that reached the model (not cache hits).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    replies: list[str] | None = None
+    reply_fn: Callable[[Sequence[BaseMessage]], str] | None = None
+    model_id: str = "scripted"
+
+    _calls: int = PrivateAttr(default=0)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def calls(self) -> int:
+        return self._calls
+
+    @property
+    def _llm_type(self) -> str:
+        return "marlang-scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_id": self.model_id, "replies": self.replies}
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        with self._lock:
+            index = self._calls
+            self._calls += 1
+        if self.reply_fn is not None:
+            text = self.reply_fn(messages)
+        elif self.replies:
+            text = self.replies[index % len(self.replies)]
+        else:
+            raise ValueError("ScriptedChatModel needs replies or reply_fn")
+        input_tokens = sum(len(m.text.split()) for m in messages)
+        output_tokens = len(text.split())
+        message = AIMessage(
+            content=text,
+            usage_metadata=UsageMetadata(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                total_tokens=input_tokens + output_tokens,
+            ),
+            response_metadata={"model_name": self.model_id},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, **kwargs)
+
+
+class FakeOpenAIServer:
+    """A minimal OpenAI-compatible chat-completions server on 127.0.0.1, in a thread.
+
+    Answers every ``POST .../chat/completions`` with ``reply``, after failing the first
+    ``fail_first`` requests with HTTP ``fail_status``. ``requests`` holds the decoded
+    request bodies. Use as a context manager; ``base_url`` ends in ``/v1``.
+    """
+
+    def __init__(
+        self, reply: str = "go forward", *, fail_first: int = 0, fail_status: int = 503
+    ) -> None:
+        self.reply = reply
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> Self:
+        from http.server import ThreadingHTTPServer
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(body)
+            failing = len(self.requests) <= self.fail_first
+        if failing:
+            return self.fail_status, {"error": {"message": "unavailable", "type": "server_error"}}
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        completion_tokens = len(self.reply.split())
+        return 200, {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.reply},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _handler_class(self) -> type:
+        import json
+        from http.server import BaseHTTPRequestHandler
+
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                status, payload = server._respond(json.loads(self.rfile.read(length)))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                pass
+
+        return Handler

@@ -1,0 +1,232 @@
+"""LocalChatModel on the tiny engine: batching, sampling params, seeds, stops, usage."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import ValidationError
+
+from marlang.models import LocalChatModel, LocalLM, SamplingParams, load_chat_model
+from marlang.models.local_engine import sample_token
+from marlang.testing import TINY_MODEL_ID, tiny_chat_model, tiny_llama, tiny_tokenizer
+
+QUESTIONS = [
+    "hello",
+    "You see a red key 2 steps forward. What now?",
+    "go",
+    "Possible actions: turn left, turn right, go forward",
+    "What is the capital of France?",
+]
+
+
+def chat(text: str) -> list:
+    return [SystemMessage("You are an agent."), HumanMessage(text)]
+
+
+async def test_concurrent_calls_share_one_generate_call(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=12)
+    replies = await asyncio.gather(*(model.ainvoke(chat(q)) for q in QUESTIONS))
+    assert tiny_engine.generate_calls == 1
+    assert tiny_engine.requests_served == len(QUESTIONS)
+    # Left padding must not change greedy answers: compare with one request at a time.
+    alone = [model.invoke(chat(q)).content for q in QUESTIONS]
+    assert [r.content for r in replies] == alone
+    assert tiny_engine.generate_calls == 1 + len(QUESTIONS)
+
+
+def test_batching_works_across_several_event_loops(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=4)
+
+    async def round_of_calls() -> list[str]:
+        replies = await model.abatch([chat(q) for q in QUESTIONS[:3]])
+        return [r.content for r in replies]
+
+    first = asyncio.run(round_of_calls())
+    second = asyncio.run(round_of_calls())
+    assert first == second
+    assert tiny_engine.generate_calls == 2
+    assert tiny_engine.requests_served == 6
+
+
+async def test_mixed_sampling_params_in_one_batch(tiny_engine: LocalLM) -> None:
+    greedy = tiny_chat_model(tiny_engine, max_tokens=10)
+    sampled = greedy.model_copy(update={"temperature": 1.0, "top_p": 0.9})
+    short = greedy.model_copy(update={"max_tokens": 3})
+    solo = [
+        (await greedy.ainvoke(chat(QUESTIONS[0]))).content,
+        (await sampled.ainvoke(chat(QUESTIONS[1]), seed=11)).content,
+        (await short.ainvoke(chat(QUESTIONS[2]))).content,
+    ]
+    calls_before = tiny_engine.generate_calls
+    together = await asyncio.gather(
+        greedy.ainvoke(chat(QUESTIONS[0])),
+        sampled.ainvoke(chat(QUESTIONS[1]), seed=11),
+        short.ainvoke(chat(QUESTIONS[2])),
+    )
+    assert tiny_engine.generate_calls == calls_before + 1
+    # Each request keeps its own params and generator, whoever shares the batch; the short
+    # request finishes first and leaves the batch (pruned from the KV cache).
+    assert [r.content for r in together] == solo
+    assert together[2].usage_metadata["output_tokens"] == 3
+
+
+async def test_seed_makes_sampling_reproducible(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, temperature=1.0, max_tokens=16)
+    a, b, c = await asyncio.gather(
+        model.ainvoke(chat("hello"), seed=7),
+        model.ainvoke(chat("hello"), seed=7),
+        model.ainvoke(chat("hello"), seed=8),
+    )
+    assert a.content == b.content
+    assert a.content != c.content
+    seeded_default = model.model_copy(update={"seed": 7})
+    assert (await seeded_default.ainvoke(chat("hello"))).content == a.content
+
+
+def test_greedy_is_deterministic_and_sync_invoke_works(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=8)
+    first = model.invoke(chat("go"))
+    assert first.content == model.invoke(chat("go")).content
+    assert first.response_metadata["finish_reason"] == "length"
+    assert first.usage_metadata["output_tokens"] == 8
+
+
+def test_usage_counts_the_chat_template_tokens(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=5)
+    messages = chat("hello")
+    reply = model.invoke(messages)
+    prompt = tiny_engine.format_chat(
+        [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "hello"}]
+    )
+    assert prompt.endswith("<|im_start|>assistant\n")
+    expected_input = len(tiny_engine.encode(prompt))
+    assert reply.usage_metadata == {
+        "input_tokens": expected_input,
+        "output_tokens": 5,
+        "total_tokens": expected_input + 5,
+    }
+
+
+def test_stop_sequence_truncates_the_text(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=12)
+    full = model.invoke(chat("hello")).content
+    stop = full[4:7]
+    assert stop and stop in full
+    reply = model.invoke(chat("hello"), stop=[stop])
+    assert reply.content == full[: full.find(stop)]
+    assert reply.response_metadata["finish_reason"] == "stop"
+    assert reply.usage_metadata["output_tokens"] < 12
+
+
+def test_generation_ends_at_an_eos_token() -> None:
+    tokenizer = tiny_tokenizer()
+    model = tiny_llama(len(tokenizer), eos_token_id=tokenizer.eos_token_id)
+    probe = LocalChatModel(engine=LocalLM(model, tokenizer, TINY_MODEL_ID), max_tokens=6)
+    tokens = probe.engine.generate([probe.build_request(chat("hello"))])[0].token_ids
+    # Declare the third greedy token an end-of-sequence token: decoding must stop there.
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokens[2]]
+    engine = LocalLM(model, tokenizer, TINY_MODEL_ID)
+    output = engine.generate([probe.build_request(chat("hello"))])[0]
+    assert output.token_ids == tokens[:3]
+    assert output.finish_reason == "stop"
+    assert output.text == tokenizer.decode(tokens[:2], skip_special_tokens=True)
+
+
+def test_requests_beyond_max_batch_size_are_split() -> None:
+    model = tiny_chat_model(max_tokens=2)
+    model.engine.max_batch_size = 2
+    replies = asyncio.run(model.abatch([chat(q) for q in QUESTIONS]))
+    assert len(replies) == 5
+    assert model.generate_calls == 3
+    assert model.requests_served == 5
+
+
+async def test_bad_request_fails_alone(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=4)
+    too_long = model.model_copy(update={"max_tokens": 5000})  # > 2048 positions
+    results = await asyncio.gather(
+        model.ainvoke(chat("hello")), too_long.ainvoke(chat("hello")), return_exceptions=True
+    )
+    assert isinstance(results[1], ValueError) and "positions" in str(results[1])
+    assert results[0].content
+
+
+def test_copies_share_the_engine_and_its_counters(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=2)
+    warm = model.model_copy(update={"temperature": 0.7})
+    assert warm.engine is model.engine
+    model.invoke(chat("a"))
+    warm.invoke(chat("b"))
+    assert model.requests_served == warm.requests_served == 2
+
+
+def test_identifying_params_name_model_and_every_sampling_param(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, temperature=0.3, top_p=0.8, max_tokens=9, seed=5)
+    assert model._identifying_params == {
+        "model_id": TINY_MODEL_ID,
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "max_tokens": 9,
+        "seed": 5,
+        "stop": None,
+    }
+
+
+def test_unknown_params_are_errors(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine)
+    with pytest.raises(ValueError, match="frequency_penalty"):
+        model.invoke(chat("hi"), frequency_penalty=1.0)
+    with pytest.raises(ValidationError):
+        LocalChatModel(engine=tiny_engine, temprature=0.5)
+    with pytest.raises(ValidationError):
+        LocalChatModel(engine=tiny_engine, top_p=0.0)
+
+
+def test_load_chat_model_reuses_a_given_engine(tiny_engine: LocalLM) -> None:
+    model = load_chat_model(
+        TINY_MODEL_ID, engine=tiny_engine, temperature=0.0, max_tokens=3, timeout=5, max_retries=2
+    )
+    assert isinstance(model, LocalChatModel) and model.engine is tiny_engine
+    assert model.invoke(chat("hi")).usage_metadata["output_tokens"] == 3
+    with pytest.raises(ValueError, match="engine holds"):
+        load_chat_model("local:smollm2", engine=tiny_engine)
+
+
+@pytest.mark.real_model
+async def test_embedded_model_answers_in_batches(smollm2_engine: LocalLM) -> None:
+    model = load_chat_model("local:smollm2", engine=smollm2_engine, max_tokens=12)
+    calls_before = smollm2_engine.generate_calls
+    questions = ["What is the capital of France?", "What is 2+2?"]
+    replies = await asyncio.gather(*(model.ainvoke([HumanMessage(q)]) for q in questions))
+    assert smollm2_engine.generate_calls == calls_before + 1
+    assert "Paris" in replies[0].content
+    assert "4" in replies[1].content
+    assert replies[0].response_metadata["model_name"] == "local:smollm2"
+
+
+def test_sync_batch_is_decoded_together(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, max_tokens=4)
+    replies = model.batch([chat(q) for q in QUESTIONS])
+    assert tiny_engine.generate_calls == 1
+    assert [r.content for r in replies] == [model.invoke(chat(q)).content for q in QUESTIONS]
+
+
+def test_nucleus_sampling_keeps_only_the_top_mass() -> None:
+    logits = torch.tensor([4.0, 3.0, 0.0, 0.0])  # probs ~ 0.71, 0.26, 0.013, 0.013
+    generator = torch.Generator().manual_seed(0)
+    nucleus = SamplingParams(temperature=1.0, top_p=0.9)
+    assert {sample_token(logits, nucleus, generator) for _ in range(200)} == {0, 1}
+    top_only = SamplingParams(temperature=1.0, top_p=0.5)
+    assert {sample_token(logits, top_only, generator) for _ in range(50)} == {0}
+    full = SamplingParams(temperature=1.0)
+    assert {sample_token(logits, full, generator) for _ in range(400)} == {0, 1, 2, 3}
+
+
+def test_models_without_a_chat_template_get_a_plain_one(tiny_engine: LocalLM) -> None:
+    tiny_engine.tokenizer.chat_template = None
+    prompt = tiny_engine.format_chat([{"role": "user", "content": "hi"}])
+    assert prompt == "user: hi\nassistant: "
+    assert tiny_chat_model(tiny_engine, max_tokens=2).invoke(chat("hi")).content is not None
