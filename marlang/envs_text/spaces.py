@@ -1,0 +1,75 @@
+"""Gymnasium spaces for text environments: a fixed set of action strings, and text observations.
+
+They let PettingZoo tooling (``parallel_api_test``, random rollouts) work with envs whose
+actions are strings and whose observations are ``TextObservation`` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.spaces import Space
+
+from marlang.types import TextObservation
+
+
+class ActionStringSpace(Space[str]):
+    """One of a fixed, ordered list of action strings (``sample`` picks one uniformly)."""
+
+    def __init__(self, actions: Sequence[str], seed: int | np.random.Generator | None = None):
+        if not actions:
+            raise ValueError("actions must be a non-empty list of strings")
+        self.actions: tuple[str, ...] = tuple(actions)
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    def sample(self, mask: Any | None = None, probability: Any | None = None) -> str:
+        if mask is not None or probability is not None:
+            raise NotImplementedError("ActionStringSpace.sample takes no mask or probability")
+        return self.actions[int(self.np_random.integers(len(self.actions)))]
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and x in self.actions
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __repr__(self) -> str:
+        return f"ActionStringSpace({list(self.actions)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActionStringSpace) and self.actions == other.actions
+
+    def __hash__(self) -> int:
+        return hash(self.actions)
+
+
+class TextObservationSpace(Space[TextObservation]):
+    """Any ``TextObservation`` (it has no meaningful random sample)."""
+
+    def __init__(self) -> None:
+        super().__init__(shape=None, dtype=None)
+
+    def sample(self, mask: Any | None = None, probability: Any | None = None) -> TextObservation:
+        raise NotImplementedError("text observations cannot be sampled")
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, TextObservation)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "TextObservationSpace()"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TextObservationSpace)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
