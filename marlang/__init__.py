@@ -38,7 +38,7 @@ _EXPORTS = {
     "run_comparison": "marlang.compare",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -117,9 +117,9 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         result = Experiment(config, run_dir, resume=bool(args.resume)).run()
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt:
         return on_interrupt(KeyboardInterrupt("interrupted"))
-    except Exception as exc:  # noqa: BLE001 - model/backend failures end the run with a clear message
+    except Exception as exc:
         from marlang.models import ModelNotAvailableError, ModelUnreachableError
 
         if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
@@ -162,7 +162,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"marlang: interrupted; finished episodes are kept under {out}; rerun the same command to "
               "continue", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         from marlang.models import ModelNotAvailableError, ModelUnreachableError
 
         if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):

@@ -96,11 +96,10 @@ def run_comparison(
     for s in settings:
         run_path = out / _slug(f"{s.group}__{s.name}" if multi_group else s.name)
         kwargs: dict[str, Any] = {}
-        if s.config.agents.kind == "llm":
-            if not any(k.startswith("model") for k, _ in grid):
-                if shared_model is None:
-                    shared_model, shared_cache = build_chat_model(s.config.model)
-                kwargs = {"chat_model": shared_model, "cache": shared_cache}
+        if s.config.agents.kind == "llm" and not any(k.startswith("model") for k, _ in grid):
+            if shared_model is None:
+                shared_model, shared_cache = build_chat_model(s.config.model)
+            kwargs = {"chat_model": shared_model, "cache": shared_cache}
         logger.info("setting %s -> %s", s.name, run_path)
         Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), **kwargs).run()
     return write_comparison(out)

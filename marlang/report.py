@@ -126,7 +126,7 @@ def plot_learning_curves(curves: dict[str, list[float]], path: str | Path, windo
         ax.axhline(value, color="black", linestyle="--", linewidth=1, label=name)
     ax.set_xlabel("episode")
     ax.set_ylabel(ylabel)
-    ax.set_title("Learning curves (moving average of %d)" % window)
+    ax.set_title(f"Learning curves (moving average of {window})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

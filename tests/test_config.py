@@ -1,6 +1,12 @@
 import pytest
 
-from marlang.config import ConfigError, apply_override, build_config, load_config, parse_protocol_label
+from marlang.config import (
+    ConfigError,
+    apply_override,
+    build_config,
+    load_config,
+    parse_protocol_label,
+)
 
 
 def test_defaults_are_valid_and_overrides_apply(tmp_path):
@@ -26,8 +32,8 @@ def test_round_trips_through_yaml(tmp_path):
     [
         (["env.colour=red"], "unknown config key 'env.colour'; valid keys here: id, n_agents, max_steps, kwargs"),
         (["runn.episodes=3"], "unknown config key 'runn'; valid keys here: env, model, protocol, agents"),
-        (["protocol.name=telepathy"], "invalid value for 'protocol.name': unknown protocol 'telepathy'; valid "
-                                      "choices: none, bidirectional, unidirectional, alternating"),
+        (["protocol.name=telepathy"], ("invalid value for 'protocol.name': unknown protocol 'telepathy'; valid "
+                                      "choices: none, bidirectional, unidirectional, alternating")),
         (["env.id=babyai/dance"], "invalid value for 'env.id': unknown env id 'babyai/dance'; valid choices: "),
         (["model.spec=gpt4"], "invalid value for 'model.spec': unknown model spec 'gpt4'; valid forms: local:..."),
         (["learning.method=ppo"], "invalid value for 'learning.method': Input should be 'reflexion' or 'none'"),

@@ -1,6 +1,12 @@
 import math
 
-from marlang.report import markdown_table, mean_ci, plot_learning_curves, summarize_episodes, wilson_ci
+from marlang.report import (
+    markdown_table,
+    mean_ci,
+    plot_learning_curves,
+    summarize_episodes,
+    wilson_ci,
+)
 
 
 def test_mean_ci_uses_the_t_distribution():

@@ -1,6 +1,11 @@
 """LangGraph state machines: conversation protocols and the episode loop."""
 
-from marlang.graphs.episode import build_episode_graph, protocol_decider, run_episode, scripted_decider
+from marlang.graphs.episode import (
+    build_episode_graph,
+    protocol_decider,
+    run_episode,
+    scripted_decider,
+)
 from marlang.graphs.protocols import (
     ProtocolState,
     build_protocol,

@@ -54,7 +54,7 @@ def test_no_communication_acts_on_observations_only():
 
 
 def test_bidirectional_everyone_speaks_then_acts_seeing_the_others():
-    log, transcript, decisions = run("bidirectional")
+    log, transcript, _decisions = run("bidirectional")
     speaks = [e for e in log if e[0] == "speak"]
     acts = [e for e in log if e[0] == "act"]
     assert log.index(acts[0]) > log.index(speaks[-1])  # all messages before any action
@@ -66,7 +66,7 @@ def test_bidirectional_everyone_speaks_then_acts_seeing_the_others():
 
 def test_bidirectional_messages_and_actions_run_concurrently():
     # Every speaker waits at a barrier for all three: this only finishes if they run at once.
-    log, transcript, _ = run("bidirectional", barrier_parties=3)
+    _log, transcript, _ = run("bidirectional", barrier_parties=3)
     assert len(transcript) == 3
 
 
@@ -90,7 +90,7 @@ def test_final_actions_run_concurrently_in_every_protocol():
 
 
 def test_unidirectional_only_speakers_send():
-    log, transcript, decisions = run("unidirectional", SimpleNamespace(speakers=["agent_1"]))
+    log, transcript, _decisions = run("unidirectional", SimpleNamespace(speakers=["agent_1"]))
     assert [m.sender for m in transcript] == ["agent_1"]
     assert [e[1] for e in log if e[0] == "speak"] == ["agent_1"]
     seen = {name: s for kind, name, _, s in log if kind == "act"}
@@ -126,7 +126,7 @@ def test_user_registered_protocol_is_selectable_by_name():
     register_protocol("test-silent", build_silent_first, "a test protocol")
     try:
         assert "test-silent" in list_protocols()
-        _, transcript, decisions = run("test-silent", config="cfg")
+        _, _transcript, decisions = run("test-silent", config="cfg")
         assert calls == ["cfg"] and sorted(decisions) == NAMES
     finally:
         from marlang.graphs import protocols
