@@ -76,9 +76,10 @@ class UsageRecorder(BaseCallbackHandler):
         })
 
     All four keys are optional (role defaults to ``"unknown"``, the others to empty).
-    Cache hits are recorded too, with ``cached=True`` and near-zero latency; the totals
-    count their calls under ``cached`` but leave their tokens out of ``input_tokens`` and
-    ``output_tokens``, which count what backends actually processed. Safe to share across
+    Cache hits are recorded too, with ``cached=True``, the tokens of the cached answer and
+    near-zero latency. The totals count tokens of every answered call, so a run replayed
+    from the cache reports the same token use as the original; ``cached`` says how many
+    calls cost nothing, and ``latency_s`` sums backend time only. Safe to share across
     threads and concurrent tasks.
     """
 
@@ -156,7 +157,8 @@ class UsageRecorder(BaseCallbackHandler):
 
     def totals_by_role(self) -> dict[str, dict[str, float]]:
         """Per role: ``calls``, ``cached``, ``errors``, ``input_tokens``, ``output_tokens``,
-        ``latency_s`` (tokens and latency of calls answered by a backend, not the cache)."""
+        ``latency_s`` (tokens of every answered call, cache hits included; latency of calls a
+        backend answered)."""
         return self._grouped(lambda row: row.role)
 
     def totals_by_episode(self) -> dict[Any, dict[str, float]]:
@@ -220,13 +222,13 @@ class UsageRecorder(BaseCallbackHandler):
 
 
 def _total(rows: list[LLMCallRecord]) -> dict[str, float]:
-    served = [r for r in rows if not r.cached and not r.error]
+    answered = [r for r in rows if not r.error]
     return {
         "calls": len(rows),
         "cached": sum(1 for r in rows if r.cached),
         "errors": sum(1 for r in rows if r.error),
-        "input_tokens": sum(r.input_tokens for r in served),
-        "output_tokens": sum(r.output_tokens for r in served),
+        "input_tokens": sum(r.input_tokens for r in answered),
+        "output_tokens": sum(r.output_tokens for r in answered),
         "latency_s": sum(r.latency_s for r in rows if not r.cached),
     }
 

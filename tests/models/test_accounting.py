@@ -57,9 +57,10 @@ def test_cache_hits_are_recorded_as_cached(tmp_path: Path, tiny_engine: LocalLM)
     assert hit.latency_s < served.latency_s
     totals = rec.totals_by_role()["actor"]
     assert totals["calls"] == 2 and totals["cached"] == 1
-    # Tokens count what a backend processed: the hit adds none.
-    assert totals["input_tokens"] == served.input_tokens
-    assert totals["output_tokens"] == served.output_tokens
+    # Tokens count every answered call, so a replay reports the same token use.
+    assert totals["input_tokens"] == 2 * served.input_tokens
+    assert totals["output_tokens"] == 2 * served.output_tokens
+    assert totals["latency_s"] == pytest.approx(served.latency_s)
 
 
 def test_totals_by_role_and_episode() -> None:

@@ -113,7 +113,8 @@ def test_openai_compatible_server_end_to_end(tmp_path) -> None:
     assert first.usage_metadata["output_tokens"] == 2
     assert [r.cached for r in rec.rows] == [False, True, False]
     assert {r.model for r in rec.rows} == {"openai:fake-model"}
-    assert rec.totals_by_role()["actor"]["input_tokens"] == 2 * first.usage_metadata["input_tokens"]
+    # three answered calls (one from the cache), each counted with its tokens
+    assert rec.totals_by_role()["actor"]["input_tokens"] == 3 * first.usage_metadata["input_tokens"]
 
 
 def test_environment_supplies_base_url_and_key(monkeypatch) -> None:
