@@ -1,7 +1,8 @@
 """`LocalChatModel`: a LangChain chat model over a shared, batching `LocalLM` engine.
 
 Messages are rendered with the tokenizer's chat template; concurrent ``ainvoke`` calls are
-decoded together in one batch. Copies with other sampling params share the engine:
+decoded together in one batch. A call with ``choices=[...]`` picks the most likely choice
+instead of generating (the GLAM way of acting: every answer is a legal one). Copies with other sampling params share the engine:
 ``model.model_copy(update={"temperature": 0.7})``.
 """
 
@@ -63,6 +64,11 @@ class LocalChatModel(BaseChatModel):
     @property
     def model_id(self) -> str:
         return self.engine.model_id
+
+    @property
+    def supports_choices(self) -> bool:
+        """Calls may pass ``choices``: the answer is the choice the model finds most likely."""
+        return True
 
     @property
     def generate_calls(self) -> int:
@@ -149,6 +155,8 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if "choices" in kwargs:
+            return self._choose(messages, **kwargs)
         request = self.build_request(messages, stop, **kwargs)
         return self._to_result(self.engine.generate([request])[0])
 
@@ -159,8 +167,65 @@ class LocalChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if "choices" in kwargs:
+            prompt, choices, lead = self._choice_prompt(messages, **kwargs)
+            scores = await self.engine.ascore(prompt, [lead + c for c in choices])
+            return self._chosen(prompt, choices, lead, scores)
         request = self.build_request(messages, stop, **kwargs)
         return self._to_result(await self.engine.agenerate(request))
+
+    def _choose(self, messages: Sequence[BaseMessage], **kwargs: Any) -> ChatResult:
+        """Answer with argmax_c log p(choice_prefix + c | messages), scores in the metadata.
+
+        The scores are summed token log-probs (GLAM). A space ending the prefix is moved
+        onto the choices, so " go forward" is scored as the model would write it after
+        "Action:". Sampling params do not apply: choosing is deterministic. Concurrent
+        async calls are scored together in one batch.
+        """
+        prompt, choices, lead = self._choice_prompt(messages, **kwargs)
+        return self._chosen(prompt, choices, lead, self.engine.score(prompt, [lead + c for c in choices]))
+
+    def _choice_prompt(
+        self,
+        messages: Sequence[BaseMessage],
+        choices: Sequence[str],
+        choice_prefix: str = "",
+        **ignored: Any,
+    ) -> tuple[str, list[str], str]:
+        choices = list(choices)
+        if not choices or not all(isinstance(c, str) and c for c in choices):
+            raise ValueError(f"choices must be a non-empty list of non-empty strings, got {choices!r}")
+        unknown = set(ignored) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
+        if unknown:
+            raise ValueError(
+                f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id} with "
+                f"choices; supported: choices, choice_prefix, {', '.join(CALL_PARAMS)}"
+            )
+        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
+        lead = ""
+        if choice_prefix.endswith(" "):
+            choice_prefix, lead = choice_prefix.rstrip(" "), " "
+        return prompt + choice_prefix, choices, lead
+
+    def _chosen(self, prompt: str, choices: list[str], lead: str, scores: list[float]) -> ChatResult:
+        best = max(range(len(choices)), key=scores.__getitem__)
+        input_tokens = len(self.engine.encode(prompt))
+        output_tokens = len(self.engine.encode(lead + choices[best]))
+        message = AIMessage(
+            content=choices[best],
+            usage_metadata=UsageMetadata(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                total_tokens=input_tokens + output_tokens,
+            ),
+            response_metadata={
+                "model_name": self.model_id,
+                "finish_reason": "choice",
+                "choice_logprobs": dict(zip(choices, scores, strict=True)),
+            },
+        )
+        generation = ChatGeneration(message=message, generation_info={"finish_reason": "choice"})
+        return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
 
     def _to_result(self, output: GenerationOutput) -> ChatResult:
         usage = UsageMetadata(

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +134,12 @@ class LocalLM:
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = (
             weakref.WeakKeyDictionary()
         )
+        self._score_batchers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, _LoopBatcher
+        ] = weakref.WeakKeyDictionary()
         self._batchers_lock = threading.Lock()
+        self._scorer: Any = None
+        self._score_calls = 0
 
     @classmethod
     def from_spec(
@@ -165,6 +170,11 @@ class LocalLM:
         return self._generate_calls
 
     @property
+    def score_calls(self) -> int:
+        """Number of batched scoring runs so far."""
+        return self._score_calls
+
+    @property
     def requests_served(self) -> int:
         """Number of requests answered by the model so far."""
         return self._requests_served
@@ -189,15 +199,47 @@ class LocalLM:
             outputs.extend(self._generate_batch(requests[start : start + self.max_batch_size]))
         return outputs
 
+    def score(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+        """log p(candidate | prompt) for each candidate, the prompt run once (KV reuse)."""
+        return self.score_batch([(prompt, candidates)])[0]
+
+    def score_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
+        """`score` for several (prompt, candidates) pairs in one batched pass.
+
+        Serialized with generation by the same lock; each pair is one served request.
+        """
+        from marlang.models.scoring import KVReuseScorer
+
+        if self._scorer is None:
+            self._scorer = KVReuseScorer(self.model, self.tokenizer)
+        outputs: list[list[float]] = []
+        for start in range(0, len(items), self.max_batch_size):
+            chunk = list(items[start : start + self.max_batch_size])
+            with self._compute_lock:
+                outputs.extend(self._scorer.score_many(chunk))
+            with self._stats_lock:
+                self._score_calls += 1
+                self._requests_served += len(chunk)
+        return outputs
+
+    async def ascore(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+        """`score`, batched with the other scoring requests pending on this event loop."""
+        return await self._batcher(self._score_batchers, self.score_batch).submit(
+            (prompt, tuple(candidates))
+        )
+
+    def _batcher(self, batchers: Any, run_batch: Any) -> _LoopBatcher:
+        loop = asyncio.get_running_loop()
+        with self._batchers_lock:
+            batcher = batchers.get(loop)
+            if batcher is None:
+                batcher = batchers[loop] = _LoopBatcher(self, run_batch)
+        return batcher
+
     async def agenerate(self, request: GenerationRequest) -> GenerationOutput:
         """Answer one request, batched with the other requests pending on this event loop."""
         self._check_fits(request)
-        loop = asyncio.get_running_loop()
-        with self._batchers_lock:
-            batcher = self._batchers.get(loop)
-            if batcher is None:
-                batcher = self._batchers[loop] = _LoopBatcher(self)
-        return await batcher.submit(request)
+        return await self._batcher(self._batchers, self._generate_batch).submit(request)
 
     def _check_fits(self, request: GenerationRequest) -> None:
         if not request.prompt_ids:
@@ -348,27 +390,29 @@ def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -
 
 
 class _LoopBatcher:
-    """Collects the requests made on one event loop into batched `LocalLM` runs.
+    """Collects the requests made on one event loop into batched `LocalLM` runs
+    (``run_batch`` is the engine's batched generation or its batched scoring).
 
     While a batch decodes in a worker thread the loop keeps running, so new requests queue
     up and form the next batch.
     """
 
-    def __init__(self, engine: LocalLM) -> None:
+    def __init__(self, engine: LocalLM, run_batch: Callable[[list[Any]], list[Any]]) -> None:
         self._engine = engine
-        self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationOutput]]] = []
+        self._run_batch = run_batch
+        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
         self._worker: asyncio.Task[None] | None = None
 
-    async def submit(self, request: GenerationRequest) -> GenerationOutput:
+    async def submit(self, request: Any) -> Any:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[GenerationOutput] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending.append((request, future))
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._drain())
         return await future
 
     async def _drain(self) -> None:
-        batch: list[tuple[GenerationRequest, asyncio.Future[GenerationOutput]]] = []
+        batch: list[tuple[Any, asyncio.Future[Any]]] = []
         try:
             while self._pending:
                 await self._gather_arrivals()
@@ -378,9 +422,7 @@ class _LoopBatcher:
                 if not batch:
                     continue
                 try:
-                    outputs = await asyncio.to_thread(
-                        self._engine._generate_batch, [r for r, _ in batch]
-                    )
+                    outputs = await asyncio.to_thread(self._run_batch, [r for r, _ in batch])
                 except Exception as exc:  # noqa: BLE001 - every caller in the batch gets the error
                     for _, future in batch:
                         if not future.done():

@@ -139,6 +139,104 @@ class KVReuseScorer(CausalLMScorer):
             return scores + self._packed_rest(len(prompt_ids), candidate_ids, cache)
         return scores + self._batched_rest(len(prompt_ids), candidate_ids, cache)
 
+    def score_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
+        """`score` for several (prompt, candidates) pairs at once, under inference mode.
+
+        With the packed layout the prompts run as one left-padded batch and all candidates
+        in one more pass (one packed row per prompt); otherwise one prompt at a time.
+        """
+        if self.layout != "packed":
+            return [self.score(prompt, candidates) for prompt, candidates in items]
+        tokenized = []
+        for prompt, candidates in items:
+            prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            candidate_ids = [
+                self.tokenizer(c, add_special_tokens=False)["input_ids"] for c in candidates
+            ]
+            if not prompt_ids or not candidate_ids or not all(candidate_ids):
+                raise ValueError("score_many needs non-empty prompts and candidates")
+            tokenized.append((prompt_ids, candidate_ids))
+        with torch.inference_mode():
+            return [t.tolist() for t in self._score_ids_batch(tokenized)]
+
+    def _score_ids_batch(
+        self, items: list[tuple[list[int], list[list[int]]]]
+    ) -> list[torch.Tensor]:
+        device, dtype = self.device, self.model.dtype
+        n_rows = len(items)
+        lengths = [len(p) for p, _ in items]
+        width = max(lengths)
+        ids = torch.full((n_rows, width), self._pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((n_rows, width), dtype=torch.long)
+        for b, (prompt_ids, _) in enumerate(items):  # left padding: every row ends at width-1
+            ids[b, width - len(prompt_ids) :] = torch.tensor(prompt_ids)
+            prompt_mask[b, width - len(prompt_ids) :] = 1
+        ids, prompt_mask = ids.to(device), prompt_mask.to(device)
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        first_logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        scores = [
+            first_logprobs[b, torch.tensor([c[0] for c in cands], device=device)]
+            for b, (_, cands) in enumerate(items)
+        ]
+        # One packed row per prompt: each candidate token sees its own prompt (not the left
+        # padding) and the earlier tokens of its own candidate.
+        rows = []
+        for _, cands in items:
+            owner, offset, fed, target = [], [], [], []
+            for i, cand in enumerate(cands):
+                for j in range(len(cand) - 1):
+                    owner.append(i)
+                    offset.append(j)
+                    fed.append(cand[j])
+                    target.append(cand[j + 1])
+            rows.append((owner, offset, fed, target))
+        n_fed = max(len(r[2]) for r in rows)
+        if n_fed == 0:
+            return scores
+        fed_ids = torch.full((n_rows, n_fed), self._pad_id, dtype=torch.long, device=device)
+        positions = torch.zeros((n_rows, n_fed), dtype=torch.long, device=device)
+        allowed = torch.zeros((n_rows, n_fed, width + n_fed), dtype=torch.bool, device=device)
+        pad_diagonal = torch.eye(n_fed, dtype=torch.bool, device=device)
+        for b, (owner, offset, fed, _) in enumerate(rows):
+            k = len(fed)
+            allowed[b, :, width:] = pad_diagonal  # padding queries attend to themselves only
+            if k == 0:
+                continue
+            owner_t = torch.tensor(owner, device=device)
+            offset_t = torch.tensor(offset, device=device)
+            fed_ids[b, :k] = torch.tensor(fed, device=device)
+            positions[b, :k] = lengths[b] + offset_t
+            allowed[b, :k, :width] = prompt_mask[b].bool()
+            allowed[b, :k, width : width + k] = (owner_t[:, None] == owner_t[None, :]) & (
+                offset_t[:, None] >= offset_t[None, :]
+            )
+        mask = torch.zeros((n_rows, 1, n_fed, width + n_fed), dtype=dtype, device=device)
+        mask = mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+        logits = self.model(
+            input_ids=fed_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        for b, (owner, _, fed, target) in enumerate(rows):
+            if not fed:
+                continue
+            picked = logprobs[b, : len(fed)].gather(
+                -1, torch.tensor(target, device=device)[:, None]
+            )[:, 0]
+            scores[b] = scores[b].index_add(0, torch.tensor(owner, device=device), picked)
+        return scores
+
     def _packed_rest(
         self, prompt_len: int, candidate_ids: list[list[int]], cache: DynamicCache
     ) -> torch.Tensor:

@@ -230,3 +230,61 @@ def test_models_without_a_chat_template_get_a_plain_one(tiny_engine: LocalLM) ->
     prompt = tiny_engine.format_chat([{"role": "user", "content": "hi"}])
     assert prompt == "user: hi\nassistant: "
     assert tiny_chat_model(tiny_engine, max_tokens=2).invoke(chat("hi")).content is not None
+
+
+ACTIONS = ["turn left", "turn right", "go forward", "pick up"]
+
+
+async def test_choices_answer_the_most_likely_choice(tiny_engine: LocalLM) -> None:
+    from marlang.models import PerCandidateScorer
+
+    model = tiny_chat_model(tiny_engine)
+    assert model.supports_choices
+    reply = await model.ainvoke(chat(QUESTIONS[1]), choices=ACTIONS, choice_prefix="Action: ")
+    scores = reply.response_metadata["choice_logprobs"]
+    assert list(scores) == ACTIONS
+    assert reply.content == max(scores, key=scores.get)
+    assert tiny_engine.generate_calls == 0 and tiny_engine.requests_served == 1
+    # The trailing space of the prefix moves onto the choices; the scores are exactly the
+    # plain one-candidate-at-a-time log-probs of that text.
+    prompt = tiny_engine.format_chat(
+        [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": QUESTIONS[1]}]
+    )
+    reference = PerCandidateScorer(tiny_engine.model, tiny_engine.tokenizer).score(
+        prompt + "Action:", [" " + a for a in ACTIONS]
+    )
+    assert [scores[a] for a in ACTIONS] == pytest.approx(reference, abs=1e-4)
+    assert reply.usage_metadata["input_tokens"] == len(tiny_engine.encode(prompt + "Action:"))
+
+
+def test_choices_are_part_of_the_cache_key(tmp_path) -> None:
+    from marlang.models import SQLiteResponseCache
+
+    engine_model = tiny_chat_model(cache=SQLiteResponseCache(tmp_path / "c.sqlite"))
+    first = engine_model.invoke(chat("go"), choices=ACTIONS)
+    again = engine_model.invoke(chat("go"), choices=ACTIONS)
+    other = engine_model.invoke(chat("go"), choices=ACTIONS[:2])
+    assert first.content == again.content and other.content in ACTIONS[:2]
+    assert engine_model.requests_served == 2  # the repeat was a cache hit
+
+
+def test_bad_choices_are_a_clear_error(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine)
+    with pytest.raises(ValueError, match="non-empty list"):
+        model.invoke(chat("go"), choices=[])
+    with pytest.raises(ValueError, match="Unsupported call parameter"):
+        model.invoke(chat("go"), choices=ACTIONS, logit_bias=3)
+
+
+async def test_concurrent_choices_are_scored_in_one_batch(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine)
+    together = await asyncio.gather(
+        *(model.ainvoke(chat(q), choices=ACTIONS, choice_prefix="Action: ") for q in QUESTIONS)
+    )
+    assert tiny_engine.score_calls == 1 and tiny_engine.requests_served == len(QUESTIONS)
+    for q, reply in zip(QUESTIONS, together, strict=True):
+        alone = model.invoke(chat(q), choices=ACTIONS, choice_prefix="Action: ")
+        assert reply.content == alone.content
+        assert list(reply.response_metadata["choice_logprobs"].values()) == pytest.approx(
+            list(alone.response_metadata["choice_logprobs"].values()), abs=1e-4
+        )

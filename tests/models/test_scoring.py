@@ -108,3 +108,20 @@ def test_kv_reuse_matches_one_at_a_time_on_the_embedded_model(smollm2_engine: Lo
     assert batched.score(prompt, candidates) == pytest.approx(expected, abs=1e-4)
     # The scores mean something: the shortest legal phrasing beats a longer one.
     assert expected[candidates.index("go forward")] > expected[-1]
+
+
+def test_score_many_matches_one_prompt_at_a_time() -> None:
+    from marlang.models import KVReuseScorer
+    from marlang.testing import tiny_local_lm
+
+    engine = tiny_local_lm()
+    scorer = KVReuseScorer(engine.model, engine.tokenizer)
+    items = [
+        ("You see a red key 2 steps forward. Action:", [" turn left", " go forward", " pick up"]),
+        ("hi", [" drop", " toggle the blue door now"]),
+        ("A much longer prompt, to make the left padding of the others matter. Action:",
+         [" a", " b"]),
+    ]
+    together = scorer.score_many(items)
+    for (prompt, candidates), scores in zip(items, together, strict=True):
+        assert scores == pytest.approx(scorer.score(prompt, candidates), abs=1e-4)
