@@ -100,6 +100,11 @@ class AgentsConfig(_Section):
     )
     policies: dict[str, str] = Field(default_factory=dict, description="Per-agent policy text overrides.")
     chain_of_thought: bool = True
+    action_selection: Literal["auto", "generate", "score"] = Field(
+        "auto",
+        description="generate: the model writes 'Action: ...' (parsed leniently); score: the model scores every "
+        "legal action and the best is taken (local models only); auto: score for local models, else generate.",
+    )
     reprompt: bool = Field(True, description="Ask once more when the output names no legal action.")
     fallback_action: str | None = Field(
         None, description="Action used when no legal action is found; None: the first legal action."
@@ -215,8 +220,7 @@ def describe_validation_error(err: ValidationError) -> str:
         valid = ", ".join(parent_model.model_fields) if parent_model else "?"
         return f"unknown config key {loc!r}; valid keys here: {valid}"
     msg = first["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = msg.removeprefix("Value error, ")
     if kind == "literal_error":
         return f"invalid value for {loc!r}: {msg}"
     if loc:

@@ -21,7 +21,12 @@ from typing import Any
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig
 from marlang.envs_text import make as make_env
-from marlang.graphs.episode import build_episode_graph, protocol_decider, run_episode, scripted_decider
+from marlang.graphs.episode import (
+    build_episode_graph,
+    protocol_decider,
+    run_episode,
+    scripted_decider,
+)
 from marlang.graphs.protocols import build_protocol
 from marlang.prompts import PromptLibrary
 from marlang.report import plot_learning_curves, summarize_episodes
@@ -76,10 +81,10 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
     from marlang.models import SQLiteResponseCache, load_chat_model
 
     cache = SQLiteResponseCache(Path(m.cache_path) if m.cache_path else default_response_cache_path()) if m.cache else None
-    params: dict[str, Any] = dict(
-        temperature=m.temperature, top_p=m.top_p, max_tokens=m.max_tokens,
-        timeout=m.timeout, max_retries=m.max_retries, cache=cache,
-    )
+    params: dict[str, Any] = {
+        "temperature": m.temperature, "top_p": m.top_p, "max_tokens": m.max_tokens,
+        "timeout": m.timeout, "max_retries": m.max_retries, "cache": cache,
+    }
     if m.spec.startswith(("openai:", "litellm:")):
         if m.base_url:
             params["base_url"] = m.base_url
@@ -146,9 +151,21 @@ class Experiment:
                 message_max_tokens=c.model.message_max_tokens,
                 reflection_max_tokens=c.model.reflection_max_tokens,
                 sample_seeds=c.model.temperature > 0,
+                action_selection=self._action_selection(),
             )
             for name in c.agent_names()
         }
+
+    def _action_selection(self) -> str:
+        mode = self.config.agents.action_selection
+        if mode == "auto":
+            return "score" if getattr(self.model, "supports_choices", False) else "generate"
+        if mode == "score" and not getattr(self.model, "supports_choices", False):
+            raise ConfigError(
+                f"agents.action_selection: 'score' needs a local model (local:... or hf:...); "
+                f"{self.config.model.spec!r} can only 'generate'"
+            )
+        return mode
 
     def _make_env(self) -> Any:
         c = self.config.env
@@ -199,14 +216,14 @@ class Experiment:
         self.recorder = UsageRecorder()
         graph = build_episode_graph(agents, learn=(c.learning.method == "reflexion" and not scripted))
         limiter = asyncio.Semaphore(c.model.max_concurrency)
-        ctx_base = dict(seed=c.run.seed, callbacks=[self.recorder], limiter=limiter)
+        ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder], "limiter": limiter}
         setting = c.protocol.label if not scripted else "scripted"
 
         progress = None
         if c.run.progress:
             from tqdm.auto import tqdm
 
-            progress = tqdm(total=c.run.episodes, initial=len(finished), desc=f"{c.run.name}", unit="ep",
+            progress = tqdm(total=c.run.episodes, initial=len(finished), desc=f"{c.run.name} [{setting}]", unit="ep",
                             leave=False)
 
         async def play(episode: int, slot: int) -> None:

@@ -22,7 +22,10 @@ class FakeRuleChatModel(BaseChatModel):
     rule: Callable[[list[BaseMessage]], str] = Field(default=lambda msgs: "Action: go forward", exclude=True)
     model_id: str = "fake:rule"
     delay_s: float = 0.0
+    supports_choices: bool = False
+    """When set, a call with ``choices=[...]`` answers the first choice the rule's reply names."""
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _call_kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -36,10 +39,19 @@ class FakeRuleChatModel(BaseChatModel):
     def calls(self) -> list[list[BaseMessage]]:
         return self._calls
 
+    @property
+    def call_kwargs(self) -> list[dict[str, Any]]:
+        return self._call_kwargs
+
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
         self._calls.append(list(messages))
+        self._call_kwargs.append({"stop": stop, **kwargs})
         text = self.rule(messages)
+        if "choices" in kwargs:
+            if not self.supports_choices:
+                raise TypeError("this fake was built without supports_choices")
+            text = next((c for c in kwargs["choices"] if c in text), kwargs["choices"][0])
         n_in = sum(len(str(m.content).split()) for m in messages)
         msg = AIMessage(text, usage_metadata={"input_tokens": n_in, "output_tokens": len(text.split()),
                                                "total_tokens": n_in + len(text.split())})

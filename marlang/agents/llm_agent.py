@@ -64,7 +64,10 @@ class LLMAgent:
         message_max_tokens: int = 40,
         reflection_max_tokens: int = 64,
         sample_seeds: bool = False,
+        action_selection: str = "generate",
     ) -> None:
+        if action_selection not in ("generate", "score"):
+            raise ValueError(f"agents.action_selection must be 'generate' or 'score', got {action_selection!r}")
         self.name = name
         self.model = model
         self.policy = policy
@@ -79,6 +82,7 @@ class LLMAgent:
         self.message_max_tokens = message_max_tokens
         self.reflection_max_tokens = reflection_max_tokens
         self.sample_seeds = sample_seeds
+        self.action_selection = action_selection
 
     # prompts -----------------------------------------------------------------------------
     def system_prompt(self, obs: TextObservation) -> str:
@@ -95,10 +99,12 @@ class LLMAgent:
         recent = self.memory.recent(ctx.episode, self.history)
         return ("Your recent steps:\n" + "\n".join(recent)) if recent else ""
 
-    def act_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> list[BaseMessage]:
-        instruction = self.prompts.get(
-            "act_instruction_cot" if self.chain_of_thought else "act_instruction_direct"
-        ).render()
+    def act_messages(
+        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, instruction: str | None = None
+    ) -> list[BaseMessage]:
+        if instruction is None:
+            instruction = "act_instruction_cot" if self.chain_of_thought else "act_instruction_direct"
+        instruction = self.prompts.get(instruction).render()
         user = self.prompts.get("act").render(
             observation=obs.text,
             history=self._history(ctx),
@@ -119,8 +125,11 @@ class LLMAgent:
         key = f"{ctx.seed}|{ctx.episode}|{ctx.step}|{self.name}|{role}|{extra}".encode()
         return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
 
-    async def _call(self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0) -> str:
-        kwargs: dict[str, Any] = {"max_tokens": max_tokens}
+    async def _call(
+        self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
+        **call_kwargs: Any,
+    ) -> str:
+        kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
         if self.sample_seeds:
             kwargs["seed"] = self._seed(ctx, role, extra)
         config = {
@@ -152,6 +161,35 @@ class LLMAgent:
         return Message(sender=self.name, content=text, round=round)
 
     async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+        if self.action_selection == "score":
+            decision = await self._act_by_scoring(obs, transcript, ctx)
+        else:
+            decision = await self._act_by_generating(obs, transcript, ctx)
+        self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
+        return decision
+
+    async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+        """Think (optionally), then let the model score every legal action and take the best:
+        argmax_a log p(a | prompt, thought). Every decision is legal by construction."""
+        messages = self.act_messages(
+            obs, transcript, ctx, instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct"
+        )
+        thought = ""
+        if self.chain_of_thought:
+            raw = await self._call(messages, ctx, "actor", self.max_tokens, stop=["Action:", "\n\n"])
+            thought = " ".join(raw.split("Action:")[0].split())
+        prefix = (f"{thought}\n" if thought else "") + "Action: "
+        action = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
+                                  choice_prefix=prefix)
+        if action not in obs.legal_actions:  # a chooser always answers a candidate; guard anyway
+            parsed = parse_action(action, obs.legal_actions)
+            action = parsed.action or self._fallback(obs)
+        return Decision(action, thought=thought, raw=f"{prefix}{action}", valid=True)
+
+    def _fallback(self, obs: TextObservation) -> str:
+        return self.fallback_action if self.fallback_action in obs.legal_actions else obs.legal_actions[0]
+
+    async def _act_by_generating(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
         messages = self.act_messages(obs, transcript, ctx)
         raw = await self._call(messages, ctx, "actor", self.max_tokens)
         parsed = parse_action(raw, obs.legal_actions)
@@ -175,11 +213,10 @@ class LLMAgent:
                 else:
                     raw = f"{raw}\n[re-prompt] {raw2}"
             if decision is None:
-                fallback = self.fallback_action if self.fallback_action in obs.legal_actions else obs.legal_actions[0]
+                fallback = self._fallback(obs)
                 decision = Decision(fallback, thought=parsed.thought, raw=raw, valid=False,
                                     reprompted=self.reprompt, fallback=True)
                 logger.debug("%s: no legal action in %r; fallback %r", self.name, raw, fallback)
-        self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
         return decision
 
     async def reflect(self, trajectory: Trajectory, ctx: CallContext, max_steps_shown: int = 12) -> str:

@@ -93,3 +93,31 @@ def test_sampling_seeds_differ_per_step_and_are_reproducible():
     for step in (0, 1, 0):
         asyncio.run(agent.act(OBS, [], CallContext(episode=0, step=step, seed=7)))
     assert seen[0] is not None and seen[0] != seen[1] and seen[0] == seen[2]
+
+
+def test_scoring_thinks_then_chooses_among_the_legal_actions_only():
+    model = FakeRuleChatModel(rule=lambda msgs: "The key is ahead so I pick up. Action: pick up",
+                              supports_choices=True)
+    agent = LLMAgent("agent_0", model, policy="", action_selection="score")
+    d = asyncio.run(agent.act(OBS, [], CallContext(episode=0, step=3)))
+    assert (d.action, d.valid, d.reprompted, d.fallback) == ("pick up", True, False, False)
+    assert d.thought == "The key is ahead so I pick up."
+    think, choose = model.call_kwargs
+    assert "Action:" in think["stop"]
+    assert choose["choices"] == LEGAL
+    assert choose["choice_prefix"] == "The key is ahead so I pick up.\nAction: "
+    assert "step 3: you did 'pick up'" in agent.memory.recent(0, 5)[-1]
+
+
+def test_scoring_without_chain_of_thought_is_one_call():
+    model = FakeRuleChatModel(rule=lambda msgs: "toggle", supports_choices=True)
+    agent = LLMAgent("agent_0", model, policy="", action_selection="score", chain_of_thought=False)
+    d = asyncio.run(agent.act(OBS, [], CallContext()))
+    assert d.action == "toggle" and d.thought == "" and len(model.calls) == 1
+
+
+def test_unknown_action_selection_names_the_choices():
+    import pytest
+
+    with pytest.raises(ValueError, match="'generate' or 'score'"):
+        LLMAgent("agent_0", FakeRuleChatModel(), policy="", action_selection="vote")
