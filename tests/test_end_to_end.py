@@ -1,0 +1,69 @@
+"""End to end on the embedded SmolLM2: a real alternating-proposals episode with Reflexion,
+then a rerun from the response cache that reproduces it without touching the model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marlang.config import build_config
+from marlang.experiment import Experiment
+from marlang.models import LocalChatModel, SQLiteResponseCache
+
+pytestmark = pytest.mark.real_model
+
+
+def _config():
+    return build_config({
+        "env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2},
+        "model": {"spec": "local:smollm2", "max_tokens": 12, "message_max_tokens": 10,
+                  "reflection_max_tokens": 12},
+        "protocol": {"name": "alternating", "rounds": 1},
+        "learning": {"method": "reflexion"},
+        "run": {"episodes": 2, "parallel": 2, "progress": False, "seed": 5},
+    })
+
+
+def _episodes(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    return sorted(rows, key=lambda d: d["episode"])
+
+
+def _strip_timing(episode):
+    return {k: v for k, v in episode.items() if k != "metrics"} | {
+        "metrics": {k: v for k, v in episode["metrics"].items() if k != "cached_calls"}
+    }
+
+
+def test_alternating_episode_on_smollm2_then_an_exact_free_replay(tmp_path, smollm2_engine):
+    cache = SQLiteResponseCache(tmp_path / "responses.sqlite")
+    model = LocalChatModel(engine=smollm2_engine, cache=cache)
+
+    served_before = smollm2_engine.requests_served
+    first = Experiment(_config(), tmp_path / "first", chat_model=model, cache=cache).run()
+    served = smollm2_engine.requests_served - served_before
+    episodes = _episodes(first.run_dir)
+    assert [e["episode"] for e in episodes] == [0, 1]
+    step = episodes[0]["steps"][0]
+    # alternating, one round: agent_0 then agent_1 speak over a shared transcript
+    assert [m["sender"] for m in step["messages"]] == ["agent_0", "agent_1"]
+    assert all(m["content"].strip() for m in step["messages"])
+    legal = step["observations"]["agent_0"]["legal_actions"]
+    for decision in step["decisions"].values():
+        assert decision["action"] in legal and decision["valid"]  # scoring picks legal actions
+    for e in episodes:
+        assert set(e["reflections"]) == {"agent_0", "agent_1"}
+        assert all(text.strip() for text in e["reflections"].values())
+    # per step: 2 messages + 2 x (thought + choice); per episode: 2 reflections
+    n_steps = sum(e["n_steps"] for e in episodes)
+    assert served == n_steps * 6 + 2 * 2
+    assert smollm2_engine.generate_calls > 0
+
+    served_before = smollm2_engine.requests_served
+    again = Experiment(_config(), tmp_path / "again", chat_model=model, cache=cache).run()
+    assert smollm2_engine.requests_served == served_before  # every call a cache hit
+    assert [_strip_timing(e) for e in _episodes(again.run_dir)] == [
+        _strip_timing(e) for e in episodes
+    ]
+    assert again.summary["steps"] == first.summary["steps"]
