@@ -135,3 +135,17 @@ def test_scripted_team_runs_without_a_model(tmp_path):
     result = Experiment(cfg, tmp_path / "run").run()
     assert result.summary["setting"] == "scripted"
     assert result.summary["success_rate"]["mean"] == 1.0
+
+
+def test_action_selection_follows_the_model(tmp_path):
+    generating = FakeRuleChatModel(rule=babyai_rule)
+    Experiment(make_config(run={"episodes": 1}), tmp_path / "gen", chat_model=generating).run()
+    assert not any("choices" in kw for kw in generating.call_kwargs)  # auto -> generate
+
+    scoring = FakeRuleChatModel(rule=babyai_rule, supports_choices=True)
+    Experiment(make_config(run={"episodes": 1}), tmp_path / "score", chat_model=scoring).run()
+    assert any("choices" in kw for kw in scoring.call_kwargs)  # auto -> score
+
+    with pytest.raises(ConfigError, match="agents.action_selection: 'score' needs a local model"):
+        Experiment(make_config(agents={"action_selection": "score"}), tmp_path / "bad",
+                   chat_model=generating).run()
