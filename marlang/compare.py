@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,11 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             data["agents"]["kind"] = "scripted"
             data["protocol"] = {"name": "none"}
             settings.append(Setting("scripted (reference)", build_config(data), group))
+            if data["env"]["max_steps"] is not None:
+                # Under a step cap below what the level needs, the capped row says nothing
+                # about solving; this one shows the scripted team on the level's own limit.
+                data["env"]["max_steps"] = None
+                settings.append(Setting("scripted (level's step limit)", build_config(data), group))
     names = [(s.group, s.name) for s in settings]
     if len(set(names)) != len(names):
         raise ConfigError("--grid produces duplicate settings; list each value once")
@@ -111,8 +117,6 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     curves: dict[str, dict[str, list[float]]] = {}
     for run_path in sorted(p.parent for p in out.glob("*/summary.json")):
-        import json
-
         summary = json.loads((run_path / "summary.json").read_text())
         if not summary.get("episodes"):
             continue
@@ -123,22 +127,26 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
         curves.setdefault(group, {})[name] = [d["metrics"]["steps"] for d in dicts]
     parts, summaries = [], {}
     for group, by_name in groups.items():
-        ordered = dict(sorted(by_name.items(), key=lambda kv: (kv[0] == "scripted", _setting_order(kv[0]))))
+        ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
         model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
         parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
         summaries[group] = ordered
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
-    atomic_write_text(out / "summary.json", __import__("json").dumps(summaries, indent=2) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
-        llm = {k: v for k, v in by_name.items() if k != "scripted"}
-        ref = {"scripted team (mean)": sum(by_name["scripted"]) / len(by_name["scripted"])} if by_name.get("scripted") else None
+        llm = {k: v for k, v in by_name.items() if not _is_scripted(k)}
+        ref = {f"{k} (mean)": sum(v) / len(v) for k, v in by_name.items() if _is_scripted(k) and v} or None
         name = "learning_curve.png" if i == 0 else f"learning_curve_{_slug(group)}.png"
         plot_learning_curves(llm, out / name, reference=ref)
     return ComparisonResult(out, summaries, table)
 
 
 _ORDER = ["none", "bidirectional", "unidirectional"]
+
+
+def _is_scripted(setting: str) -> bool:
+    return setting.startswith("scripted")
 
 
 def _setting_order(name: str) -> tuple[int, str]:

@@ -167,6 +167,14 @@ class Experiment:
             )
         return mode
 
+    @property
+    def setting(self) -> str:
+        """The row label of this run in reports: the protocol, or the scripted team and its cap."""
+        c = self.config
+        if c.agents.kind == "llm":
+            return c.protocol.label
+        return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
+
     def _make_env(self) -> Any:
         c = self.config.env
         kwargs = dict(c.kwargs)
@@ -180,7 +188,7 @@ class Experiment:
     def manifest(self, model_id: str) -> dict[str, Any]:
         return {
             "name": self.config.run.name,
-            "setting": self.config.protocol.label if self.config.agents.kind == "llm" else "scripted",
+            "setting": self.setting,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": sys.argv,
             "seed": self.config.run.seed,
@@ -217,7 +225,7 @@ class Experiment:
         graph = build_episode_graph(agents, learn=(c.learning.method == "reflexion" and not scripted))
         limiter = asyncio.Semaphore(c.model.max_concurrency)
         ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder], "limiter": limiter}
-        setting = c.protocol.label if not scripted else "scripted"
+        setting = self.setting
 
         progress = None
         if c.run.progress:
@@ -291,7 +299,7 @@ class Experiment:
         dicts = sorted(self.run_dir.load_episode_dicts(), key=lambda d: d["episode"])
         rows = [d["metrics"] for d in dicts]
         summary = summarize_episodes(rows) if rows else {"episodes": 0}
-        summary["setting"] = self.config.protocol.label if self.config.agents.kind == "llm" else "scripted"
+        summary["setting"] = self.setting
         summary["env_id"] = self.config.env.id
         summary["model"] = self.config.model.spec if self.config.agents.kind == "llm" else "scripted"
         if self.cache is not None:
