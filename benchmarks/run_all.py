@@ -1,0 +1,22 @@
+"""Runs every benchmark (`make bench`) and prints their side-by-side figures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import bench_parallel
+import bench_scoring
+
+
+def main() -> None:
+    print("== action scoring ==")
+    bench_scoring.main()
+    print("\n== parallel episodes ==")
+    bench_parallel.main()
+
+
+if __name__ == "__main__":
+    main()
