@@ -122,6 +122,8 @@ class KVReuseScorer(CausalLMScorer):
         self.layout = layout
 
     def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        if self.layout == "packed":
+            return self._score_ids_batch([(prompt_ids, candidate_ids)])[0]
         device = self.device
         cache = DynamicCache(config=self.model.config)
         prompt_out = self.model(
@@ -135,8 +137,6 @@ class KVReuseScorer(CausalLMScorer):
         scores = first_logprobs[firsts]
         if all(len(ids) == 1 for ids in candidate_ids):
             return scores
-        if self.layout == "packed":
-            return scores + self._packed_rest(len(prompt_ids), candidate_ids, cache)
         return scores + self._batched_rest(len(prompt_ids), candidate_ids, cache)
 
     def score_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
@@ -236,42 +236,6 @@ class KVReuseScorer(CausalLMScorer):
             )[:, 0]
             scores[b] = scores[b].index_add(0, torch.tensor(owner, device=device), picked)
         return scores
-
-    def _packed_rest(
-        self, prompt_len: int, candidate_ids: list[list[int]], cache: DynamicCache
-    ) -> torch.Tensor:
-        """log p of every candidate token after the first, from one packed row."""
-        device = self.device
-        owner, offset, fed, target = [], [], [], []
-        for i, ids in enumerate(candidate_ids):
-            for j in range(len(ids) - 1):
-                owner.append(i)
-                offset.append(j)
-                fed.append(ids[j])
-                target.append(ids[j + 1])
-        owner_t = torch.tensor(owner, device=device)
-        offset_t = torch.tensor(offset, device=device)
-        n_fed = len(fed)
-        # Token t sees the whole prompt and the tokens of its own candidate up to itself.
-        own_prefix = (owner_t[:, None] == owner_t[None, :]) & (
-            offset_t[:, None] >= offset_t[None, :]
-        )
-        allowed = torch.cat(
-            [torch.ones((n_fed, prompt_len), dtype=torch.bool, device=device), own_prefix], dim=1
-        )
-        dtype = self.model.dtype
-        mask = torch.zeros((1, 1, n_fed, prompt_len + n_fed), dtype=dtype, device=device)
-        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
-        logits = self.model(
-            input_ids=torch.tensor([fed], device=device),
-            attention_mask=mask,
-            position_ids=(prompt_len + offset_t)[None],
-            past_key_values=cache,
-            use_cache=True,
-        ).logits[0]
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        picked = logprobs.gather(-1, torch.tensor(target, device=device)[:, None])[:, 0]
-        return torch.zeros(len(candidate_ids), device=device).index_add(0, owner_t, picked)
 
     def _batched_rest(
         self, prompt_len: int, candidate_ids: list[list[int]], cache: DynamicCache
