@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from marlang.models.local_weights import (
     load_hf_model,
     load_smollm2,
     prepare_tokenizer_for_generation,
 )
+from marlang.models.scoring import KVReuseScorer, left_padded_prefill
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,6 @@ class LocalLM:
 
         Serialized with generation by the same lock; each pair is one served request.
         """
-        from marlang.models.scoring import KVReuseScorer
-
         if self._scorer is None:
             self._scorer = KVReuseScorer(self.model, self.tokenizer)
         outputs: list[list[float]] = []
@@ -285,25 +284,9 @@ class LocalLM:
         Finished rows are dropped from the batch and its KV cache, so a long answer does not
         make short ones pay for its steps.
         """
-        device = self.device
-        prompt_len = max(len(row.request.prompt_ids) for row in rows)
-        input_ids = torch.full((len(rows), prompt_len), self._pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(rows), prompt_len), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids = row.request.prompt_ids
-            input_ids[i, prompt_len - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[i, prompt_len - len(ids) :] = 1
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
-        cache = DynamicCache(config=self.model.config)
-        logits = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1, :]
+        logits, cache, attention_mask, position_ids = left_padded_prefill(
+            self.model, [row.request.prompt_ids for row in rows], self._pad_id
+        )
         next_positions = position_ids[:, -1] + 1
         active = list(range(len(rows)))
         while True:
@@ -312,7 +295,7 @@ class LocalLM:
             if not running:
                 return
             if len(running) < len(active):
-                keep = torch.tensor(running, dtype=torch.long, device=device)
+                keep = torch.tensor(running, dtype=torch.long, device=attention_mask.device)
                 cache.batch_select_indices(keep)
                 attention_mask, next_positions, tokens = (
                     attention_mask[keep],

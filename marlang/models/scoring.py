@@ -54,6 +54,12 @@ class CausalLMScorer(ABC):
         """The scores as a float32 tensor of shape ``[len(candidates)]``."""
         if not candidates:
             return torch.empty(0, device=self.device)
+        return self.score_ids(*self._tokenize(prompt, candidates))
+
+    def _tokenize(
+        self, prompt: str, candidates: Sequence[str]
+    ) -> tuple[list[int], list[list[int]]]:
+        """Token ids of the prompt and of each candidate, all checked to be non-empty."""
         prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         if not prompt_ids:
             raise ValueError("The prompt is empty: candidates need something to be scored after")
@@ -63,7 +69,7 @@ class CausalLMScorer(ABC):
         empty = [c for c, ids in zip(candidates, candidate_ids, strict=True) if not ids]
         if empty:
             raise ValueError(f"Candidates with no tokens cannot be scored: {empty!r}")
-        return self.score_ids(prompt_ids, candidate_ids)
+        return prompt_ids, candidate_ids
 
     @abstractmethod
     def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
@@ -147,15 +153,9 @@ class KVReuseScorer(CausalLMScorer):
         """
         if self.layout != "packed":
             return [self.score(prompt, candidates) for prompt, candidates in items]
-        tokenized = []
-        for prompt, candidates in items:
-            prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            candidate_ids = [
-                self.tokenizer(c, add_special_tokens=False)["input_ids"] for c in candidates
-            ]
-            if not prompt_ids or not candidate_ids or not all(candidate_ids):
-                raise ValueError("score_many needs non-empty prompts and candidates")
-            tokenized.append((prompt_ids, candidate_ids))
+        if not all(candidates for _, candidates in items):
+            raise ValueError("score_many needs at least one candidate for every prompt")
+        tokenized = [self._tokenize(prompt, candidates) for prompt, candidates in items]
         with torch.inference_mode():
             return [t.tolist() for t in self._score_ids_batch(tokenized)]
 
@@ -165,23 +165,11 @@ class KVReuseScorer(CausalLMScorer):
         device, dtype = self.device, self.model.dtype
         n_rows = len(items)
         lengths = [len(p) for p, _ in items]
-        width = max(lengths)
-        ids = torch.full((n_rows, width), self._pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((n_rows, width), dtype=torch.long)
-        for b, (prompt_ids, _) in enumerate(items):  # left padding: every row ends at width-1
-            ids[b, width - len(prompt_ids) :] = torch.tensor(prompt_ids)
-            prompt_mask[b, width - len(prompt_ids) :] = 1
-        ids, prompt_mask = ids.to(device), prompt_mask.to(device)
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(
-            input_ids=ids,
-            attention_mask=prompt_mask,
-            position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
+        last_logits, cache, prompt_mask, _ = left_padded_prefill(
+            self.model, [p for p, _ in items], self._pad_id
         )
-        first_logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        width = prompt_mask.shape[1]
+        first_logprobs = torch.log_softmax(last_logits.float(), dim=-1)
         scores = [
             first_logprobs[b, torch.tensor([c[0] for c in cands], device=device)]
             for b, (_, cands) in enumerate(items)
@@ -286,6 +274,36 @@ class RepeatedPromptScorer(CausalLMScorer):
         keep = torch.arange(prompt_len - 1, prompt_len - 1 + cand_ids.shape[1], device=device)
         logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits
         return _sum_token_logprobs(logits, cand_ids, cand_mask)
+
+
+def left_padded_prefill(
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor]:
+    """Run token-id prompts of different lengths as one left-padded batch.
+
+    Every row ends at the last column, so the returned logits ``[n, vocab]`` are each
+    prompt's next-token logits. Also returns the KV cache, the 0/1 attention mask and the
+    position ids (counting real tokens only), for the passes that continue the rows.
+    """
+    device = next(model.parameters()).device
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, ids in enumerate(prompts):
+        input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[i, width - len(ids) :] = 1
+    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+    cache = DynamicCache(config=model.config)
+    logits = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits[:, -1, :]
+    return logits, cache, attention_mask, position_ids
 
 
 def _sum_token_logprobs(
