@@ -179,12 +179,15 @@ class LLMAgent:
             raw = await self._call(messages, ctx, "actor", self.max_tokens, stop=["Action:", "\n\n"])
             thought = " ".join(raw.split("Action:")[0].split())
         prefix = (f"{thought}\n" if thought else "") + "Action: "
-        action = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
+        answer = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
                                   choice_prefix=prefix)
-        if action not in obs.legal_actions:  # a chooser always answers a candidate; guard anyway
-            parsed = parse_action(action, obs.legal_actions)
-            action = parsed.action or self._fallback(obs)
-        return Decision(action, thought=thought, raw=f"{prefix}{action}", valid=True)
+        if answer in obs.legal_actions:
+            return Decision(answer, thought=thought, raw=f"{prefix}{answer}", valid=True)
+        # A chat model that claims choices but answers something else: counted as invalid.
+        parsed = parse_action(answer, obs.legal_actions)
+        action = parsed.action or self._fallback(obs)
+        return Decision(action, thought=thought, raw=f"{prefix}{answer}", valid=False,
+                        fallback=parsed.action is None)
 
     def _fallback(self, obs: TextObservation) -> str:
         return self.fallback_action if self.fallback_action in obs.legal_actions else obs.legal_actions[0]

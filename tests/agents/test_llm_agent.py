@@ -121,3 +121,18 @@ def test_unknown_action_selection_names_the_choices():
 
     with pytest.raises(ValueError, match="'generate' or 'score'"):
         LLMAgent("agent_0", FakeRuleChatModel(), policy="", action_selection="vote")
+
+
+def test_a_chooser_answering_outside_the_choices_is_counted_invalid():
+    class OffListChooser(FakeRuleChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            kwargs.pop("choices", None)
+            kwargs.pop("choice_prefix", None)
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    model = OffListChooser(rule=lambda msgs: "dance", supports_choices=True)
+    agent = LLMAgent("agent_0", model, policy="", action_selection="score", chain_of_thought=False,
+                     fallback_action="toggle")
+    d = asyncio.run(agent.act(OBS, [], CallContext()))
+    assert (d.action, d.valid, d.fallback) == ("toggle", False, True)
+    assert d.raw.endswith("dance")
