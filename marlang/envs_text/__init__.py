@@ -1,6 +1,8 @@
 """Text environments for language-model agents: PettingZoo-style envs built by id.
 
-``make("babyai/pickup", n_agents=2)`` gives a ``BabyAITextEnv``; ``list_envs()`` names them all.
+``make("babyai/pickup", n_agents=2)`` gives a ``BabyAITextEnv``, ``make("overcooked/cramped-room")``
+an ``OvercookedTextEnv``, ``make("pistonball/n10", n_agents=10)`` a ``PistonballTextEnv``;
+``list_envs()`` names them all.
 """
 
 import os
@@ -26,6 +28,23 @@ from marlang.envs_text.registry import (
 )
 from marlang.envs_text.spaces import ActionStringSpace, TextObservationSpace
 
+# Overcooked and Pistonball load their packages on first use, not on ``import marlang``.
+_LAZY = {
+    "OvercookedTextEnv": "marlang.envs_text.overcooked",
+    "ScriptedOvercookedTeam": "marlang.envs_text.overcooked_scripted",
+    "PistonballTextEnv": "marlang.envs_text.pistonball",
+    "PistonballRuleTeam": "marlang.envs_text.pistonball",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ACTIONS",
     "AGENT_COLORS",
@@ -36,7 +55,11 @@ __all__ = [
     "EnvRegistry",
     "EnvSpec",
     "LocalView",
+    "OvercookedTextEnv",
+    "PistonballRuleTeam",
+    "PistonballTextEnv",
     "ScriptedBabyAITeam",
+    "ScriptedOvercookedTeam",
     "TextObservationSpace",
     "list_envs",
     "make",

@@ -27,7 +27,12 @@ from minigrid.utils.rendering import downsample
 from pettingzoo import ParallelEnv
 
 from marlang.envs_text.babyai_text import DIRECTION_NAMES, LocalView, object_record, observe
-from marlang.envs_text.spaces import ActionStringSpace, TextObservationSpace
+from marlang.envs_text.spaces import (
+    ActionStringSpace,
+    StepResult,
+    TextObservationSpace,
+    check_joint_action,
+)
 from marlang.types import TextObservation
 
 if TYPE_CHECKING:
@@ -237,25 +242,9 @@ class BabyAITextEnv(ParallelEnv):
         infos = {agent: self._info(success=False) for agent in self.agents}
         return observations, infos
 
-    def step(
-        self, actions: Mapping[str, Any]
-    ) -> tuple[
-        dict[str, TextObservation],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: Mapping[str, Any]) -> StepResult:
         """Apply one joint action (one entry per live agent)."""
-        if not self.agents:
-            raise RuntimeError("the episode is over (or never started); call reset() first")
-        unknown = sorted(set(actions) - set(self.agents))
-        missing = [agent for agent in self.agents if agent not in actions]
-        if unknown or missing:
-            raise ValueError(
-                f"step() needs exactly one action per live agent {self.agents}; "
-                f"missing: {missing}, unknown: {unknown}"
-            )
+        check_joint_action(self.agents, actions)
 
         self._t += 1
         self._level.step_count = self._t

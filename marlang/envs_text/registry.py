@@ -214,10 +214,102 @@ BABYAI_ENVS: tuple[tuple[BabyAILevelFactory, str], ...] = (
 """Built-in multi-agent BabyAI envs and their descriptions."""
 
 
+# ---------------------------------------------------------------------- Overcooked, Pistonball
+
+
+@dataclass(frozen=True)
+class OvercookedLayoutFactory:
+    """Builds an ``OvercookedTextEnv`` for one layout (the package is imported on first use)."""
+
+    env_id: str
+    layout: str
+
+    def __call__(
+        self,
+        n_agents: int = 2,
+        *,
+        action_mode: str = "subgoal",
+        max_steps: int | None = None,
+        random_start: bool = False,
+        patience: int = 5,
+        wait_ticks: int = 3,
+        counter_options: int = 3,
+        render_mode: str | None = None,
+    ) -> ParallelEnv:
+        from marlang.envs_text.overcooked import OvercookedTextEnv
+
+        return OvercookedTextEnv(
+            self.layout, n_agents, action_mode=action_mode, max_steps=max_steps,
+            random_start=random_start, patience=patience, wait_ticks=wait_ticks,
+            counter_options=counter_options, render_mode=render_mode, env_id=self.env_id,
+        )
+
+
+OVERCOOKED_ENVS: tuple[tuple[str, str], ...] = (
+    ("cramped-room", "Overcooked-AI Cramped Room: two cooks, one pot, a tight kitchen"),
+    (
+        "asymmetric-advantages",
+        "Overcooked-AI Asymmetric Advantages: two kitchens, each cook near different things",
+    ),
+    ("coordination-ring", "Overcooked-AI Coordination Ring: a one-cell-wide ring the cooks share"),
+    ("forced-coordination", "Overcooked-AI Forced Coordination: items must be passed over the counter"),
+    ("counter-circuit", "Overcooked-AI Counter Circuit (one order): a loop around a central counter"),
+)
+"""Built-in Overcooked layouts (ids ``overcooked/<name>``); 400 ticks, subgoal actions by default."""
+
+
+@dataclass(frozen=True)
+class PistonballFactory:
+    """Builds a ``PistonballTextEnv``; ``n_pistons`` fixes the team size (else ``n_agents`` does)."""
+
+    env_id: str
+    n_pistons: int | None = None
+
+    def __call__(
+        self,
+        n_agents: int = 2,
+        *,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        time_penalty: float = -0.1,
+        random_drop: bool = True,
+        random_rotate: bool = True,
+        ball_mass: float = 0.75,
+        ball_friction: float = 0.3,
+        ball_elasticity: float = 1.5,
+    ) -> ParallelEnv:
+        from marlang.envs_text.pistonball import PistonballTextEnv
+
+        if self.n_pistons is not None and n_agents != self.n_pistons:
+            raise ValueError(
+                f"{self.env_id} has {self.n_pistons} pistons, so n_agents must be "
+                f"{self.n_pistons} (got {n_agents}); the id 'pistonball' takes any number from 2 to 20"
+            )
+        return PistonballTextEnv(
+            n_agents, max_steps=max_steps, render_mode=render_mode, env_id=self.env_id,
+            time_penalty=time_penalty, random_drop=random_drop, random_rotate=random_rotate,
+            ball_mass=ball_mass, ball_friction=ball_friction, ball_elasticity=ball_elasticity,
+        )
+
+
 def _default_registry() -> EnvRegistry:
     registry = EnvRegistry()
     for factory, description in BABYAI_ENVS:
         registry.register(factory.env_id, factory, description)
+    for layout, description in OVERCOOKED_ENVS:
+        env_id = f"overcooked/{layout}"
+        registry.register(env_id, OvercookedLayoutFactory(env_id, layout), f"{description}; 400 ticks")
+    for n in (5, 10, 20):
+        registry.register(
+            f"pistonball/n{n}",
+            PistonballFactory(f"pistonball/n{n}", n),
+            f"PettingZoo Pistonball, {n} pistons (n_agents: {n}): ball to the left wall; 125 cycles",
+        )
+    registry.register(
+        "pistonball",
+        PistonballFactory("pistonball"),
+        "PettingZoo Pistonball with n_agents pistons (2 to 20): ball to the left wall; 125 cycles",
+    )
     return registry
 
 
@@ -229,8 +321,11 @@ def make(env_id: str, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
     """Build a registered text env by id, e.g. ``make("babyai/pickup", n_agents=2)``.
 
     Unknown ids and parameters raise ``ValueError`` naming them and listing the valid ones.
-    BabyAI envs take ``max_steps`` (default: the level's), ``render_mode`` (``"rgb_array"``)
-    and their level's options (``room_size``, ``num_dists``, ``num_objs``, ``distractors``).
+    Every env takes ``max_steps`` and ``render_mode`` (``"rgb_array"``). BabyAI envs also take
+    their level's options (``room_size``, ``num_dists``, ``num_objs``, ``distractors``);
+    Overcooked envs ``action_mode`` (``"subgoal"``/``"primitive"``), ``random_start``,
+    ``patience``, ``wait_ticks``, ``counter_options`` (``max_steps`` is the horizon in ticks);
+    Pistonball envs the ball's physics options (``max_steps`` counts cycles).
     """
     return DEFAULT_REGISTRY.make(env_id, n_agents=n_agents, **kwargs)
 

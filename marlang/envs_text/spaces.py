@@ -6,7 +6,7 @@ actions are strings and whose observations are ``TextObservation`` records.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,3 +73,26 @@ class TextObservationSpace(Space[TextObservation]):
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+StepResult = tuple[
+    dict[str, TextObservation],
+    dict[str, float],
+    dict[str, bool],
+    dict[str, bool],
+    dict[str, dict[str, Any]],
+]
+"""What a text env's ``step`` returns: observations, rewards, terminations, truncations, infos."""
+
+
+def check_joint_action(live_agents: Sequence[str], actions: Mapping[str, Any]) -> None:
+    """Raise unless ``actions`` has exactly one entry per live agent (and the episode is live)."""
+    if not live_agents:
+        raise RuntimeError("the episode is over (or never started); call reset() first")
+    unknown = sorted(set(actions) - set(live_agents))
+    missing = [agent for agent in live_agents if agent not in actions]
+    if unknown or missing:
+        raise ValueError(
+            f"step() needs exactly one action per live agent {list(live_agents)}; "
+            f"missing: {missing}, unknown: {unknown}"
+        )

@@ -201,7 +201,7 @@ def test_step_needs_one_action_per_live_agent():
 # ----------------------------------------------------------------------------- levels and seeding
 
 
-@pytest.mark.parametrize("env_id", sorted(list_envs()))
+@pytest.mark.parametrize("env_id", sorted(e for e in list_envs() if e.startswith("babyai/")))
 def test_reset_is_deterministic_under_a_seed(env_id):
     env = make(env_id, n_agents=3)
     rng = random.Random(0)
@@ -221,7 +221,7 @@ def test_reset_is_deterministic_under_a_seed(env_id):
     assert rollout(7) != rollout(8)
 
 
-@pytest.mark.parametrize("env_id", sorted(list_envs()))
+@pytest.mark.parametrize("env_id", sorted(e for e in list_envs() if e.startswith("babyai/")))
 def test_initial_placement(env_id):
     env = make(env_id, n_agents=3)
     for seed in range(5):

@@ -28,7 +28,7 @@ def play(env, team, seed: int) -> tuple[bool, int]:
 
 
 @pytest.mark.parametrize("n_agents", [2, 3])
-@pytest.mark.parametrize("env_id", sorted(list_envs()))
+@pytest.mark.parametrize("env_id", sorted(e for e in list_envs() if e.startswith("babyai/")))
 def test_scripted_team_solves_every_level(env_id, n_agents, record_property):
     env = make(env_id, n_agents=n_agents)
     team = env.scripted_team()
