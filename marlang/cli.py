@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run one experiment config")
+    r = sub.add_parser("run", help="run one experiment config (every setting of its grid: section, if any)")
     r.add_argument("config", nargs="?", help="YAML config (optional with --resume)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set run.episodes=5 (repeatable)")
@@ -106,6 +106,11 @@ def _run(args: argparse.Namespace) -> int:
         if not args.config:
             raise ConfigError("run needs a CONFIG file (or --resume DIR)")
         config = load_config(args.config, args.overrides)
+        if config.grid:
+            # A config with a grid is a set of runs: run each setting, print one table.
+            out = Path(args.out or f"runs/{config.run.name}")
+            grid = [(k, list(v)) for k, v in config.grid.items()]
+            return _run_grid(_load_base(args.config, args.overrides), grid, out, reference=False)
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     from marlang.experiment import Experiment
 
@@ -138,26 +143,40 @@ def _count_episodes(run_dir: Path) -> int:
     return len(RunDirectory(run_dir).load_episode_dicts())
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from marlang.compare import parse_grid, run_comparison
+def _load_base(config_path: str, overrides: list[str]) -> dict:
     from marlang.config import ConfigError, apply_override, build_config, parse_value
 
-    path = Path(args.config)
+    path = Path(config_path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     base = yaml.safe_load(path.read_text()) or {}
-    for item in args.overrides:
+    for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} must look like section.key=value")
         apply_override(base, key.strip(), parse_value(raw))
-    cfg = build_config(base)  # validates the base before any setting runs
+    build_config(base)  # validates the base before any setting runs
+    return base
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from marlang.compare import parse_grid
+    from marlang.config import ConfigError, build_config
+
+    base = _load_base(args.config, args.overrides)
+    cfg = build_config(base)
     grid = parse_grid(args.grid) if args.grid else [(k, list(v)) for k, v in cfg.grid.items()]
     if not grid:
         raise ConfigError("compare needs --grid KEY=V1,V2 or a 'grid:' section in the config")
     out = Path(args.out or f"runs/{cfg.run.name}-compare")
+    return _run_grid(base, grid, out, reference=not args.no_reference)
+
+
+def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
+    from marlang.compare import run_comparison
+
     try:
-        result = run_comparison(base, grid, out, reference=not args.no_reference)
+        result = run_comparison(base, grid, out, reference=reference)
     except KeyboardInterrupt:
         print(f"marlang: interrupted; finished episodes are kept under {out}; rerun the same command to "
               "continue", file=sys.stderr)

@@ -128,9 +128,17 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
     parts, summaries = [], {}
     for group, by_name in groups.items():
         ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
-        model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
-        parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
         summaries[group] = ordered
+    if len(groups) > 1 and all(len(by_name) == 1 for by_name in groups.values()):
+        # One setting on many environments (e.g. a scripted team on every layout): one table.
+        rows = {group: next(iter(by_name.values())) for group, by_name in summaries.items()}
+        setting = next(iter(rows.values())).get("setting", "?")
+        model = next(iter(rows.values())).get("model", "?")
+        parts.append(markdown_table(rows, title=f"{setting} (model: {model})", first_column="environment"))
+    else:
+        for group, ordered in summaries.items():
+            model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
+            parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2) + "\n")

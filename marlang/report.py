@@ -95,13 +95,15 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "") -> str:
+def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_column: str = "setting") -> str:
     from tabulate import tabulate
 
-    body = tabulate(table_rows(summaries), headers=TABLE_HEADERS, tablefmt="github")
+    headers = [first_column, *TABLE_HEADERS[1:]]
+    body = tabulate(table_rows(summaries), headers=headers, tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
-        "metric of the conversation-protocol paper; ± is the 95% t-interval half-width."
+        "metric of the conversation-protocol paper; return: the team's reward per episode; "
+        "± is the 95% t-interval half-width."
     )
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 

@@ -41,8 +41,10 @@ def test_scripted_comparison_table_and_report(tmp_path, capsys):
                  "--set", "run.episodes=2", "--out", str(out)])
     assert code == 0
     table = (out / "table.md").read_text()
+    # One setting on four levels: one table with a row per level.
+    assert table.startswith("## scripted (model: scripted)")
     for env_id in ["babyai/goto-obj", "babyai/pickup", "babyai/unlock-pickup", "babyai/put-next"]:
-        assert f"## {env_id}" in table
+        assert f"| {env_id} " in table
     assert (out / "summary.json").is_file()
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
@@ -51,10 +53,27 @@ def test_scripted_comparison_table_and_report(tmp_path, capsys):
 
 def test_run_and_resume_commands(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["run", str(ROOT / "configs/babyai_scripted.yaml"), "--set", "run.episodes=2", "--out", str(out)]
+    config = tmp_path / "one.yaml"  # a single run: the scripted config without its grid
+    config.write_text("env: {id: babyai/goto-obj}\nagents: {kind: scripted}\nrun: {name: one}\n")
+    args = ["run", str(config), "--set", "run.episodes=2", "--out", str(out)]
     assert main(args) == 0
     assert "run directory" in capsys.readouterr().out
     assert main(args) == 2  # refuses to overwrite
     assert "--resume" in capsys.readouterr().err
     assert main(["run", "--resume", str(out), "--set", "run.episodes=3"]) == 0
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 3
+
+
+def test_run_of_a_grid_config_prints_one_row_per_overcooked_layout(tmp_path, capsys):
+    out = tmp_path / "kitchens"
+    args = ["run", str(ROOT / "configs/overcooked_scripted.yaml"), "--set", "run.episodes=2", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    rows = [line for line in printed.splitlines() if line.startswith("| overcooked/")]
+    assert len(rows) == 5
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        mean_return = float(cells[5].split(" ± ")[0])
+        assert mean_return > 0, row
+    assert main(args) == 0  # a rerun resumes: every run is finished, same table
+    assert capsys.readouterr().out.count("| overcooked/") == 5
