@@ -10,6 +10,7 @@ import copy
 import itertools
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,7 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
         dicts = sorted(RunDirectory(run_path).load_episode_dicts(), key=lambda d: d["episode"])
         curves.setdefault(group, {})[name] = [d["metrics"]["steps"] for d in dicts]
     parts, summaries = [], {}
+    groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     for group, by_name in groups.items():
         ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
         summaries[group] = ordered
@@ -151,6 +153,11 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
 
 
 _ORDER = ["none", "bidirectional", "unidirectional"]
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key that puts pistonball/n5 before pistonball/n10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def _is_scripted(setting: str) -> bool:

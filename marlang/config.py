@@ -26,7 +26,10 @@ class EnvConfig(_Section):
     """Which text environment to run, and its parameters."""
 
     id: str = "babyai/pickup"
-    n_agents: int = Field(2, ge=1)
+    n_agents: int | None = Field(
+        None, ge=1, validate_default=True,
+        description="Number of agents; None: the env's own (2; N for pistonball/nN).",
+    )
     max_steps: int | None = Field(None, ge=1, description="Episode step limit; None keeps the env's own.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for the env.")
 
@@ -39,6 +42,15 @@ class EnvConfig(_Section):
         if v not in valid:
             raise ValueError(f"unknown env id {v!r}; valid choices: {', '.join(valid)}")
         return v
+
+    @field_validator("n_agents", mode="after")
+    @classmethod
+    def _default_agents(cls, v: int | None, info: Any) -> int:
+        if v is not None or "id" not in info.data:
+            return v if v is not None else 2
+        from marlang.envs_text.registry import default_agents
+
+        return default_agents(info.data["id"])
 
 
 class ModelConfig(_Section):

@@ -95,7 +95,8 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
 
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for pkg in ("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid", "pettingzoo"):
+    for pkg in ("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid", "pettingzoo",
+                "overcooked-ai", "pymunk"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -1,4 +1,7 @@
+from pathlib import Path
+
 import pytest
+import yaml
 
 from marlang.config import (
     ConfigError,
@@ -7,6 +10,7 @@ from marlang.config import (
     load_config,
     parse_protocol_label,
 )
+from marlang.envs_text import make
 
 
 def test_defaults_are_valid_and_overrides_apply(tmp_path):
@@ -72,3 +76,16 @@ def test_protocol_labels_and_nested_overrides():
     assert data == {"env": {"kwargs": {"room_size": 6}}}
     with pytest.raises(ConfigError, match="is a value"):
         apply_override({"env": 3}, "env.id", "x")
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")))
+def test_every_shipped_config_and_each_grid_setting_is_valid(path):
+    from marlang.compare import expand_grid
+
+    base = yaml.safe_load(path.read_text())
+    config = build_config(base)
+    settings = expand_grid(base, [(k, list(v)) for k, v in config.grid.items()])
+    assert settings
+    for setting in settings:
+        # the env's agent count follows its id (pistonball/n10 has 10 agents)
+        assert len(setting.config.agent_names()) == len(make(setting.config.env.id).possible_agents)

@@ -31,6 +31,8 @@ class EnvSpec:
     env_id: str
     factory: EnvFactory
     description: str
+    default_agents: int = 2
+    """Agents when none are asked for (Pistonball ids: their piston count)."""
 
 
 class EnvRegistry:
@@ -40,7 +42,13 @@ class EnvRegistry:
         self._specs: dict[str, EnvSpec] = {}
 
     def register(
-        self, env_id: str, factory: EnvFactory, description: str, *, overwrite: bool = False
+        self,
+        env_id: str,
+        factory: EnvFactory,
+        description: str,
+        *,
+        overwrite: bool = False,
+        default_agents: int = 2,
     ) -> None:
         """Add an env. ``factory(n_agents=..., **kwargs)`` must return a PettingZoo ParallelEnv."""
         if not isinstance(env_id, str) or not env_id.strip() or env_id != env_id.strip():
@@ -55,7 +63,7 @@ class EnvRegistry:
             raise ValueError(
                 f"env id {env_id!r} is already registered; pass overwrite=True to replace it"
             )
-        self._specs[env_id] = EnvSpec(env_id, factory, description.strip())
+        self._specs[env_id] = EnvSpec(env_id, factory, description.strip(), default_agents)
 
     def unregister(self, env_id: str) -> None:
         """Remove ``env_id`` (``ValueError`` listing valid ids if it is not registered)."""
@@ -71,9 +79,11 @@ class EnvRegistry:
             raise ValueError(f"unknown environment id {env_id!r}; valid ids: {valid}.{hint}")
         return self._specs[env_id]
 
-    def make(self, env_id: str, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
-        """Build the env registered under ``env_id`` with ``n_agents`` agents."""
-        factory = self.spec(env_id).factory
+    def make(self, env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv:
+        """Build the env registered under ``env_id`` with ``n_agents`` agents (default: its own)."""
+        spec = self.spec(env_id)
+        factory = spec.factory
+        n_agents = spec.default_agents if n_agents is None else n_agents
         _check_parameters(env_id, factory, {"n_agents": n_agents, **kwargs})
         return factory(n_agents=n_agents, **kwargs)
 
@@ -303,7 +313,8 @@ def _default_registry() -> EnvRegistry:
         registry.register(
             f"pistonball/n{n}",
             PistonballFactory(f"pistonball/n{n}", n),
-            f"PettingZoo Pistonball, {n} pistons (n_agents: {n}): ball to the left wall; 125 cycles",
+            f"PettingZoo Pistonball, {n} pistons (agents): ball to the left wall; 125 cycles",
+            default_agents=n,
         )
     registry.register(
         "pistonball",
@@ -317,8 +328,10 @@ DEFAULT_REGISTRY = _default_registry()
 """The registry behind ``make``, ``register_env`` and ``list_envs``."""
 
 
-def make(env_id: str, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
+def make(env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv:
     """Build a registered text env by id, e.g. ``make("babyai/pickup", n_agents=2)``.
+
+    ``n_agents`` defaults to the env's own count: 2, or the piston count of ``pistonball/nN``.
 
     Unknown ids and parameters raise ``ValueError`` naming them and listing the valid ones.
     Every env takes ``max_steps`` and ``render_mode`` (``"rgb_array"``). BabyAI envs also take
@@ -331,10 +344,22 @@ def make(env_id: str, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
 
 
 def register_env(
-    env_id: str, factory: EnvFactory, description: str, *, overwrite: bool = False
+    env_id: str,
+    factory: EnvFactory,
+    description: str,
+    *,
+    overwrite: bool = False,
+    default_agents: int = 2,
 ) -> None:
     """Add your own env under ``env_id``; ``factory(n_agents=..., **kwargs)`` builds it."""
-    DEFAULT_REGISTRY.register(env_id, factory, description, overwrite=overwrite)
+    DEFAULT_REGISTRY.register(
+        env_id, factory, description, overwrite=overwrite, default_agents=default_agents
+    )
+
+
+def default_agents(env_id: str) -> int:
+    """How many agents ``env_id`` has when a config or ``make`` does not say."""
+    return DEFAULT_REGISTRY.spec(env_id).default_agents
 
 
 def list_envs() -> dict[str, str]:
