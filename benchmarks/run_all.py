@@ -7,6 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import bench_envs_overcooked
+import bench_envs_pistonball
 import bench_parallel
 import bench_scoring
 
@@ -16,6 +18,10 @@ def main() -> None:
     bench_scoring.main()
     print("\n== parallel episodes ==")
     bench_parallel.main()
+    print("\n== Overcooked text env ==")
+    bench_envs_overcooked.main()
+    print("\n== Pistonball text env ==")
+    bench_envs_pistonball.main()
 
 
 if __name__ == "__main__":

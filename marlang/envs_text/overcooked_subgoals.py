@@ -69,7 +69,15 @@ class Kitchen:
             features.extend(positions)
         self.goals: dict[Pos, tuple[PosOr, ...]] = {p: self._goals_facing(p) for p in features}
         self.region: dict[Pos, int] = self._regions()
+        self._within_reach: dict[int, frozenset[Pos]] = {
+            label: frozenset(
+                f for f, goals in self.goals.items() if any(self.region.get(g[0]) == label for g in goals)
+            )
+            for label in set(self.region.values())
+        }
         self._distance: dict[tuple[PosOr, Pos], int | None] = {}
+        self.fixed_lines: dict[PosOr, list[str]] = {}
+        """Observation lines about dispensers and serving spots per place (filled as seen)."""
 
     def pot_number(self, pot: Pos) -> int:
         return self.pots.index(pot) + 1
@@ -104,8 +112,11 @@ class Kitchen:
 
     def reachable(self, position: Pos, feature: Pos) -> bool:
         """Whether a cook standing at ``position`` can walk up to ``feature``."""
-        here = self.region.get(position)
-        return any(self.region.get(goal[0]) == here for goal in self.goals.get(feature, ()))
+        return feature in self.within_reach(position)
+
+    def within_reach(self, position: Pos) -> frozenset[Pos]:
+        """Every feature a cook standing at ``position`` can walk up to."""
+        return self._within_reach.get(self.region.get(position, -1), frozenset())
 
     def distance(self, pos_and_or: PosOr, feature: Pos) -> int | None:
         """Moves to stand in front of ``feature`` facing it; ``None`` when out of reach."""
@@ -210,8 +221,7 @@ def legal_subgoals(
     player = state.players[index]
     here, pos_and_or = player.position, player.pos_and_or
     held = held_item(player)
-    reach = [p for p in kitchen.goals if kitchen.reachable(here, p)]
-    reachable = set(reach)
+    reachable = kitchen.within_reach(here)
     out: list[Subgoal] = []
     if held is None:
         for item in (*INGREDIENTS, "dish"):

@@ -167,18 +167,9 @@ def describe(
         lines.append("Counters: nothing on them.")
     data["counters"] = counters
 
-    dispensers: dict[str, list[dict[str, Any]]] = {}
-    for item, positions in kitchen.dispensers.items():
-        if not positions:
-            continue
-        records = [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in positions]
-        dispensers[item] = records
-        label = f"{item.capitalize()} dispenser{'s' if len(records) > 1 else ''}"
-        lines.append(f"{label}: " + "; ".join(_place(r) for r in records) + ".")
+    fixed_lines, dispensers, serving = _fixed_places(kitchen, pos_and_or)
+    lines.extend(fixed_lines)
     data["dispensers"] = dispensers
-    serving = [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in kitchen.serving]
-    label = f"Serving spot{'s' if len(serving) > 1 else ''}"
-    lines.append(f"{label}: " + "; ".join(_place(r) for r in serving) + ".")
     data["serving"] = serving
 
     orders = []
@@ -190,6 +181,29 @@ def describe(
         )
     data["orders"] = orders
     return "\n".join(lines), data
+
+
+def _fixed_places(
+    kitchen: Kitchen, pos_and_or: Any
+) -> tuple[list[str], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Dispenser and serving-spot lines and records seen from ``pos_and_or`` (they never change,
+    so their text is made once per place and orientation)."""
+    lines = kitchen.fixed_lines.get(pos_and_or)
+    dispensers = {
+        item: [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in positions]
+        for item, positions in kitchen.dispensers.items()
+        if positions
+    }
+    serving = [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in kitchen.serving]
+    if lines is None:
+        lines = []
+        for item, records in dispensers.items():
+            label = f"{item.capitalize()} dispenser{'s' if len(records) > 1 else ''}"
+            lines.append(f"{label}: " + "; ".join(_place(r) for r in records) + ".")
+        label = f"Serving spot{'s' if len(serving) > 1 else ''}"
+        lines.append(f"{label}: " + "; ".join(_place(r) for r in serving) + ".")
+        kitchen.fixed_lines[pos_and_or] = lines
+    return lines, dispensers, serving
 
 
 def _place(record: dict[str, Any]) -> str:
