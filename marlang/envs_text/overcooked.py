@@ -239,7 +239,8 @@ class OvercookedTextEnv(ParallelEnv):
             if outcome is None:
                 status.notes = ()
             elif outcome.status == "done":
-                status.notes = (f"finished '{outcome.subgoal.action}' in {outcome.ticks} ticks",)
+                span = f"{outcome.ticks} tick{'s' if outcome.ticks != 1 else ''}"
+                status.notes = (f"finished '{outcome.subgoal.action}' in {span}",)
             else:
                 status.notes = (outcome.note,)
         truncated = self._tick >= self.horizon
