@@ -32,6 +32,8 @@ from marlang.envs_text.spaces import (
     StepResult,
     TextObservationSpace,
     check_joint_action,
+    check_render_mode,
+    is_integer,
 )
 from marlang.types import TextObservation
 
@@ -75,14 +77,10 @@ class AgentState:
         return self.position[0] + int(dx), self.position[1] + int(dy)
 
 
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _direction_index(direction: Any) -> int:
     if isinstance(direction, str) and direction in DIRECTION_NAMES:
         return DIRECTION_NAMES.index(direction)
-    if _is_integer(direction) and 0 <= direction < 4:
+    if is_integer(direction) and 0 <= direction < 4:
         return int(direction)
     raise ValueError(f"direction must be one of {list(DIRECTION_NAMES)} or 0..3, got {direction!r}")
 
@@ -175,15 +173,11 @@ class BabyAITextEnv(ParallelEnv):
             render_mode: ``None`` or ``"rgb_array"``.
             env_id: registry id, for display only.
         """
-        if not _is_integer(n_agents) or n_agents < MIN_AGENTS:
+        if not is_integer(n_agents) or n_agents < MIN_AGENTS:
             raise ValueError(f"n_agents must be an integer >= {MIN_AGENTS}, got {n_agents!r}")
-        if max_steps is not None and (not _is_integer(max_steps) or max_steps < 1):
+        if max_steps is not None and (not is_integer(max_steps) or max_steps < 1):
             raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                f"got {render_mode!r}"
-            )
+        check_render_mode(render_mode, self.metadata)
         if not isinstance(level, RoomGridLevel) and callable(level):
             level = level()
         if not isinstance(level, RoomGridLevel):
@@ -440,7 +434,7 @@ class BabyAITextEnv(ParallelEnv):
     def _action_index(action: Any) -> int | None:
         if isinstance(action, str):
             return ACTION_INDEX.get(action)
-        if _is_integer(action):
+        if is_integer(action):
             return int(action) if 0 <= action < len(ACTIONS) else None
         return None
 

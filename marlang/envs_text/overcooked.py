@@ -39,6 +39,7 @@ from marlang.envs_text.spaces import (
     StepResult,
     TextObservationSpace,
     check_joint_action,
+    check_render_mode,
 )
 from marlang.types import TextObservation
 
@@ -121,10 +122,7 @@ class OvercookedTextEnv(ParallelEnv):
         horizon = DEFAULT_HORIZON if max_steps is None else max_steps
         if type(horizon) is not int or horizon < 1:
             raise ValueError(f"max_steps (the horizon in ticks) must be a positive integer, got {max_steps!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
-            )
+        check_render_mode(render_mode, self.metadata)
         layout_file = LAYOUTS.get(layout, layout)
         try:
             mdp = OvercookedGridworld.from_layout_name(layout_file)

@@ -23,6 +23,8 @@ from marlang.envs_text.spaces import (
     StepResult,
     TextObservationSpace,
     check_joint_action,
+    check_render_mode,
+    is_integer,
 )
 from marlang.types import TextObservation
 
@@ -46,10 +48,6 @@ STILL_SPEED = 0.05
 _SIDE_WORDS: Mapping[str, str] = MappingProxyType(
     {"left": "to your left", "above": "above you", "right": "to your right"}
 )
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _direction_words(vx: float, vy: float, speed: float) -> str:
@@ -130,17 +128,13 @@ class PistonballTextEnv(ParallelEnv):
             random_rotate: give the ball a random initial spin.
             ball_mass, ball_friction, ball_elasticity: the ball's physics (PettingZoo's defaults).
         """
-        if not _is_integer(n_pistons) or not MIN_PISTONS <= n_pistons <= MAX_PISTONS:
+        if not is_integer(n_pistons) or not MIN_PISTONS <= n_pistons <= MAX_PISTONS:
             raise ValueError(
                 f"n_pistons must be an integer in {MIN_PISTONS}..{MAX_PISTONS}, got {n_pistons!r}"
             )
-        if max_steps is not None and (not _is_integer(max_steps) or max_steps < 1):
+        if max_steps is not None and (not is_integer(max_steps) or max_steps < 1):
             raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                f"got {render_mode!r}"
-            )
+        check_render_mode(render_mode, self.metadata)
         self._max_steps = DEFAULT_MAX_CYCLES if max_steps is None else int(max_steps)
         self._raw = raw_env(
             n_pistons=int(n_pistons),
@@ -420,7 +414,7 @@ class PistonballTextEnv(ParallelEnv):
     def _action_index(action: Any) -> int | None:
         if isinstance(action, str):
             return PISTONBALL_ACTION_INDEX.get(action)
-        if _is_integer(action):
+        if is_integer(action):
             return int(action) if 0 <= action < len(PISTONBALL_ACTIONS) else None
         return None
 

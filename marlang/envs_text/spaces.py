@@ -96,3 +96,16 @@ def check_joint_action(live_agents: Sequence[str], actions: Mapping[str, Any]) -
             f"step() needs exactly one action per live agent {list(live_agents)}; "
             f"missing: {missing}, unknown: {unknown}"
         )
+
+
+def is_integer(value: Any) -> bool:
+    """A Python or numpy integer, and not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any]) -> None:
+    """Raise unless ``render_mode`` is None or one the env's ``metadata`` lists."""
+    if render_mode not in (None, *metadata["render_modes"]):
+        raise ValueError(
+            f"render_mode must be None or one of {metadata['render_modes']}, got {render_mode!r}"
+        )
