@@ -60,13 +60,18 @@ class Decision:
     """Whether a second prompt was needed to get a legal action."""
     fallback: bool = False
     """Whether the configured fallback action was used because no legal action was found."""
+    logprob: float | None = None
+    """log p(action | prompt) under the acting policy, where the policy has one (scoring
+    agents, weight-space trainers); PPO's importance ratios start from it."""
+    value: float | None = None
+    """The policy's value estimate at this decision, where it has a value head."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decision:
-        return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k in _DECISION_FIELDS})
 
 
 @dataclass
@@ -79,8 +84,15 @@ class Step:
     decisions: dict[str, Decision]
     rewards: dict[str, float]
     terminated: bool = False
+    """Whether any agent's episode ended by reaching a terminal state at this step."""
     truncated: bool = False
+    """Whether the episode was cut off (time limit) at this step."""
     info: dict[str, Any] = field(default_factory=dict)
+    infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The environment's per-agent infos after this step (shaped rewards, illegal-action and
+    blocked flags, events): what critics and reward models read."""
+    terminations: dict[str, bool] = field(default_factory=dict)
+    truncations: dict[str, bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +104,9 @@ class Step:
             "terminated": self.terminated,
             "truncated": self.truncated,
             "info": self.info,
+            "infos": self.infos,
+            "terminations": dict(self.terminations),
+            "truncations": dict(self.truncations),
         }
 
     @classmethod
@@ -105,12 +120,15 @@ class Step:
             terminated=d.get("terminated", False),
             truncated=d.get("truncated", False),
             info=d.get("info", {}),
+            infos=d.get("infos", {}),
+            terminations=d.get("terminations", {}),
+            truncations=d.get("truncations", {}),
         )
 
 
 @dataclass
 class Trajectory:
-    """A finished episode: every step plus the outcome and what the agents learned."""
+    """A finished episode: every step, the outcome, and which policies played it."""
 
     episode: int
     seed: int
@@ -119,9 +137,17 @@ class Trajectory:
     agents: list[str]
     steps: list[Step] = field(default_factory=list)
     success: bool = False
-    reflections: dict[str, str] = field(default_factory=dict)
-    """Reflection each agent wrote after this episode (Reflexion learning)."""
     metrics: dict[str, Any] = field(default_factory=dict)
+    final_observations: dict[str, TextObservation] = field(default_factory=dict)
+    """What each agent saw after the last step (the state the episode ended in)."""
+    iteration: int = 0
+    """The learner iteration whose rollouts this episode belongs to."""
+    policy_versions: dict[str, int] = field(default_factory=dict)
+    """The policy version each agent acted with (0: the initial policy)."""
+    phase: str = "train"
+    """``train`` (a rollout the learner updates from) or ``eval`` (a candidate policy's check)."""
+    group: int | None = None
+    """Episodes sharing a group start from the same state (the same env seed): sampled branches."""
 
     @property
     def n_steps(self) -> int:
@@ -146,9 +172,13 @@ class Trajectory:
             "success": self.success,
             "n_steps": self.n_steps,
             "return": self.team_return,
-            "reflections": dict(self.reflections),
             "metrics": self.metrics,
+            "iteration": self.iteration,
+            "policy_versions": dict(self.policy_versions),
+            "phase": self.phase,
+            "group": self.group,
             "steps": [s.to_dict() for s in self.steps],
+            "final_observations": {k: v.to_dict() for k, v in self.final_observations.items()},
         }
 
     @classmethod
@@ -161,15 +191,37 @@ class Trajectory:
             agents=list(d["agents"]),
             steps=[Step.from_dict(s) for s in d.get("steps", [])],
             success=d.get("success", False),
-            reflections=d.get("reflections", {}),
             metrics=d.get("metrics", {}),
+            final_observations={
+                k: TextObservation.from_dict(v) for k, v in d.get("final_observations", {}).items()
+            },
+            iteration=d.get("iteration", 0),
+            policy_versions=d.get("policy_versions", {}),
+            phase=d.get("phase", "train"),
+            group=d.get("group"),
         )
 
 
 @dataclass
 class Credit:
-    """Per-agent credit written by a centralized critic for one trajectory."""
+    """Per-agent credit written by a centralized critic for one trajectory.
+
+    ``feedback`` is the critic's text for this agent (LangMARL); ``score`` a number where the
+    critic gives one (LLM credit for neural learners). ``failed`` marks an agent the critic's
+    reply did not cover even after asking again: it then carries no credit at all.
+    """
 
     agent: str
-    score: float
+    score: float | None = None
     feedback: str = ""
+    failed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Credit:
+        return cls(**d)
+
+
+_DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)

@@ -74,3 +74,38 @@ def babyai_rule(messages: list[BaseMessage]) -> str:
     if "The episode is over" in prompt:
         return "I should look for the key first and avoid blocking my teammate."
     return "The path ahead looks open.\nAction: go forward"
+
+
+def _agent_named(text: str) -> str:
+    import re
+
+    m = re.search(r"^Agent: (\S+)", text, re.MULTILINE)
+    return m.group(1) if m else "?"
+
+
+def langmarl_rule(messages: list[BaseMessage]) -> str:
+    """Actors play as in `babyai_rule`; the learner's calls answer with tags naming the agent
+    they were about, so tests can see whose credit reached whose prompt."""
+    import json
+    import re
+
+    system = str(messages[0].content) if messages else ""
+    prompt = _last_user_text(messages)
+    if "You improve the policies" not in system:
+        return babyai_rule(messages)
+    if "gave no credit for" in prompt:
+        missing = re.search(r"keys are exactly ([^;]+);", prompt).group(1).split(", ")
+        return json.dumps({a: f"CREDIT[{a}] (asked again)" for a in missing})
+    if "read a whole episode" in prompt:
+        if "keys are exactly" in prompt:
+            keys = re.search(r"keys are exactly ([^;]+);", prompt).group(1).split(", ")
+            return "```json\n" + json.dumps({a: f"CREDIT[{a}] helped a little" for a in keys}) + "\n```"
+        return "TEAMCRITIQUE: the team wandered."
+    agent = _agent_named(prompt)
+    if "Turn this assessment" in prompt:
+        return f"GRAD[{agent}] go to the object faster."
+    if "Merge them" in prompt:
+        return f"AGG[{agent}] be faster."
+    if "Write the improved policy" in prompt:
+        return f"Updated policy: NEWPOLICY[{agent}] walk straight to the target."
+    raise AssertionError(f"unexpected learner prompt: {prompt[:200]}")

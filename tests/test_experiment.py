@@ -27,7 +27,8 @@ def test_run_writes_every_file_of_the_run_directory(tmp_path):
     result = Experiment(make_config(), tmp_path / "run", chat_model=model).run()
     rd = RunDirectory(result.run_dir)
     for name in ["config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv",
-                 "summary.json", "learning_curve.png"]:
+                 "summary.json", "learning_curve.png", "iterations.csv", "updates.jsonl", "learner_state.json",
+                 "checkpoints.sqlite"]:
         assert (rd.path / name).is_file(), name
     episodes = rd.load_episode_dicts()
     assert sorted(d["episode"] for d in episodes) == [0, 1, 2]
@@ -37,11 +38,19 @@ def test_run_writes_every_file_of_the_run_directory(tmp_path):
     assert step["decisions"]["agent_0"]["action"] == "go forward"
     assert "You" in step["observations"]["agent_0"]["text"]
     summary = json.loads((rd.path / "summary.json").read_text())
-    assert summary["episodes"] == 3 and summary["setting"] == "bidirectional"
+    assert summary["episodes"] == 3 and summary["setting"] == "bidirectional, reflexion"
+    # run.parallel 2 -> K = 2 rollouts per update: iterations of 2 and 1 episodes
+    assert [(it["iteration"], it["episodes"]) for it in summary["iterations"]] == [(0, 2), (1, 1)]
+    assert [d["iteration"] for d in sorted(episodes, key=lambda d: d["episode"])] == [0, 0, 1]
+    assert all(d["policy_versions"] == {"agent_0": 0, "agent_1": 0} for d in episodes)
+    assert "infos" in step and step["terminations"] and episodes[0]["final_observations"]
     # per step: 2 messages + 2 actions; per episode: + 2 reflections
     n_steps = sum(d["n_steps"] for d in episodes)
     assert len(model.calls) == 4 * n_steps + 2 * 3
-    assert summary["llm_calls_per_episode"]["mean"] == pytest.approx(len(model.calls) / 3)
+    # episodes count their acting calls; the learner's calls are counted per iteration
+    assert summary["llm_calls_per_episode"]["mean"] == pytest.approx(4 * n_steps / 3)
+    assert sum(it["reflector_calls"] for it in summary["iterations"]) == 2 * 3
+    assert sum(it["actor_calls"] + it["speaker_calls"] for it in summary["iterations"]) == 4 * n_steps
     calls_csv = (rd.path / "llm_calls.csv").read_text().splitlines()
     assert len(calls_csv) == 1 + len(model.calls)
     manifest = json.loads((rd.path / "manifest.json").read_text())
@@ -59,8 +68,10 @@ def test_reflections_of_one_wave_reach_the_prompts_of_the_next(tmp_path):
     model = FakeRuleChatModel(rule=rule)
     cfg = make_config(protocol={"name": "none"}, run={"episodes": 4, "parallel": 2})
     Experiment(cfg, tmp_path / "run", chat_model=model).run()
-    episodes = sorted(RunDirectory(tmp_path / "run").load_episode_dicts(), key=lambda d: d["episode"])
-    lessons = {a: [d["reflections"][a] for d in episodes[:2]] for a in ("agent_0", "agent_1")}
+    rd = RunDirectory(tmp_path / "run")
+    episodes = sorted(rd.load_episode_dicts(), key=lambda d: d["episode"])
+    updates = [u for u in rd.read_jsonl("updates.jsonl") if u["iteration"] == 0]
+    lessons = {u["agent"]: [r["text"] for r in u["reflections"]] for u in updates}
     assert len(set(lessons["agent_0"] + lessons["agent_1"])) == 4  # two agents x two episodes
     systems = [str(call[0].content) for call in model.calls if "The episode is over" not in str(call[-1].content)]
     first_wave_steps = sum(d["n_steps"] for d in episodes[:2])
@@ -124,8 +135,10 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
     Experiment(cfg, tmp_path / "cut", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
 
     def key(path):
-        ds = sorted(RunDirectory(path).load_episode_dicts(), key=lambda d: d["episode"])
-        return [(d["episode"], d["n_steps"], d["reflections"], [s["decisions"] for s in d["steps"]]) for d in ds]
+        rd = RunDirectory(path)
+        ds = sorted(rd.load_episode_dicts(), key=lambda d: d["episode"])
+        return ([(d["episode"], d["n_steps"], [s["decisions"] for s in d["steps"]]) for d in ds],
+                rd.read_json("learner_state.json"), rd.read_jsonl("updates.jsonl"))
 
     assert key(tmp_path / "full") == key(tmp_path / "cut")
 
@@ -134,6 +147,7 @@ def test_scripted_team_runs_without_a_model(tmp_path):
     cfg = make_config(agents={"kind": "scripted"}, env={"max_steps": None}, run={"episodes": 3})
     result = Experiment(cfg, tmp_path / "run").run()
     assert result.summary["setting"] == "scripted"
+    assert result.summary["learner"] == "none"
     assert result.summary["success_rate"]["mean"] == 1.0
 
 

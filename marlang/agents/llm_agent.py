@@ -8,7 +8,6 @@ a fallback) and ``reflect`` (write a lesson after an episode).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from marlang.agents.action_parsing import parse_action
+from marlang.agents.calls import call_model, call_seed
 from marlang.agents.memory import ReflexionMemory
 from marlang.prompts import PromptLibrary
 from marlang.types import Decision, Message, TextObservation, Trajectory
@@ -33,9 +33,13 @@ class CallContext:
     seed: int = 0
     callbacks: list[Any] = field(default_factory=list)
     limiter: asyncio.Semaphore | None = None
+    iteration: int = 0
+    """The learner iteration (for accounting per iteration)."""
+    salt: int = 0
+    """Distinguishes sampled branches that share an episode's start (group-relative methods)."""
 
     def for_step(self, step: int) -> CallContext:
-        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter)
+        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)
 
 
 def render_transcript(messages: list[Message], heading: str = "Messages from your team:") -> str:
@@ -65,6 +69,7 @@ class LLMAgent:
         reflection_max_tokens: int = 64,
         sample_seeds: bool = False,
         action_selection: str = "generate",
+        world: str = "a shared environment",
     ) -> None:
         if action_selection not in ("generate", "score"):
             raise ValueError(f"agents.action_selection must be 'generate' or 'score', got {action_selection!r}")
@@ -83,12 +88,15 @@ class LLMAgent:
         self.reflection_max_tokens = reflection_max_tokens
         self.sample_seeds = sample_seeds
         self.action_selection = action_selection
+        self.world = world
+        """What the environment is, in a phrase ("a kitchen, as cooks who ..."), for prompts."""
 
     # prompts -----------------------------------------------------------------------------
     def system_prompt(self, obs: TextObservation) -> str:
         return self.prompts.get("system").render(
             agent=self.name,
             n_agents=self.n_agents,
+            world=self.world,
             mission=obs.mission,
             actions=", ".join(obs.legal_actions),
             policy=self.policy,
@@ -122,35 +130,17 @@ class LLMAgent:
 
     # model calls -------------------------------------------------------------------------
     def _seed(self, ctx: CallContext, role: str, extra: int = 0) -> int:
-        key = f"{ctx.seed}|{ctx.episode}|{ctx.step}|{self.name}|{role}|{extra}".encode()
-        return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+        if ctx.salt:
+            return call_seed(ctx.seed, ctx.episode, ctx.step, self.name, role, extra, ctx.salt)
+        return call_seed(ctx.seed, ctx.episode, ctx.step, self.name, role, extra)
 
     async def _call(
         self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
         **call_kwargs: Any,
     ) -> str:
-        kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
-        if self.sample_seeds:
-            kwargs["seed"] = self._seed(ctx, role, extra)
-        config = {
-            "callbacks": ctx.callbacks,
-            "metadata": {
-                "marlang_role": role,
-                "marlang_agent": self.name,
-                "marlang_episode": ctx.episode,
-                "marlang_step": ctx.step,
-            },
-            "run_name": f"{self.name}.{role}",
-        }
-        if ctx.limiter is not None:
-            async with ctx.limiter:
-                reply = await self.model.ainvoke(messages, config=config, **kwargs)
-        else:
-            reply = await self.model.ainvoke(messages, config=config, **kwargs)
-        content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
-        if isinstance(content, list):  # content blocks from some providers
-            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-        return str(content).strip()
+        seed = self._seed(ctx, role, extra) if self.sample_seeds else None
+        return await call_model(self.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
+                                seed=seed, **call_kwargs)
 
     # capabilities ------------------------------------------------------------------------
     async def speak(
@@ -222,21 +212,30 @@ class LLMAgent:
                 logger.debug("%s: no legal action in %r; fallback %r", self.name, raw, fallback)
         return decision
 
-    async def reflect(self, trajectory: Trajectory, ctx: CallContext, max_steps_shown: int = 12) -> str:
-        lines = []
-        for step in trajectory.steps[-max_steps_shown:]:
-            obs = step.observations.get(self.name)
-            d = step.decisions.get(self.name)
-            seen = obs.text.splitlines()[0] if obs and obs.text else ""
-            lines.append(f"step {step.t}: saw '{seen}', did '{d.action if d else '-'}'")
+    async def reflect(self, trajectory: Trajectory, ctx: CallContext, steps: list[str] | None = None,
+                      max_steps_shown: int = 12) -> str:
+        """A lesson from one finished episode. ``steps`` are this agent's steps in words (the
+        env's narration: what mattered, what it did, rewards); without them, the first line
+        of each observation and the action."""
+        if steps is None:
+            steps = []
+            for step in trajectory.steps:
+                obs = step.observations.get(self.name)
+                d = step.decisions.get(self.name)
+                seen = obs.text.splitlines()[0] if obs and obs.text else ""
+                steps.append(f"step {step.t}: saw '{seen}', did '{d.action if d else '-'}'")
+        shown = steps[-max_steps_shown:]
+        if len(steps) > len(shown):
+            shown = [f"({len(steps) - len(shown)} earlier steps not shown)", *shown]
+        ret = trajectory.team_return
         outcome = (
-            f"success: the team finished the mission in {trajectory.n_steps} steps"
+            f"success: the team finished the mission in {trajectory.n_steps} steps (team return {ret:g})"
             if trajectory.success
-            else f"failure: the mission was not finished in {trajectory.n_steps} steps"
+            else f"failure: the mission was not finished in {trajectory.n_steps} steps (team return {ret:g})"
         )
-        first_obs = trajectory.steps[0].observations[self.name] if trajectory.steps else None
+        first_obs = trajectory.steps[0].observations.get(self.name) if trajectory.steps else None
         system = self.system_prompt(first_obs) if first_obs else self.policy
-        user = self.prompts.get("reflect").render(outcome=outcome, trajectory="\n".join(lines))
+        user = self.prompts.get("reflect").render(outcome=outcome, trajectory="\n".join(shown))
         text = await self._call([SystemMessage(system), HumanMessage(user)], ctx, "reflector",
                                 self.reflection_max_tokens)
         return text.split("\n\n")[0].strip()

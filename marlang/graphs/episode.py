@@ -1,4 +1,4 @@
-"""The episode state machine: observe -> protocol -> step -> ... -> reflect.
+"""The episode state machine: observe -> protocol + step -> ... -> finish.
 
 One compiled graph serves every episode of a run; the environment, the decision maker
 and the call context of an episode travel in ``config["configurable"]``.
@@ -6,7 +6,6 @@ and the call context of an episode travel in ``config["configurable"]``.
 
 from __future__ import annotations
 
-import asyncio
 import operator
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, TypedDict
@@ -30,7 +29,6 @@ class EpisodeState(TypedDict, total=False):
     steps: Annotated[list[Step], operator.add]
     done: bool
     success: bool
-    reflections: dict[str, str]
 
 
 def protocol_decider(protocol_graph: Any) -> DecideFn:
@@ -50,8 +48,9 @@ def scripted_decider(team: Any) -> DecideFn:
     return decide
 
 
-def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None, learn: bool = True) -> Any:
-    """Compile the episode loop. ``agents`` (LLM agents) reflect at the end when ``learn``."""
+def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
+    """Compile the episode loop. ``agents`` (LLM agents) drop the episode's short-term
+    memory at the end; learning happens after episodes, on the learner seam."""
 
     def _cfg(config: RunnableConfig) -> dict[str, Any]:
         return config.get("configurable") or {}
@@ -83,6 +82,9 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None, learn: boo
             terminated=terminated,
             truncated=truncated,
             info={"success": success},
+            infos={a: dict(i) for a, i in infos.items()},
+            terminations={a: bool(v) for a, v in terminations.items()},
+            truncations={a: bool(v) for a, v in truncations.items()},
         )
         done = terminated or truncated or not next_obs
         return {
@@ -93,28 +95,20 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None, learn: boo
             "success": success or state.get("success", False),
         }
 
-    async def reflect(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
-        cfg = _cfg(config)
-        ctx = cfg["ctx"].for_step(state["t"])
-        reflections: dict[str, str] = {}
-        if learn and agents:
-            traj = _trajectory(state, cfg)
-            names = list(agents)
-            texts = await asyncio.gather(*(agents[n].reflect(traj, ctx) for n in names))
-            reflections = dict(zip(names, texts))
+    async def finish(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
         for agent in (agents or {}).values():
             agent.memory.end_episode(state["episode"])
-        return {"reflections": reflections}
+        return {}
 
     g = StateGraph(EpisodeState)
     g.add_node("observe", observe)
     g.add_node("act", decide_and_step)
-    g.add_node("reflect", reflect)
+    g.add_node("finish", finish)
     g.add_edge(START, "observe")
     g.add_edge("observe", "act")
-    g.add_conditional_edges("act", lambda s: "reflect" if s["done"] else "act", ["act", "reflect"])
-    g.add_edge("reflect", END)
-    return g.compile(name="episode")
+    g.add_conditional_edges("act", lambda s: "finish" if s["done"] else "act", ["act", "finish"])
+    g.add_edge("finish", END)
+    return g.compile(name="episode", checkpointer=False)
 
 
 def _trajectory(state: EpisodeState, cfg: dict[str, Any]) -> Trajectory:
@@ -127,7 +121,7 @@ def _trajectory(state: EpisodeState, cfg: dict[str, Any]) -> Trajectory:
         agents=list(getattr(env, "possible_agents", [])),
         steps=list(state.get("steps", [])),
         success=bool(state.get("success")),
-        reflections=dict(state.get("reflections", {})),
+        final_observations=dict(state.get("observations") or {}),
     )
 
 
@@ -144,7 +138,7 @@ async def run_episode(
     protocol: str = "?",
     team: Any = None,
 ) -> Trajectory:
-    """Play one episode to the end and return its trajectory (reflections included)."""
+    """Play one episode to the end and return its trajectory."""
     config = {
         "configurable": {
             "env": env, "decide": decide, "ctx": ctx, "team": team, "env_id": env_id, "protocol": protocol,

@@ -27,6 +27,7 @@ ROLE_KEY = "marlang_role"
 AGENT_KEY = "marlang_agent"
 EPISODE_KEY = "marlang_episode"
 STEP_KEY = "marlang_step"
+ITERATION_KEY = "marlang_iteration"
 UNKNOWN_ROLE = "unknown"
 
 
@@ -48,6 +49,8 @@ class LLMCallRecord:
     cached: bool
     error: str = ""
     """Empty for a successful call, else the exception's type and message."""
+    iteration: Any = None
+    """The learner iteration the call belongs to (rollouts and the update that follows)."""
 
 
 CSV_FIELDS = tuple(f.name for f in fields(LLMCallRecord))
@@ -62,6 +65,7 @@ class _OpenCall:
     agent: str
     episode: Any
     step: Any
+    iteration: Any = None
 
 
 class UsageRecorder(BaseCallbackHandler):
@@ -192,6 +196,7 @@ class UsageRecorder(BaseCallbackHandler):
             agent=str(metadata.get(AGENT_KEY) or ""),
             episode=metadata.get(EPISODE_KEY),
             step=metadata.get(STEP_KEY),
+            iteration=metadata.get(ITERATION_KEY),
         )
         with self._lock:
             self._open[run_id] = call
@@ -217,6 +222,7 @@ class UsageRecorder(BaseCallbackHandler):
                     latency_s=round(finished - call.started, 6),
                     cached=cached,
                     error=error,
+                    iteration=call.iteration,
                 )
             )
 

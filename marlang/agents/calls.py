@@ -1,0 +1,52 @@
+"""One chat-model call as every marlang role makes it: tagged for accounting, bounded by
+the shared concurrency limiter, seeded when sampling, with the reply as plain text."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+
+def call_seed(*parts: object) -> int:
+    """A 32-bit seed derived from where a call happens (run seed, episode, step, agent, role)."""
+    key = "|".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+
+
+async def call_model(
+    model: Any,
+    messages: list[BaseMessage],
+    ctx: Any,
+    *,
+    role: str,
+    agent: str = "",
+    max_tokens: int,
+    seed: int | None = None,
+    **call_kwargs: Any,
+) -> str:
+    """Invoke ``model`` once and return its reply text (content blocks joined, stripped)."""
+    kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
+    if seed is not None:
+        kwargs["seed"] = seed
+    config = {
+        "callbacks": ctx.callbacks,
+        "metadata": {
+            "marlang_role": role,
+            "marlang_agent": agent,
+            "marlang_episode": ctx.episode,
+            "marlang_step": ctx.step,
+            "marlang_iteration": getattr(ctx, "iteration", 0),
+        },
+        "run_name": f"{agent}.{role}" if agent else role,
+    }
+    if ctx.limiter is not None:
+        async with ctx.limiter:
+            reply = await model.ainvoke(messages, config=config, **kwargs)
+    else:
+        reply = await model.ainvoke(messages, config=config, **kwargs)
+    content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
+    if isinstance(content, list):  # content blocks from some providers
+        content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(content).strip()

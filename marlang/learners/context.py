@@ -1,0 +1,34 @@
+"""What a learner works with: the agents' names and fixed instructions, the model for its
+own calls (``learning.model``), prompts, the call context, trajectories and an env to
+narrate them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from marlang.agents.llm_agent import CallContext
+from marlang.prompts import PromptLibrary
+from marlang.types import Trajectory
+
+
+@dataclass
+class LearnerContext:
+    agents: list[str]
+    """Agent names, in order."""
+    model: Any = None
+    """The chat model for the learner's own calls (critic, gradient, ...); None for learners
+    that make none."""
+    prompts: PromptLibrary = field(default_factory=PromptLibrary)
+    call: CallContext = field(default_factory=CallContext)
+    """Seed, callbacks and the concurrency limiter shared with the actors."""
+    env: Any = None
+    """An environment instance, to describe the world and narrate trajectories."""
+    actors: dict[str, Any] = field(default_factory=dict)
+    """The acting `LLMAgent`s (Reflexion reflects through them)."""
+    trajectory: Callable[[int], Trajectory] | None = None
+    """Loads a finished episode by id (the run directory's episodes)."""
+    instructions: dict[str, str] = field(default_factory=dict)
+    """Per agent: the fixed part of its prompt (role, output format) that updates never
+    rewrite; shown to the learner's LLM calls as context."""

@@ -1,0 +1,67 @@
+"""Reflexion on the learner seam: after each iteration's rollouts, every agent writes one
+lesson per trajectory; its long-term memory keeps the newest ``learning.memory_size``.
+
+Rollouts of one iteration act with the memory left by every iteration before it, which is
+what the old per-wave Reflexion did with ``learning.rollouts`` = ``run.parallel``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from marlang.config import ModelConfig
+from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, register_learner
+from marlang.types import Trajectory
+
+
+class ReflexionOptions(LearnerOptions):
+    memory_size: int = Field(3, ge=1, description="Reflections kept per agent (long-term memory bound).")
+    model: ModelConfig | None = Field(None, description="Model that writes reflections; default: `model`.")
+
+
+class ReflexionLearner(Learner):
+    name: ClassVar[str] = "reflexion"
+    options_model: ClassVar[type[LearnerOptions]] = ReflexionOptions
+    roles: ClassVar[tuple[str, ...]] = ("reflector",)
+
+    async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
+        options: Any = self.options
+        actors = self.context.actors
+        ordered = sorted(trajectories, key=lambda t: t.episode)
+        names = [a for a in self.context.agents if a in actors]
+        for name in names:  # reflect with the memory the agents acted with
+            actors[name].memory.load_state_dict({"reflections": state.memories.get(name, [])})
+
+        async def one(name: str, traj: Trajectory) -> str:
+            ctx = self.context.call.for_step(traj.n_steps)
+            ctx.episode, ctx.iteration = traj.episode, state.iteration
+            return await actors[name].reflect(traj, ctx, steps=self._steps(traj, name))
+
+        jobs = [(name, traj) for traj in ordered for name in names]
+        texts = await asyncio.gather(*(one(n, t) for n, t in jobs))
+        memories = {n: list(state.memories.get(n, [])) for n in names}
+        records: dict[str, dict[str, Any]] = {
+            n: {"agent": n, "reflections": [], "memory_before": list(memories[n])} for n in names
+        }
+        for (name, traj), text in zip(jobs, texts):
+            records[name]["reflections"].append({"episode": traj.episode, "text": text})
+            if text.strip():
+                memories[name].append(text.strip())
+        for n in names:
+            memories[n] = memories[n][-options.memory_size:]
+            records[n]["memory_after"] = list(memories[n])
+        return Candidate(memories=memories, records=list(records.values()))
+
+    def _steps(self, traj: Trajectory, agent: str) -> list[str] | None:
+        env = self.context.env
+        if env is None:
+            return None
+        from marlang.envs_text.narration import step_summary
+
+        return [step_summary(env, s, agent) for s in traj.steps]
+
+
+register_learner("reflexion", ReflexionLearner, "agents write a lesson after each episode into a bounded memory")
