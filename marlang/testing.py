@@ -198,14 +198,24 @@ class FakeOpenAIServer:
     Answers every ``POST .../chat/completions`` with ``reply``, after failing the first
     ``fail_first`` requests with HTTP ``fail_status``. ``requests`` holds the decoded
     request bodies. Use as a context manager; ``base_url`` ends in ``/v1``.
+
+    ``limit_fields`` names the body fields the server honours as a token limit (a word is a
+    token): ``("max_tokens",)`` mimics llama.cpp's server, which cuts the reply at
+    ``max_tokens`` and ignores ``max_completion_tokens``. By default no limit is honoured.
     """
 
     def __init__(
-        self, reply: str = "go forward", *, fail_first: int = 0, fail_status: int = 503
+        self,
+        reply: str = "go forward",
+        *,
+        fail_first: int = 0,
+        fail_status: int = 503,
+        limit_fields: Sequence[str] = (),
     ) -> None:
         self.reply = reply
         self.fail_first = fail_first
         self.fail_status = fail_status
+        self.limit_fields = tuple(limit_fields)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: Any = None
@@ -235,7 +245,11 @@ class FakeOpenAIServer:
         if failing:
             return self.fail_status, {"error": {"message": "unavailable", "type": "server_error"}}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
-        completion_tokens = len(self.reply.split())
+        words = self.reply.split()
+        limits = [int(body[f]) for f in self.limit_fields if body.get(f) is not None]
+        cut = bool(limits) and min(limits) < len(words)
+        text = " ".join(words[: min(limits)]) if cut else self.reply
+        completion_tokens = len(text.split())
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -244,8 +258,8 @@ class FakeOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": self.reply},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length" if cut else "stop",
                 }
             ],
             "usage": {

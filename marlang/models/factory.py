@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
@@ -44,9 +45,11 @@ COMMON_PARAMS = frozenset(
 BACKEND_PARAMS: dict[str, frozenset[str]] = {
     "local": frozenset({"engine", "device", "max_batch_size"}),
     "hf": frozenset({"engine", "device", "max_batch_size"}),
-    "openai": frozenset({"base_url", "api_key", "retry_backoff_s"}),
-    "litellm": frozenset({"base_url", "api_key", "retry_backoff_s"}),
+    "openai": frozenset({"base_url", "api_key", "retry_backoff_s", "token_limit_field"}),
+    "litellm": frozenset({"base_url", "api_key", "retry_backoff_s", "token_limit_field"}),
 }
+TOKEN_LIMIT_FIELD_CHOICES = ("auto", "max_tokens", "max_completion_tokens", "both")
+"""Values of ``token_limit_field``: the request field that carries the token limit."""
 LITELLM_INSTALL_COMMAND = "pip install langchain-litellm"
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_RETRIES = 3
@@ -85,6 +88,15 @@ def load_chat_model(spec: str, **params: Any) -> BaseChatModel:
     ``litellm:`` take ``base_url``, ``api_key`` and ``retry_backoff_s`` (first backoff;
     doubles per retry). Remote models are wrapped in `ResilientChatModel`. A param set to
     None means "backend default".
+
+    ``token_limit_field`` (``openai:``) names the request field that carries the token limit
+    (the ``max_tokens`` param and every call's ``max_tokens=``): ``max_tokens`` (honoured by
+    llama.cpp, vLLM, SGLang, Ollama and OpenAI's non-reasoning models),
+    ``max_completion_tokens`` (OpenAI; its reasoning models require it), ``both``, or
+    ``auto`` (the default): ``max_completion_tokens`` for OpenAI's own API (no base_url, or
+    api.openai.com), ``max_tokens`` for any other server. ``litellm:`` specs always send
+    ``max_tokens``, which LiteLLM maps for each provider, so they take only ``auto`` and
+    ``max_tokens``.
     """
     backend, name = parse_model_spec(spec)
     unknown = set(params) - COMMON_PARAMS - BACKEND_PARAMS[backend]
@@ -143,8 +155,19 @@ def _load_remote(spec: str, backend: str, name: str, params: dict[str, Any]) -> 
     max_retries = int(params.pop("max_retries", DEFAULT_MAX_RETRIES))
     backoff_s = float(params.pop("retry_backoff_s", DEFAULT_RETRY_BACKOFF_S))
     params.setdefault("timeout", DEFAULT_TIMEOUT_S)
+    token_limit_field = params.pop("token_limit_field", "auto")
+    if token_limit_field not in TOKEN_LIMIT_FIELD_CHOICES:
+        raise ValueError(
+            f"token_limit_field must be one of {', '.join(TOKEN_LIMIT_FIELD_CHOICES)}; "
+            f"got {token_limit_field!r}"
+        )
     if backend == "openai":
-        inner, endpoint = _chat_openai(name, params)
+        inner, endpoint = _chat_openai(name, params, token_limit_field)
+    elif token_limit_field not in ("auto", "max_tokens"):
+        raise ValueError(
+            f"{spec}: litellm: specs send max_tokens, which LiteLLM maps to each provider's own "
+            f"field; token_limit_field must be auto or max_tokens, not {token_limit_field!r}"
+        )
     else:
         inner, endpoint = _chat_litellm(name, params)
     return ResilientChatModel(
@@ -158,9 +181,11 @@ def _load_remote(spec: str, backend: str, name: str, params: dict[str, Any]) -> 
     )
 
 
-def _chat_openai(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str]:
+def _chat_openai(
+    name: str, params: dict[str, Any], token_limit_field: str = "auto"
+) -> tuple[BaseChatModel, str]:
     try:
-        from langchain_openai import ChatOpenAI
+        from marlang.models.openai_compat import TokenLimitChatOpenAI
     except ImportError as exc:
         raise ModelNotAvailableError(
             "openai: specs need langchain-openai. Install it with: pip install langchain-openai"
@@ -174,9 +199,30 @@ def _chat_openai(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str]
                 "local OpenAI-compatible server (vLLM, Ollama, ...) set base_url instead"
             )
         api_key = "EMPTY"  # local servers ignore the key, but the client insists on one
+    if token_limit_field == "auto":
+        token_limit_field = default_token_limit_field(base_url)
     # ResilientChatModel does the retrying, so the client must not retry on its own.
-    model = ChatOpenAI(model=name, base_url=base_url, api_key=api_key, max_retries=0, **params)
+    model = TokenLimitChatOpenAI(
+        model=name,
+        base_url=base_url,
+        api_key=api_key,
+        max_retries=0,
+        token_limit_field=token_limit_field,
+        **params,
+    )
     return model, base_url or OPENAI_DEFAULT_URL
+
+
+def default_token_limit_field(base_url: str | None) -> str:
+    """``max_completion_tokens`` for OpenAI's own API, ``max_tokens`` for any other server.
+
+    OpenAI deprecated ``max_tokens`` (its reasoning models refuse it); self-hosted servers
+    (llama.cpp, vLLM, SGLang, Ollama) honour ``max_tokens``, and some ignore the newer name.
+    """
+    if base_url is None:
+        return "max_completion_tokens"
+    host = urlsplit(base_url).hostname or ""
+    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
 
 
 def _chat_litellm(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str]:

@@ -109,7 +109,8 @@ def test_openai_compatible_server_end_to_end(tmp_path) -> None:
     # One 503 retried, then one request each for the two distinct cache keys.
     assert len(server.requests) == 3
     assert server.requests[1]["seed"] == 4 and server.requests[2]["seed"] == 5
-    assert server.requests[1]["max_completion_tokens"] == 8
+    # A self-hosted server (base_url given) gets the limit as max_tokens by default.
+    assert server.requests[1]["max_tokens"] == 8
     assert first.usage_metadata["output_tokens"] == 2
     assert [r.cached for r in rec.rows] == [False, True, False]
     assert {r.model for r in rec.rows} == {"openai:fake-model"}
@@ -161,3 +162,88 @@ def test_wrapper_identifies_model_and_endpoint_for_the_cache() -> None:
     assert params["model_id"] == "openai:m"
     assert params["endpoint"] == "http://127.0.0.1:1/v1"
     assert params["seed"] == 3
+
+
+TEN_WORDS = "one two three four five six seven eight nine ten"
+
+
+def llama_cpp_like(model_params: dict[str, Any], **server_kwargs: Any) -> Any:
+    """A loopback server that honours only ``max_tokens`` (like llama.cpp's), and a model on it."""
+    server = FakeOpenAIServer(reply=TEN_WORDS, limit_fields=("max_tokens",), **server_kwargs)
+    server.__enter__()
+    model = load_chat_model(
+        "openai:fake", base_url=server.base_url, api_key="k", retry_backoff_s=0.01, **model_params
+    )
+    return server, model
+
+
+async def test_the_token_limit_reaches_a_server_that_honours_only_max_tokens() -> None:
+    server, model = llama_cpp_like({"max_tokens": 3})
+    try:
+        reply = await model.ainvoke(MESSAGES)
+        per_call = await model.ainvoke(MESSAGES, max_tokens=5)  # as agents pass their budgets
+    finally:
+        server.__exit__(None, None, None)
+    assert reply.content == "one two three"
+    assert reply.response_metadata["finish_reason"] == "length"
+    assert per_call.content == "one two three four five"
+    assert [r.get("max_tokens") for r in server.requests] == [3, 5]
+    assert all("max_completion_tokens" not in r for r in server.requests)
+
+
+def test_max_completion_tokens_alone_is_ignored_by_such_a_server() -> None:
+    # Why the field matters: langchain-openai's own choice runs on to the end of the reply.
+    server, model = llama_cpp_like({"max_tokens": 3, "token_limit_field": "max_completion_tokens"})
+    with server:
+        reply = model.invoke(MESSAGES, max_tokens=2)
+    assert reply.content == TEN_WORDS
+    assert server.requests[0]["max_completion_tokens"] == 2 and "max_tokens" not in server.requests[0]
+
+
+def test_both_fields_carry_the_limit() -> None:
+    server, model = llama_cpp_like({"max_tokens": 4, "token_limit_field": "both"})
+    with server:
+        assert model.invoke(MESSAGES).content == "one two three four"
+        model.invoke(MESSAGES, max_tokens=2)
+    assert [(r["max_tokens"], r["max_completion_tokens"]) for r in server.requests] == [(4, 4), (2, 2)]
+
+
+def test_openai_itself_gets_max_completion_tokens_by_default(monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for base_url in (None, "https://api.openai.com/v1"):
+        model = load_chat_model("openai:gpt-4o-mini", api_key="k", base_url=base_url, max_tokens=7)
+        payload = model.inner._get_request_payload(MESSAGES, max_tokens=9)
+        assert payload["max_completion_tokens"] == 9 and "max_tokens" not in payload
+        assert model.inner._get_request_payload(MESSAGES)["max_completion_tokens"] == 7
+    with pytest.raises(ValueError, match="token_limit_field must be one of"):
+        load_chat_model("openai:m", api_key="k", token_limit_field="max_length")
+
+
+def test_the_cache_tells_token_limits_and_limit_fields_apart(tmp_path) -> None:
+    cache = SQLiteResponseCache(tmp_path / "responses.sqlite")
+    server, model = llama_cpp_like({"max_tokens": 3, "cache": cache})
+    with server:
+        replies = [model.invoke(MESSAGES, max_tokens=n).content for n in (2, 4, 2)]
+        default = model.invoke(MESSAGES).content
+        both = load_chat_model(
+            "openai:fake",
+            base_url=server.base_url,
+            api_key="k",
+            max_tokens=3,
+            cache=cache,
+            token_limit_field="both",
+        )
+        both.invoke(MESSAGES)
+    assert replies == ["one two", "one two three four", "one two"]
+    assert default == "one two three"
+    # max_tokens=2 the second time came from the cache; another field is another key.
+    assert [r["max_tokens"] for r in server.requests] == [2, 4, 3, 3]
+    assert cache.hits == 1
+
+
+def test_litellm_takes_only_the_field_it_sends() -> None:
+    pytest.importorskip("langchain_litellm")
+    url = "http://127.0.0.1:1"
+    load_chat_model("litellm:openai/m", base_url=url, token_limit_field="max_tokens")
+    with pytest.raises(ValueError, match="LiteLLM maps"):
+        load_chat_model("litellm:openai/m", base_url=url, token_limit_field="both")
