@@ -48,7 +48,8 @@ class LocalChatModel(BaseChatModel):
     ``temperature == 0`` decodes greedily; otherwise tokens are sampled with nucleus
     ``top_p`` from a per-request generator seeded by ``seed``, so a seeded request gives the
     same answer whatever else shares its batch. Every sampling param and the model id are
-    in `_identifying_params`, hence in LangChain's cache key.
+    in `_identifying_params`, hence in LangChain's cache key, with a content hash of the
+    weights (`weights_id`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -64,6 +65,11 @@ class LocalChatModel(BaseChatModel):
     @property
     def model_id(self) -> str:
         return self.engine.model_id
+
+    @property
+    def weights_id(self) -> str:
+        """Content hash of the engine's weights (see `LocalLM.weights_id`), for the manifest."""
+        return self.engine.weights_id
 
     @property
     def supports_choices(self) -> bool:
@@ -88,6 +94,8 @@ class LocalChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {
             "model_id": self.model_id,
+            # The spec alone would replay a retrained hf:PATH model's stale answers.
+            "weights_id": self.weights_id,
             "temperature": self.temperature,
             "top_p": self.top_p,
             "max_tokens": self.max_tokens,

@@ -10,8 +10,14 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration
 
-from marlang.models import LocalLM, SQLiteResponseCache, default_cache_dir
-from marlang.testing import ScriptedChatModel, tiny_chat_model, tiny_local_lm
+from marlang.models import LocalLM, SQLiteResponseCache, default_cache_dir, local_engine
+from marlang.testing import (
+    ScriptedChatModel,
+    tiny_chat_model,
+    tiny_llama,
+    tiny_local_lm,
+    tiny_tokenizer,
+)
 
 MESSAGES = [HumanMessage("You see a red key. What now?")]
 
@@ -146,3 +152,57 @@ def test_default_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch) 
     assert default_cache_dir() == tmp_path / "c"
     monkeypatch.delenv("MARLANG_CACHE_DIR")
     assert default_cache_dir() == Path.home() / ".cache" / "marlang"
+
+
+def test_other_weights_under_the_same_model_id_do_not_share_entries(tmp_path: Path) -> None:
+    cache = SQLiteResponseCache(tmp_path / "responses.sqlite")
+    first, retrained, same = tiny_local_lm(seed=0), tiny_local_lm(seed=1), tiny_local_lm(seed=0)
+    assert first.model_id == retrained.model_id == same.model_id
+    assert first.weights_id != retrained.weights_id
+    assert first.weights_id == same.weights_id
+    for engine in (first, retrained, same):
+        tiny_chat_model(engine, max_tokens=4, cache=cache).invoke(MESSAGES)
+    assert (first.requests_served, retrained.requests_served, same.requests_served) == (1, 1, 0)
+    assert (cache.hits, cache.misses) == (1, 2)
+    assert tiny_chat_model(first).weights_id in tiny_chat_model(first)._get_llm_string()
+
+
+def save_tiny_model(directory: Path, seed: int) -> None:
+    tokenizer = tiny_tokenizer()
+    model = tiny_llama(len(tokenizer), seed=seed, eos_token_id=tokenizer.eos_token_id)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def test_rewriting_an_hf_directory_changes_its_weights_id(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MARLANG_CACHE_DIR", str(tmp_path / "cache"))
+    hashed: list[Path] = []
+    sha256_file = local_engine._sha256_file
+    monkeypatch.setattr(
+        local_engine, "_sha256_file", lambda path: hashed.append(path) or sha256_file(path)
+    )
+    directory = tmp_path / "model"
+    spec = f"hf:{directory}"
+    cache = SQLiteResponseCache(tmp_path / "responses.sqlite")
+
+    save_tiny_model(directory, seed=0)
+    trained = LocalLM.from_spec(spec)
+    assert len(trained.weights_id) == local_engine.WEIGHTS_ID_LENGTH
+    assert any(p.suffix == ".safetensors" for p in hashed)
+    assert (tmp_path / "cache" / local_engine.FILE_HASHES_NAME).is_file()
+    tiny_chat_model(trained, max_tokens=4, cache=cache).invoke(MESSAGES)
+
+    hashed.clear()
+    reloaded = LocalLM.from_spec(spec)
+    assert reloaded.weights_id == trained.weights_id
+    assert hashed == []  # unchanged files are not read again
+    tiny_chat_model(reloaded, max_tokens=4, cache=cache).invoke(MESSAGES)
+    assert reloaded.requests_served == 0  # same weights: the stored answer
+
+    save_tiny_model(directory, seed=1)  # retrained in place
+    retrained = LocalLM.from_spec(spec)
+    assert retrained.model_id == trained.model_id
+    assert retrained.weights_id != trained.weights_id
+    assert any(p.suffix == ".safetensors" for p in hashed)
+    tiny_chat_model(retrained, max_tokens=4, cache=cache).invoke(MESSAGES)
+    assert retrained.requests_served == 1  # not the old weights' answer

@@ -167,6 +167,7 @@ def test_identifying_params_name_model_and_every_sampling_param(tiny_engine: Loc
     model = tiny_chat_model(tiny_engine, temperature=0.3, top_p=0.8, max_tokens=9, seed=5)
     assert model._identifying_params == {
         "model_id": TINY_MODEL_ID,
+        "weights_id": tiny_engine.weights_id,
         "temperature": 0.3,
         "top_p": 0.8,
         "max_tokens": 9,
