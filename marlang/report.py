@@ -11,35 +11,51 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# Two-sided 95% Student-t quantiles for 1..30 degrees of freedom; normal beyond.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042]
+_Q95 = 0.975
+"""Upper quantile of a two-sided 95% interval."""
 
 
-def mean_ci(values: Sequence[float]) -> dict[str, float]:
-    """Mean and the half-width of its 95% t-interval (0 for fewer than two values)."""
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def mean_ci(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean and the half-width of its 95% t-interval (0 for fewer than two values).
+
+    Undefined statistics are None (written as JSON null): both for no values, and a
+    non-finite result (a NaN or infinite value among them).
+    """
     n = len(values)
     if n == 0:
-        return {"mean": float("nan"), "ci95": float("nan"), "n": 0}
+        return {"mean": None, "ci95": None, "n": 0}
     m = sum(values) / n
     if n < 2:
-        return {"mean": m, "ci95": 0.0, "n": n}
+        return {"mean": _finite(m), "ci95": 0.0 if math.isfinite(m) else None, "n": n}
+    from scipy import stats
+
     var = sum((v - m) ** 2 for v in values) / (n - 1)
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    return {"mean": m, "ci95": t * math.sqrt(var / n), "n": n}
+    t = float(stats.t.ppf(_Q95, n - 1))
+    return {"mean": _finite(m), "ci95": _finite(t * math.sqrt(var / n)), "n": n}
 
 
-def wilson_ci(successes: int, n: int) -> dict[str, float]:
-    """Success rate with its 95% Wilson score interval (sound for small n and rates near 0/1)."""
+def wilson_ci(successes: int, n: int) -> dict[str, float | None]:
+    """Success rate with its 95% Wilson score interval (sound for small n and rates near 0/1).
+
+    For no trials every statistic is None (JSON null).
+    """
     if n == 0:
-        return {"mean": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
-    z = 1.96
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    from scipy import stats
+
+    z = float(stats.norm.ppf(_Q95))
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return {"mean": p, "low": max(0.0, centre - half), "high": min(1.0, centre + half), "n": n}
+    # At p = 0 or 1 the bound is exactly 0 or 1; rounding would leave 0.9999999999999999.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return {"mean": p, "low": low, "high": high, "n": n}
 
 
 def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,10 +81,22 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _pm(stat: dict[str, float], digits: int = 1) -> str:
-    if stat.get("n", 1) == 0 or math.isnan(stat["mean"]):
+def _defined(*values: Any) -> bool:
+    """Every value is a finite number (summaries store undefined ones as None; files from
+    before that may hold NaN)."""
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
+def _pm(stat: dict[str, Any], digits: int = 1) -> str:
+    if stat.get("n", 1) == 0 or not _defined(stat.get("mean"), stat.get("ci95")):
         return "-"
     return f"{stat['mean']:.{digits}f} ± {stat['ci95']:.{digits}f}"
+
+
+def _rate(stat: dict[str, Any]) -> str:
+    if stat.get("n", 1) == 0 or not _defined(stat.get("mean"), stat.get("low"), stat.get("high")):
+        return "-"
+    return f"{stat['mean']:.2f} [{stat['low']:.2f}, {stat['high']:.2f}]"
 
 
 TABLE_HEADERS = [
@@ -80,11 +108,10 @@ TABLE_HEADERS = [
 def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
     rows = []
     for name, s in summaries.items():
-        sr = s["success_rate"]
         rows.append([
             name,
             str(s["episodes"]),
-            f"{sr['mean']:.2f} [{sr['low']:.2f}, {sr['high']:.2f}]",
+            _rate(s["success_rate"]),
             _pm(s["steps"]),
             _pm(s["steps_when_solved"]),
             _pm(s["return"], 3),
@@ -134,3 +161,93 @@ def plot_learning_curves(curves: dict[str, list[float]], path: str | Path, windo
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+# Per-iteration metrics and learning curves ------------------------------------------------------
+
+LLM_ROLES = ("actor", "speaker", "reflector", "critic", "gradient", "aggregator", "optimizer")
+"""Roles counted per iteration in ``iterations.csv`` (other roles are added when they occur)."""
+
+
+def iteration_row(
+    iteration: int,
+    trajectories: Sequence[Any],
+    llm_calls: Sequence[dict[str, Any]],
+    counters: dict[str, int] | None = None,
+    evaluation: dict[str, Any] | None = None,
+    accepted: Sequence[bool] = (),
+) -> dict[str, Any]:
+    """One row of ``iterations.csv``: the iteration's rollouts (mean return with its 95% CI,
+    success rate with its Wilson interval), the update's outcome, and LLM calls and tokens
+    per role (rollouts, update and checks of this iteration, read from ``llm_calls.csv``)."""
+    returns = [t.team_return for t in trajectories]
+    ret = mean_ci(returns)
+    sr = wilson_ci(sum(1 for t in trajectories if t.success), len(trajectories))
+    row: dict[str, Any] = {
+        "iteration": iteration,
+        "episodes": len(trajectories),
+        "return_mean": ret["mean"],
+        "return_ci95": ret["ci95"],
+        "success_rate": sr["mean"],
+        "success_low": sr["low"],
+        "success_high": sr["high"],
+        "eval_return": (evaluation or {}).get("candidate_return"),
+        "policies_accepted": sum(1 for a in accepted if a) if accepted else None,
+        "policies_proposed": len(accepted) if accepted else None,
+    }
+    for key, value in (counters or {}).items():
+        row[key] = value
+    roles = list(LLM_ROLES)
+    mine = [r for r in llm_calls if str(r.get("iteration")) == str(iteration) and not r.get("error")]
+    roles += sorted({r["role"] for r in mine} - set(roles))
+    for role in roles:
+        of_role = [r for r in mine if r.get("role") == role]
+        row[f"{role}_calls"] = len(of_role)
+        row[f"{role}_tokens"] = sum(int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
+                                    for r in of_role)
+    return row
+
+
+def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | Path,
+                          reference: dict[str, float] | None = None) -> None:
+    """Mean return (with its 95% CI band) and success rate per iteration, one line per setting;
+    ``reference`` draws horizontal lines (e.g. a scripted team under the same step cap)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_r, ax_s) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    for i, (name, rows) in enumerate(curves.items()):
+        color = f"C{i % 10}"
+        xs = [int(r["iteration"]) for r in rows]
+        means = [r["return_mean"] if r.get("return_mean") is not None else math.nan for r in rows]
+        cis = [r["return_ci95"] if r.get("return_ci95") is not None else 0.0 for r in rows]
+        ax_r.plot(xs, means, marker="o", color=color, label=name)
+        ax_r.fill_between(xs, [m - c for m, c in zip(means, cis)], [m + c for m, c in zip(means, cis)],
+                          color=color, alpha=0.15)
+        rates = [r["success_rate"] if r.get("success_rate") is not None else math.nan for r in rows]
+        ax_s.plot(xs, rates, marker="o", color=color, label=name)
+    for j, (name, value) in enumerate((reference or {}).items()):
+        ax_r.axhline(value, color="black", linestyle=["--", ":", "-."][j % 3], linewidth=1, label=name)
+    ax_r.set_xlabel("iteration")
+    ax_r.set_ylabel("team return per episode (mean, 95% CI)")
+    ax_s.set_xlabel("iteration")
+    ax_s.set_ylabel("success rate")
+    ax_s.set_ylim(-0.05, 1.05)
+    for ax in (ax_r, ax_s):
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax_r.legend(fontsize=7)
+    fig.suptitle("Learning curves by iteration")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def policies_text(policies: dict[str, dict[str, str]]) -> str:
+    """Each agent's policy before and after learning, for reports and the CLI."""
+    lines = ["## Policies before and after learning", ""]
+    for agent, p in policies.items():
+        lines += [f"**{agent}**", "", f"- before: {p['initial']}", f"- after: {p['final']}", ""]
+    return "\n".join(lines)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
+import numbers
 import os
 import tempfile
 from pathlib import Path
@@ -19,9 +21,28 @@ from marlang.types import Trajectory
 logger = logging.getLogger(__name__)
 
 METRIC_FIELDS = [
-    "episode", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",
+    "episode", "iteration", "phase", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",
     "reprompts", "fallbacks", "messages", "llm_calls", "cached_calls", "tokens_in", "tokens_out",
 ]
+
+
+def json_safe(data: Any) -> Any:
+    """``data`` with every NaN or infinite number replaced by None (JSON null), recursively
+    through dicts, lists and tuples; strict JSON has no NaN, and readers other than Python's
+    reject the ``NaN`` token that `json.dumps` writes by default."""
+    if isinstance(data, dict):
+        return {k: json_safe(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [json_safe(v) for v in data]
+    if isinstance(data, numbers.Real) and not isinstance(data, numbers.Integral):
+        value = float(data)  # numpy floats too
+        return value if math.isfinite(value) else None
+    return data
+
+
+def dumps_json(data: Any, **kwargs: Any) -> str:
+    """`json.dumps` of `json_safe(data)`: strict JSON, never ``NaN``/``Infinity``."""
+    return json.dumps(json_safe(data), allow_nan=False, **kwargs)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -76,7 +97,7 @@ class RunDirectory:
         self.write_json("manifest.json", manifest)
 
     def write_json(self, name: str, data: Any) -> None:
-        atomic_write_text(self.path / name, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+        atomic_write_text(self.path / name, dumps_json(data, indent=2, sort_keys=False, default=str) + "\n")
 
     def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> None:
         """Record a finished episode: its full trajectory and its metrics row."""
@@ -93,7 +114,68 @@ class RunDirectory:
                 writer.writeheader()
             writer.writerow(metrics)
 
+    def append_iteration_rows(self, name: str, iteration: int, rows: list[dict[str, Any]]) -> None:
+        """Append one iteration's rows to a JSONL file, once: a commit replayed after a crash
+        finds its rows already there and writes nothing."""
+        if any(r.get("iteration") == iteration for r in self.read_jsonl(name)):
+            return
+        path = self.path / name
+        with open(path, "a") as fh:
+            fh.writelines(dumps_json(row, default=str) + "\n" for row in rows)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def append_iteration_csv(self, row: dict[str, Any]) -> None:
+        """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``."""
+        rows = [r for r in self.read_iterations() if int(r["iteration"]) != int(row["iteration"])]
+        rows.append(row)
+        rows.sort(key=lambda r: int(r["iteration"]))
+        fields: list[str] = []
+        for r in rows:
+            fields.extend(k for k in r if k not in fields)
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=fields, restval="")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+        atomic_write_text(self.iterations_file, buf.getvalue())
+
     # reads ---------------------------------------------------------------------------------
+    @property
+    def iterations_file(self) -> Path:
+        return self.path / "iterations.csv"
+
+    def read_iterations(self) -> list[dict[str, Any]]:
+        """``iterations.csv`` rows with numbers parsed (empty cells: None)."""
+        if not self.iterations_file.exists():
+            return []
+        with open(self.iterations_file, newline="") as fh:
+            return [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+    def read_llm_calls(self) -> list[dict[str, Any]]:
+        if not self.llm_calls_file.exists():
+            return []
+        with open(self.llm_calls_file, newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    def read_jsonl(self, name: str) -> list[dict[str, Any]]:
+        path = self.path / name
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line
+        return out
+
+    def read_json(self, name: str) -> Any:
+        path = self.path / name
+        return json.loads(path.read_text()) if path.exists() else None
+
     def load_episode_dicts(self, repair: bool = False) -> list[dict[str, Any]]:
         """Every finished episode, in file order. A torn last line (killed mid-write) is
         skipped, and removed from the file when ``repair``."""
@@ -127,3 +209,17 @@ class RunDirectory:
         for r in rows:
             writer.writerow(r)
         atomic_write_text(self.metrics_file, buf.getvalue())
+
+
+def _number(text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text in ("True", "False"):
+        return text == "True"
+    return text
+

@@ -1,10 +1,13 @@
 import math
 
+from scipy import stats
+
 from marlang.report import (
     markdown_table,
     mean_ci,
     plot_learning_curves,
     summarize_episodes,
+    table_rows,
     wilson_ci,
 )
 
@@ -15,7 +18,7 @@ def test_mean_ci_uses_the_t_distribution():
     # sd = 1.291, se = 0.6455, t(3) = 3.182
     assert math.isclose(s["ci95"], 3.182 * 0.6455, rel_tol=1e-3)
     assert mean_ci([5.0])["ci95"] == 0.0
-    assert math.isnan(mean_ci([])["mean"])
+    assert mean_ci([])["mean"] is None and mean_ci([])["ci95"] is None
 
 
 def test_wilson_interval_bounds():
@@ -45,3 +48,36 @@ def test_summary_and_table(tmp_path):
     out = tmp_path / "curve.png"
     plot_learning_curves({"none": [10, 20, 12]}, out, reference={"scripted": 8})
     assert out.stat().st_size > 1000
+
+
+def test_t_interval_beyond_30_degrees_of_freedom_is_not_the_normal_one():
+    values = [float(i % 2) for i in range(40)]  # mean 0.5
+    se = math.sqrt(sum((v - 0.5) ** 2 for v in values) / 39 / 40)
+    t = mean_ci(values)["ci95"] / se
+    assert math.isclose(t, 2.0227, abs_tol=1e-4)  # t(0.975, 39); 1.96 is the normal quantile
+    assert math.isclose(mean_ci([1.0, 2.0])["ci95"] / 0.5, 12.7062, abs_tol=1e-4)  # t(0.975, 1)
+
+
+def test_wilson_interval_known_values():
+    low, high = wilson_ci(5, 10)["low"], wilson_ci(5, 10)["high"]
+    assert math.isclose(low, 0.2366, abs_tol=1e-4) and math.isclose(high, 0.7634, abs_tol=1e-4)
+    assert math.isclose(wilson_ci(0, 10)["high"], 0.2775, abs_tol=1e-4)  # z^2 / (n + z^2)
+    for k, n in [(0, 10), (3, 7), (29, 30), (12, 200)]:
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        w = wilson_ci(k, n)
+        assert math.isclose(w["low"], ci.low, abs_tol=1e-9)
+        assert math.isclose(w["high"], ci.high, abs_tol=1e-9)
+
+
+def test_undefined_statistics_are_none_and_shown_as_a_dash():
+    unsolved = summarize_episodes([_row(0, False, 20), _row(1, False, 20)])
+    assert unsolved["steps_when_solved"] == {"mean": None, "ci95": None, "n": 0}
+    assert wilson_ci(0, 0) == {"mean": None, "low": None, "high": None, "n": 0}
+    assert mean_ci([1.0, float("nan")])["mean"] is None
+    row = table_rows({"none": unsolved})[0]
+    assert row[4] == "-" and row[3] == "20.0 ± 0.0"
+    empty = dict(unsolved, episodes=0, success_rate=wilson_ci(0, 0))
+    assert table_rows({"none": empty})[0][2] == "-"
+    # summaries written before undefined values were null hold NaN
+    legacy = dict(unsolved, steps_when_solved={"mean": float("nan"), "ci95": float("nan"), "n": 0})
+    assert table_rows({"none": legacy})[0][4] == "-"
