@@ -39,6 +39,7 @@ from marlang.types import TextObservation
 
 if TYPE_CHECKING:
     from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam
+    from marlang.envs_text.narration import BabyAINarrator
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ class BabyAITextEnv(ParallelEnv):
         "render_modes": ["rgb_array"],
         "is_parallelizable": True,
     }
+    world_description: ClassVar[str] = "a grid world of rooms with doors, keys, balls and boxes"
+    """This world as a noun phrase ("... agents acting together in {world_description}")."""
 
     def __init__(
         self,
@@ -404,6 +407,12 @@ class BabyAITextEnv(ParallelEnv):
         return TextObservation(
             text=view.text(), mission=self.mission, legal_actions=list(ACTIONS), data=data
         )
+
+    def narrator(self) -> BabyAINarrator:
+        """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
+        from marlang.envs_text.narration import BabyAINarrator
+
+        return BabyAINarrator(self)
 
     def scripted_team(self) -> ScriptedBabyAITeam:
         """The scripted reference team for this env (see ``ScriptedBabyAITeam``)."""

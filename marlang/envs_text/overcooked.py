@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -42,6 +42,9 @@ from marlang.envs_text.spaces import (
     check_render_mode,
 )
 from marlang.types import TextObservation
+
+if TYPE_CHECKING:
+    from marlang.envs_text.narration import OvercookedNarrator
 
 LAYOUTS: dict[str, str] = {
     "cramped-room": "cramped_room",
@@ -84,6 +87,8 @@ class OvercookedTextEnv(ParallelEnv):
         "render_modes": ["rgb_array"],
         "is_parallelizable": True,
     }
+    world_description: ClassVar[str] = "a kitchen, as cooks who cook and deliver onion soups"
+    """This world as a noun phrase ("... agents acting together in {world_description}")."""
 
     def __init__(
         self,
@@ -315,6 +320,12 @@ class OvercookedTextEnv(ParallelEnv):
         else:
             legal = list(PRIMITIVE_ACTIONS)
         return TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+
+    def narrator(self) -> OvercookedNarrator:
+        """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
+        from marlang.envs_text.narration import OvercookedNarrator
+
+        return OvercookedNarrator(self)
 
     def scripted_team(self) -> Any:
         """The scripted reference team for this env (see ``ScriptedOvercookedTeam``)."""

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -27,6 +27,9 @@ from marlang.envs_text.spaces import (
     is_integer,
 )
 from marlang.types import TextObservation
+
+if TYPE_CHECKING:
+    from marlang.envs_text.narration import PistonballNarrator
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +105,8 @@ class PistonballTextEnv(ParallelEnv):
         "render_modes": ["rgb_array"],
         "is_parallelizable": True,
     }
+    world_description: ClassVar[str] = "a row of pistons that push a ball toward the left wall"
+    """This world as a noun phrase ("... agents acting together in {world_description}")."""
 
     def __init__(
         self,
@@ -288,6 +293,12 @@ class PistonballTextEnv(ParallelEnv):
         if not self._started:
             raise RuntimeError("observe() needs a reset() first")
         return self._observe(self.possible_agents.index(agent), self._scene())
+
+    def narrator(self) -> PistonballNarrator:
+        """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
+        from marlang.envs_text.narration import PistonballNarrator
+
+        return PistonballNarrator(self)
 
     def scripted_team(self) -> PistonballRuleTeam:
         """The rule-based reference team for this env (see ``PistonballRuleTeam``)."""
