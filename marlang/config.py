@@ -7,11 +7,20 @@ and the valid ones (see :func:`describe_validation_error`).
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -64,6 +73,11 @@ class ModelConfig(_Section):
     reflection_max_tokens: int = Field(64, ge=1, description="Token budget for a Reflexion reflection.")
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    token_limit_field: Literal["auto", "max_tokens", "max_completion_tokens", "both"] = Field(
+        "auto",
+        description="Request field carrying the token limit (openai: specs). auto: max_completion_tokens for "
+        "OpenAI itself (no base_url), max_tokens for a server at base_url (llama.cpp, vLLM, SGLang, Ollama).",
+    )
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
     cache: bool = Field(True, description="Use the persistent SQLite response cache.")
@@ -126,10 +140,65 @@ class AgentsConfig(_Section):
 
 
 class LearningConfig(_Section):
-    """How agents learn across episodes."""
+    """How agents learn: the method, iterations of K rollouts, and the method's own keys.
 
-    method: Literal["reflexion", "none"] = "reflexion"
-    memory_size: int = Field(3, ge=1, description="Reflections kept per agent (long-term memory bound).")
+    Keys beyond ``method``, ``iterations`` and ``rollouts`` belong to the method and are
+    validated by its options model (``memory_size`` for reflexion; ``credit``, ``accept``,
+    ``review``, ``model``, ... for langmarl); :attr:`options` holds them validated.
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    method: str = Field("reflexion", description="none | reflexion | langmarl | a registered learner")
+    iterations: int | None = Field(
+        None, ge=1, description="Learner updates; None: run.episodes / rollouts (rounded up)."
+    )
+    rollouts: int | None = Field(None, ge=1, description="K trajectories per update; None: run.parallel.")
+    _options: Any = PrivateAttr(None)
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        from marlang.learners import list_learners
+
+        valid = list(list_learners())
+        if v not in valid:
+            raise ValueError(f"unknown learning method {v!r}; valid choices: {', '.join(valid)}")
+        return v
+
+    @model_validator(mode="after")
+    def _method_keys(self) -> LearningConfig:
+        from marlang.learners import learner_entry
+
+        entry = learner_entry(self.method)
+        extra = dict(self.model_extra or {})
+        valid = ["method", "iterations", "rollouts", *entry.options_model.model_fields]
+        for key in extra:
+            if key not in entry.options_model.model_fields:
+                raise ValueError(
+                    f"unknown config key 'learning.{key}' for learning.method {self.method!r}; "
+                    f"valid keys here: {', '.join(valid)}"
+                )
+        try:
+            options = entry.options_model.model_validate(extra)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            msg = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
+        self._options = options
+        return self
+
+    @property
+    def options(self) -> Any:
+        """The method's own keys, validated (an instance of its learner's options model)."""
+        return self._options
+
+    @property
+    def label(self) -> str:
+        from marlang.learners import learner_entry
+
+        return learner_entry(self.method).label(self.options)
 
 
 class RunConfig(_Section):
@@ -168,7 +237,24 @@ class ExperimentConfig(_Section):
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
+        if self.learning.iterations is not None:
+            # The iterations decide the run's length: run.episodes follows them.
+            total = self.learning.iterations * self.rollouts_per_iteration
+            if self.run.episodes != total:
+                self.run.episodes = total
         return self
+
+    @property
+    def rollouts_per_iteration(self) -> int:
+        """K: ``learning.rollouts``, or ``run.parallel`` when unset."""
+        return self.learning.rollouts or self.run.parallel
+
+    @property
+    def total_iterations(self) -> int:
+        """``learning.iterations``, or ``run.episodes`` / K rounded up."""
+        if self.learning.iterations is not None:
+            return self.learning.iterations
+        return -(-self.run.episodes // self.rollouts_per_iteration)
 
     def agent_names(self) -> list[str]:
         return [f"agent_{i}" for i in range(self.env.n_agents)]
@@ -211,7 +297,13 @@ def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
         if not isinstance(nxt, dict):
             raise ConfigError(f"cannot set {dotted!r}: {k!r} is a value, not a section")
         node = nxt
-    node[keys[-1]] = value
+    last = keys[-1]
+    if isinstance(value, dict) and isinstance(node.get(last), dict):
+        # A section given as a mapping (e.g. a grid over learning: {method: ..., credit: ...})
+        # updates the section, keeping its other keys.
+        node[last] = {**node[last], **value}
+        return
+    node[last] = value
 
 
 def parse_protocol_label(label: str) -> tuple[str, int | None]:
@@ -233,6 +325,8 @@ def describe_validation_error(err: ValidationError) -> str:
         return f"unknown config key {loc!r}; valid keys here: {valid}"
     msg = first["msg"]
     msg = msg.removeprefix("Value error, ")
+    if msg.startswith(("unknown config key '", "invalid value for '")):
+        return msg  # already names the nested key (method-specific learning keys)
     if kind == "literal_error":
         return f"invalid value for {loc!r}: {msg}"
     if loc:
@@ -278,3 +372,65 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"override {item!r} must look like section.key=value")
         apply_override(data, key.strip(), parse_value(raw))
     return build_config(data)
+
+
+# ---------------------------------------------------------------------------------------
+# Resuming
+
+RESUME_MAY_CHANGE = (
+    "run.episodes",
+    "run.parallel",
+    "run.progress",
+    "run.name",
+    "learning.iterations",
+    "model.max_concurrency",
+    "model.timeout",
+    "model.max_retries",
+    "model.cache",
+    "model.cache_path",
+    "model.base_url",
+    "model.api_key_env",
+    "model.token_limit_field",
+    "grid",
+)
+"""Keys a resumed run may change: its length, concurrency, and how the model is reached."""
+
+_ABSENT = object()
+
+
+def check_resume_compatible(saved: ExperimentConfig, new: ExperimentConfig) -> None:
+    """Raise :class:`ConfigError` if ``new`` changes what ``saved``'s run measures.
+
+    Only the keys in :data:`RESUME_MAY_CHANGE` (and everything under them) may differ;
+    every other key, nested ones included (``env.kwargs.*``, a learner's own keys), must be
+    equal, and a key set in one config but not the other is a difference. The message names
+    the first offending key with its saved and new values.
+    """
+    difference = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "")
+    if difference is None:
+        return
+    key, old, now = difference
+    raise ConfigError(
+        f"cannot resume: {key!r} is {_show(old)} in the saved run but {_show(now)} now; only "
+        "run length and concurrency (run.episodes, learning.iterations, run.parallel, "
+        "model.max_concurrency, ...) may change on resume; start a new run directory instead"
+    )
+
+
+def _first_difference(saved: Any, new: Any, prefix: str) -> tuple[str, Any, Any] | None:
+    for key in [*saved, *(k for k in new if k not in saved)]:
+        path = f"{prefix}{key}"
+        if any(path == k or path.startswith(k + ".") for k in RESUME_MAY_CHANGE):
+            continue
+        old, now = saved.get(key, _ABSENT), new.get(key, _ABSENT)
+        if isinstance(old, dict) and isinstance(now, dict):
+            found = _first_difference(old, now, path + ".")
+            if found is not None:
+                return found
+        elif old != now or type(old) is not type(now):
+            return path, old, now
+    return None
+
+
+def _show(value: Any) -> str:
+    return "(not set)" if value is _ABSENT else json.dumps(value)

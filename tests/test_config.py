@@ -7,6 +7,7 @@ from marlang.config import (
     ConfigError,
     apply_override,
     build_config,
+    check_resume_compatible,
     load_config,
     parse_protocol_label,
 )
@@ -40,7 +41,15 @@ def test_round_trips_through_yaml(tmp_path):
                                       "choices: none, bidirectional, unidirectional, alternating")),
         (["env.id=babyai/dance"], "invalid value for 'env.id': unknown env id 'babyai/dance'; valid choices: "),
         (["model.spec=gpt4"], "invalid value for 'model.spec': unknown model spec 'gpt4'; valid forms: local:..."),
-        (["learning.method=ppo"], "invalid value for 'learning.method': Input should be 'reflexion' or 'none'"),
+        (["learning.method=ppo"],
+         "invalid value for 'learning.method': unknown learning method 'ppo'; valid choices: none, langmarl, reflexion"),
+        (["learning.method=reflexion", "learning.credit=global"],
+         ("unknown config key 'learning.credit' for learning.method 'reflexion'; valid keys here: method, iterations, "
+         "rollouts, memory_size, model")),
+        (["learning.method=langmarl", "learning.accept=sometimes"],
+         "invalid value for 'learning.accept': Input should be 'always' or 'improved'"),
+        (["learning.method=langmarl", "learning.eval_rollouts=0"],
+         "invalid value for 'learning.eval_rollouts': Input should be greater than or equal to 1"),
         (["agents.kind=robot"], "invalid value for 'agents.kind'"),
         (["run.episodes=0"], "invalid value for 'run.episodes': Input should be greater than or equal to 1"),
         (["protocol.name=unidirectional", "protocol.speakers=[agent_5]"],
@@ -88,4 +97,63 @@ def test_every_shipped_config_and_each_grid_setting_is_valid(path):
     assert settings
     for setting in settings:
         # the env's agent count follows its id (pistonball/n10 has 10 agents)
-        assert len(setting.config.agent_names()) == len(make(setting.config.env.id).possible_agents)
+        env = setting.config.env
+        generic = {"n_agents": env.n_agents} if env.id == "pistonball" else {}
+        assert len(setting.config.agent_names()) == len(make(env.id, **generic).possible_agents)
+
+
+RESUMABLE_CHANGES = [
+    "run.episodes=50", "run.parallel=4", "run.progress=false", "run.name=longer",
+    "learning.iterations=7", "model.max_concurrency=2", "model.timeout=5", "model.max_retries=0",
+    "model.cache=false", "model.cache_path=/tmp/other.sqlite", "model.base_url=http://h:1/v1",
+    "model.api_key_env=OTHER_KEY", "model.token_limit_field=both", "grid.protocol=[none]",
+]
+
+
+def test_resume_may_change_run_length_and_concurrency():
+    saved = load_config(None, ["learning.memory_size=4", "env.kwargs={a: 1}"])
+    check_resume_compatible(saved, saved.model_copy(deep=True))
+    new = load_config(None, ["learning.memory_size=4", "env.kwargs={a: 1}", *RESUMABLE_CHANGES])
+    check_resume_compatible(saved, new)
+    check_resume_compatible(new, saved)
+
+
+@pytest.mark.parametrize(
+    "saved, new, key, old_value, new_value",
+    [
+        ([], ["model.temperature=0.7"], "model.temperature", "0.0", "0.7"),
+        ([], ["model.max_tokens=128"], "model.max_tokens", "64", "128"),
+        ([], ["model.spec=openai:gpt-4o-mini"], "model.spec", '"local:smollm2"', '"openai:gpt-4o-mini"'),
+        ([], ["run.seed=3"], "run.seed", "0", "3"),
+        ([], ["env.id=babyai/goto-obj"], "env.id", '"babyai/pickup"', '"babyai/goto-obj"'),
+        ([], ["protocol=alternating-2"], "protocol.name", '"none"', '"alternating"'),
+        ([], ["agents.policy=Hurry."], "agents.policy", '"Work with', '"Hurry."'),
+        ([], ["learning.method=none"], "learning.method", '"reflexion"', '"none"'),
+        ([], ["learning.rollouts=2"], "learning.rollouts", "null", "2"),
+        (["learning.memory_size=4"], ["learning.memory_size=5"], "learning.memory_size", "4", "5"),
+        # a method-specific key set in only one of them
+        ([], ["learning.memory_size=3"], "learning.memory_size", "(not set)", "3"),
+        (["learning.memory_size=3"], [], "learning.memory_size", "3", "(not set)"),
+        # nested dicts are compared key by key
+        (["env.kwargs={a: 1, b: 2}"], ["env.kwargs={a: 1, b: 3}"], "env.kwargs.b", "2", "3"),
+        (["env.kwargs={a: 1}"], ["env.kwargs={a: 1, c: 0}"], "env.kwargs.c", "(not set)", "0"),
+        (["env.kwargs={a: 1}"], ["env.kwargs={a: 1.0}"], "env.kwargs.a", "1", "1.0"),
+    ],
+)
+def test_resume_refuses_changes_to_what_is_measured(saved, new, key, old_value, new_value):
+    # a resumable change alongside: the message names the offending key, not that one
+    saved_cfg = load_config(None, saved)
+    new_cfg = load_config(None, [*new, "run.episodes=99"])
+    with pytest.raises(ConfigError) as info:
+        check_resume_compatible(saved_cfg, new_cfg)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"{key!r} is {old_value}" in message and f"but {new_value}" in message
+    assert "only run length and concurrency" in message and "new run directory" in message
+
+
+def test_resume_names_the_first_offending_key():
+    saved = load_config(None, [])
+    new = load_config(None, ["model.temperature=0.5", "run.seed=9"])
+    with pytest.raises(ConfigError, match="'model.temperature'"):
+        check_resume_compatible(saved, new)
