@@ -23,6 +23,10 @@ setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/marlang compare configs/demo.yaml --out runs/demo
+	# then a short LangMARL training on the same level, reported with the protocols
+	if [ -f runs/demo/langmarl/config.yaml ]; then $(BIN)/marlang run --resume runs/demo/langmarl; \
+	else $(BIN)/marlang run configs/langmarl_babyai_small.yaml --out runs/demo/langmarl; fi
+	$(BIN)/marlang report runs/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import bench_envs_overcooked
 import bench_envs_pistonball
+import bench_langmarl
 import bench_parallel
 import bench_scoring
 
@@ -22,6 +23,8 @@ def main() -> None:
     bench_envs_overcooked.main()
     print("\n== Pistonball text env ==")
     bench_envs_pistonball.main()
+    print("\n== LangMARL update concurrency and replays ==")
+    bench_langmarl.main()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The ``marlang`` command: run, compare, report, envs, models, protocols.
+"""The ``marlang`` command: run, compare, review, report, envs, models, protocols, learners.
 
 Bad input ends with one line naming what to fix and a non-zero exit, never a traceback;
 an interrupted or failed run says where its finished episodes are and how to resume.
@@ -40,12 +40,21 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="comparison directory (default: runs/<run.name>-compare); rerun to resume")
     c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
 
+    rev = sub.add_parser("review", help="review a paused update (learning.review: true), then continue the run")
+    rev.add_argument("run_dir")
+    rev.add_argument("--accept", action="store_true", help="accept every agent's new policy without asking")
+    rev.add_argument("--reject", action="store_true", help="reject every agent's new policy without asking")
+    rev.add_argument("--edit", action="append", default=[], metavar="AGENT=FILE",
+                     help="use the text in FILE as AGENT's new policy (repeatable); the others are accepted")
+    rev.add_argument("--show", action="store_true", help="only show the pending update")
+
     rep = sub.add_parser("report", help="print (and rewrite) the summary of a run or comparison directory")
     rep.add_argument("run_dir")
 
     sub.add_parser("envs", help="list the registered environments")
     sub.add_parser("models", help="list the supported model specs")
     sub.add_parser("protocols", help="list the registered conversation protocols")
+    sub.add_parser("learners", help="list the registered learning methods")
     return p
 
 
@@ -78,8 +87,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         _print_table([[k, v] for k, v in list_protocols().items()], ["protocol", "description"])
         return 0
+    if args.command == "learners":
+        from marlang.learners import list_learners
+
+        _print_table([[k, v] for k, v in list_learners().items()], ["learning.method", "description"])
+        return 0
     if args.command == "report":
         return _report(Path(args.run_dir))
+    if args.command == "review":
+        return _review(args)
     if args.command == "run":
         return _run(args)
     if args.command == "compare":
@@ -130,11 +146,80 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
             return on_interrupt(exc)
         raise
-    from marlang.report import markdown_table
+    _print_result(result, config)
+    return 0
+
+
+def _print_result(result, config) -> None:
+    from marlang.report import markdown_table, policies_text
 
     print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.env.id} ({config.model.spec})"))
+    if result.summary.get("policies"):
+        print(policies_text(result.summary["policies"]))
+    if result.paused:
+        print(f"paused for review before an update: marlang review {result.run_dir}")
     print(f"run directory: {result.run_dir}")
+
+
+def _review(args: argparse.Namespace) -> int:
+    from marlang.config import ConfigError, load_config
+    from marlang.experiment import Experiment
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: not a run directory (no config.yaml)")
+    config = load_config(run_dir / "config.yaml")
+    exp = Experiment(config, run_dir, resume=True)
+    pending = exp.pending_review()
+    if pending is None:
+        raise ConfigError(f"{run_dir}: no update is waiting for review")
+    print(f"Update of iteration {pending['iteration']}")
+    ev = pending.get("evaluation") or {}
+    if ev.get("candidate_return") is not None:
+        print(f"evaluation: candidate mean return {ev['candidate_return']:.3f} against "
+              f"{ev['baseline_return']:.3f} for the current policies")
+    for agent, info in pending["agents"].items():
+        print(f"\n== {agent}")
+        for k, credit in enumerate(info.get("credits") or []):
+            print(f"  credit {k}: {credit or '(none: the critic gave no credit)'}")
+        if info.get("aggregated_gradient"):
+            print(f"  update direction: {info['aggregated_gradient']}")
+        print(f"  old policy: {info['old_policy']}")
+        print(f"  new policy: {info['new_policy']}")
+    if args.show:
+        return 0
+    edits = {}
+    for item in args.edit:
+        agent, sep, file = item.partition("=")
+        if not sep or agent not in pending["agents"]:
+            raise ConfigError(f"--edit {item!r} must be AGENT=FILE with AGENT one of {', '.join(pending['agents'])}")
+        edits[agent] = Path(file).read_text().strip()
+    decisions = {}
+    for agent in pending["agents"]:
+        if agent in edits:
+            decisions[agent] = {"action": "edit", "text": edits[agent]}
+        elif args.accept or (edits and not args.reject):
+            decisions[agent] = {"action": "accept"}
+        elif args.reject:
+            decisions[agent] = {"action": "reject"}
+        else:
+            decisions[agent] = _ask_decision(agent)
+    result = exp.review(decisions)
+    _print_result(result, config)
     return 0
+
+
+def _ask_decision(agent: str) -> dict:
+    while True:
+        answer = input(f"{agent}: [a]ccept, [e]dit or [r]eject the new policy? ").strip().lower()[:1]
+        if answer == "a":
+            return {"action": "accept"}
+        if answer == "r":
+            return {"action": "reject"}
+        if answer == "e":
+            text = input(f"{agent}'s policy (one line): ").strip()
+            if text:
+                return {"action": "edit", "text": text}
 
 
 def _count_episodes(run_dir: Path) -> int:
@@ -200,9 +285,12 @@ def _report(path: Path) -> int:
 
     if (path / "config.yaml").is_file():
         from marlang.experiment import Experiment
+        from marlang.report import policies_text
 
         summary = Experiment(load_config(path / "config.yaml"), path, resume=True).finalize()
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
+        if summary.get("policies"):
+            print(policies_text(summary["policies"]))
         return 0
     if any(path.glob("*/summary.json")):
         from marlang.compare import write_comparison

@@ -19,8 +19,8 @@ import yaml
 
 from marlang.config import ConfigError, ExperimentConfig, apply_override, build_config, parse_value
 from marlang.experiment import Experiment, build_chat_model
-from marlang.report import markdown_table, plot_learning_curves
-from marlang.rundir import RunDirectory, atomic_write_text
+from marlang.report import markdown_table, plot_iteration_curves, policies_text
+from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,11 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             apply_override(data, k, v)
         cfg = build_config(data)
         group = cfg.env.id
-        label_parts = [cfg.protocol.label] + [f"{k}={v}" for k, v in zip(keys, combo) if k not in ("protocol", "env.id")]
-        settings.append(Setting(",".join(label_parts), cfg, group))
+        head = [cfg.protocol.label, cfg.learning.label] if cfg.agents.kind == "llm" else ["scripted"]
+        label_parts = head + [
+            f"{k}={v}" for k, v in zip(keys, combo)
+            if k not in ("protocol", "env.id", "learning") and not k.startswith("learning.")]
+        settings.append(Setting(", ".join(label_parts), cfg, group))
     if reference:
         for group in dict.fromkeys(s.group for s in settings):
             first = next(s for s in settings if s.group == group)
@@ -108,7 +111,8 @@ def run_comparison(
                 shared_model, shared_cache = build_chat_model(s.config.model)
             kwargs = {"chat_model": shared_model, "cache": shared_cache}
         logger.info("setting %s -> %s", s.name, run_path)
-        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), **kwargs).run()
+        label = s.name if s.config.agents.kind == "llm" else None
+        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, **kwargs).run()
     return write_comparison(out)
 
 
@@ -116,7 +120,7 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
     """(Re)build the comparison table and plot from the run directories under ``out_dir``."""
     out = Path(out_dir)
     groups: dict[str, dict[str, dict[str, Any]]] = {}
-    curves: dict[str, dict[str, list[float]]] = {}
+    curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for run_path in sorted(p.parent for p in out.glob("*/summary.json")):
         summary = json.loads((run_path / "summary.json").read_text())
         if not summary.get("episodes"):
@@ -124,8 +128,7 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
         group = summary.get("env_id", "?")
         name = summary.get("setting", run_path.name)
         groups.setdefault(group, {})[name] = summary
-        dicts = sorted(RunDirectory(run_path).load_episode_dicts(), key=lambda d: d["episode"])
-        curves.setdefault(group, {})[name] = [d["metrics"]["steps"] for d in dicts]
+        curves.setdefault(group, {})[name] = RunDirectory(run_path).read_iterations()
     parts, summaries = [], {}
     groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     for group, by_name in groups.items():
@@ -141,14 +144,25 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
         for group, ordered in summaries.items():
             model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
             parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
+    for group, ordered in summaries.items():
+        for name, s in ordered.items():
+            if s.get("policies"):
+                parts.append(f"### {group}: {name}\n\n" + policies_text(s["policies"]).split("\n", 2)[2])
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
-    atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2) + "\n")
+    atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
-        llm = {k: v for k, v in by_name.items() if not _is_scripted(k)}
-        ref = {f"{k} (mean)": sum(v) / len(v) for k, v in by_name.items() if _is_scripted(k) and v} or None
+        llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v}
+        # A scripted team is a reference only under the LLM settings' own step cap.
+        caps = {summaries[group][k].get("max_steps") for k in llm}
+        ref = {f"{k}: mean return": summaries[group][k]["return"]["mean"] for k in by_name
+               if _is_scripted(k) and summaries[group][k].get("max_steps") in caps
+               and summaries[group][k]["return"].get("mean") is not None} or None
         name = "learning_curve.png" if i == 0 else f"learning_curve_{_slug(group)}.png"
-        plot_learning_curves(llm, out / name, reference=ref)
+        if llm:
+            plot_iteration_curves(llm, out / name, reference=ref)
+        elif any(by_name.values()):
+            plot_iteration_curves({k: v for k, v in by_name.items() if v}, out / name)
     return ComparisonResult(out, summaries, table)
 
 

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
-from marlang.config import ConfigError, ExperimentConfig, ModelConfig, check_resume_compatible, load_config
+from marlang.config import (
+    ConfigError,
+    ExperimentConfig,
+    ModelConfig,
+    check_resume_compatible,
+    load_config,
+)
 from marlang.envs_text import make as make_env
 from marlang.graphs.episode import (
     build_episode_graph,
@@ -32,7 +38,14 @@ from marlang.graphs.episode import (
     scripted_decider,
 )
 from marlang.graphs.protocols import build_protocol
-from marlang.learners import Candidate, Learner, LearnerContext, PolicyState, RolloutPlan, learner_entry
+from marlang.learners import (
+    Candidate,
+    Learner,
+    LearnerContext,
+    PolicyState,
+    RolloutPlan,
+    learner_entry,
+)
 from marlang.prompts import PromptLibrary
 from marlang.report import iteration_row, plot_iteration_curves, summarize_episodes
 from marlang.rundir import RunDirectory
@@ -138,8 +151,10 @@ class Experiment:
         cache: Any = None,
         learner_model: Any = None,
         on_episode: Callable[[Trajectory], None] | None = None,
+        label: str | None = None,
     ) -> None:
         self.config = config
+        self._label = label
         self.run_dir = RunDirectory(out_dir)
         self.resume = resume
         self._chat_model = chat_model
@@ -203,8 +218,11 @@ class Experiment:
 
     @property
     def setting(self) -> str:
-        """The row label of this run in reports: protocol and learner, or the scripted team."""
+        """The row label of this run in reports: protocol and learner, or the scripted team
+        (a comparison passes its own label, naming what its grid varies)."""
         c = self.config
+        if self._label:
+            return self._label
         if not self.scripted:
             return f"{c.protocol.label}, {c.learning.label}"
         return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
@@ -281,15 +299,16 @@ class Experiment:
         return None if payload.get("decided") else payload
 
     async def arun(self, review: dict[str, Any] | None = None) -> RunResult:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
         from langgraph.types import Command
 
+        from marlang.graphs.checkpoints import FlushingSqliteSaver
         from marlang.graphs.training import build_training_graph
         from marlang.models import UsageRecorder
 
         c = self.config
         self._prepare_directory()
         self._played = 0
+        self._flushed: Any = None
         self._envs: list[Any] = []
         self._free_envs: asyncio.Queue[Any] = asyncio.Queue()
         narrator_env = self._make_env()
@@ -320,7 +339,9 @@ class Experiment:
                                   desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=False)
         paused = False
         try:
-            async with AsyncSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
+            async with FlushingSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
+                self.learner.context.before_calls = saver.flushed
+                self._flushed = saver.flushed
                 graph = build_training_graph(self, self.learner, accept=accept, review=reviewing,
                                              checkpointer=saver)
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * c.total_iterations}
@@ -409,8 +430,8 @@ class Experiment:
             trial.versions[a] = policy.versions.get(a, 0) + 1
         await self._play(plan, trial, phase="eval")
         value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
-        return {"baseline_return": baseline, "candidate_return": value, "accepted": bool(value >= baseline),
-                "episodes": list(ids)}
+        accepted = value is not None and (baseline is None or value >= baseline)
+        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted, "episodes": list(ids)}
 
     def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
         policy = PolicyState.from_dict(state["policy"])
@@ -481,6 +502,8 @@ class Experiment:
     async def _play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
+        if getattr(self, "_flushed", None) is not None:
+            await self._flushed()  # the checkpoint before this node is on disk first
         done = {d["episode"] for d in self.run_dir.load_episode_dicts() if d.get("phase", "train") == phase}
         todo = [(e, s, g) for e, s, g in zip(plan.episodes, plan.seeds, plan.groups) if e not in done]
         if not todo:
@@ -533,6 +556,7 @@ class Experiment:
         summary["env_id"] = self.config.env.id
         summary["model"] = self.config.model.spec if not self.scripted else "scripted"
         summary["learner"] = "none" if self.scripted else self.config.learning.method
+        summary["max_steps"] = self.config.env.max_steps
         iterations = self.run_dir.read_iterations()
         if iterations:
             summary["iterations"] = iterations

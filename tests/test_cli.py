@@ -77,3 +77,59 @@ def test_run_of_a_grid_config_prints_one_row_per_overcooked_layout(tmp_path, cap
         assert mean_return > 0, row
     assert main(args) == 0  # a rerun resumes: every run is finished, same table
     assert capsys.readouterr().out.count("| overcooked/") == 5
+
+
+def test_learners_are_listed(capsys):
+    assert main(["learners"]) == 0
+    out = capsys.readouterr().out
+    assert all(m in out for m in ["none", "reflexion", "langmarl"])
+
+
+def test_resume_and_compare_refuse_a_change_of_what_is_measured(tmp_path, capsys):
+    out = tmp_path / "run"
+    config = tmp_path / "one.yaml"
+    config.write_text("env: {id: pistonball/n5}\nagents: {kind: scripted}\nrun: {name: one, episodes: 1}\n")
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    capsys.readouterr()
+    code = main(["run", "--resume", str(out), "--set", "env.id=pistonball/n10", "--set", "env.n_agents=10"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "'env.id'" in err[0] and "pistonball/n10" in err[0]
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 1  # nothing appended
+    assert main(["run", "--resume", str(out), "--set", "run.episodes=2"]) == 0  # run length may change
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+
+    cmp = tmp_path / "cmp"
+    base = ["compare", str(config), "--grid", "env.max_steps=5", "--no-reference", "--out", str(cmp)]
+    assert main(base) == 0
+    capsys.readouterr()
+    assert main([*base[:-2], "--set", "run.seed=7", "--out", str(cmp)]) == 2
+    assert "'run.seed'" in capsys.readouterr().err
+
+
+def test_review_command_shows_the_pending_update_and_continues_the_run(tmp_path, capsys):
+    from marlang.testing import FakeOpenAIServer
+
+    out = tmp_path / "run"
+    with FakeOpenAIServer(reply='{"agent_0": "kept the door open", "agent_1": "wandered"}') as server:
+        config = tmp_path / "lm.yaml"
+        config.write_text(
+            "env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\n"
+            f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n"
+            "learning: {method: langmarl, rollouts: 1, iterations: 1, review: true}\n"
+            "run: {progress: false}\n")
+        assert main(["run", str(config), "--out", str(out)]) == 0
+        assert f"marlang review {out}" in capsys.readouterr().out
+        assert main(["review", str(out), "--show"]) == 0
+        shown = capsys.readouterr().out
+        assert "credit 0: kept the door open" in shown and "credit 0: wandered" in shown
+        assert "old policy:" in shown and "new policy:" in shown
+        policy = tmp_path / "p0.txt"
+        policy.write_text("Open doors first.")
+        assert main(["review", str(out), "--edit", f"agent_0={policy}", "--reject"]) == 0
+        capsys.readouterr()
+    import json
+
+    rows = [json.loads(line) for line in (out / "policies.jsonl").read_text().splitlines()]
+    assert {(r["agent"], r["accepted"]) for r in rows} == {("agent_0", True), ("agent_1", False)}
+    assert json.loads((out / "learner_state.json").read_text())["policies"]["agent_0"] == "Open doors first."
+    assert main(["review", str(out)]) == 2  # nothing waits any more

@@ -52,9 +52,12 @@ def test_alternating_episode_on_smollm2_then_an_exact_free_replay(tmp_path, smol
     legal = step["observations"]["agent_0"]["legal_actions"]
     for decision in step["decisions"].values():
         assert decision["action"] in legal and decision["valid"]  # scoring picks legal actions
-    for e in episodes:
-        assert set(e["reflections"]) == {"agent_0", "agent_1"}
-        assert all(text.strip() for text in e["reflections"].values())
+    from marlang.rundir import RunDirectory
+
+    (update,) = [u for u in RunDirectory(first.run_dir).read_jsonl("updates.jsonl") if u["agent"] == "agent_0"]
+    assert [r["episode"] for r in update["reflections"]] == [0, 1]
+    assert all(r["text"].strip() for r in update["reflections"])
+    assert update["memory_after"] == [r["text"] for r in update["reflections"]]
     # per step: 2 messages + 2 x (thought + choice); per episode: 2 reflections
     n_steps = sum(e["n_steps"] for e in episodes)
     assert served == n_steps * 6 + 2 * 2

@@ -90,8 +90,11 @@ def test_malformed_output_is_counted_and_never_crashes(tmp_path):
     assert all(r["fallbacks"] == r["decisions"] and r["reprompts"] == r["decisions"] for r in rows)
 
 
-class Interrupt(KeyboardInterrupt):
-    pass
+def press_ctrl_c():
+    """What Ctrl-C does: SIGINT to this process (asyncio cancels the run and re-raises)."""
+    import signal
+
+    signal.raise_signal(signal.SIGINT)
 
 
 def test_interrupted_run_keeps_finished_episodes_and_resumes_exactly(tmp_path):
@@ -102,9 +105,9 @@ def test_interrupted_run_keeps_finished_episodes_and_resumes_exactly(tmp_path):
     def stop_after_two(traj):
         seen.append(traj.episode)
         if len(seen) == 2:
-            raise Interrupt()
+            press_ctrl_c()
 
-    with pytest.raises(Interrupt):
+    with pytest.raises(KeyboardInterrupt):
         Experiment(cfg, tmp_path / "run", chat_model=model, on_episode=stop_after_two).run()
     rd = RunDirectory(tmp_path / "run")
     assert [d["episode"] for d in rd.load_episode_dicts()] == [0, 1]
@@ -128,9 +131,9 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
     Experiment(cfg, tmp_path / "full", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
 
     def stop(traj):
-        raise Interrupt()
+        press_ctrl_c()
 
-    with pytest.raises(Interrupt):
+    with pytest.raises(KeyboardInterrupt):
         Experiment(cfg, tmp_path / "cut", chat_model=FakeRuleChatModel(rule=babyai_rule), on_episode=stop).run()
     Experiment(cfg, tmp_path / "cut", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
 

@@ -32,6 +32,8 @@ def _ctx(learner: Any, iteration: int, episode: int = -1) -> CallContext:
 
 async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration: int, episode: int,
                max_tokens: int, extra: int = 0) -> str:
+    if learner.context.before_calls is not None:
+        await learner.context.before_calls()
     model = learner.context.model
     seed = None
     if getattr(model, "temperature", 0) and float(getattr(model, "temperature", 0)) > 0:

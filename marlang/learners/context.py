@@ -4,7 +4,7 @@ narrate them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,3 +32,6 @@ class LearnerContext:
     instructions: dict[str, str] = field(default_factory=dict)
     """Per agent: the fixed part of its prompt (role, output format) that updates never
     rewrite; shown to the learner's LLM calls as context."""
+    before_calls: Callable[[], Awaitable[None]] | None = None
+    """Awaited before each of the learner's model calls (the run makes its checkpoint
+    durable first, so a killed run never makes an answered call again)."""

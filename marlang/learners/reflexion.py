@@ -61,7 +61,8 @@ class ReflexionLearner(Learner):
             return None
         from marlang.envs_text.narration import step_summary
 
-        return [step_summary(env, s, agent) for s in traj.steps]
+        afters = [s.observations for s in traj.steps[1:]] + [traj.final_observations or None]
+        return [step_summary(env, s, agent, after) for s, after in zip(traj.steps, afters)]
 
 
 register_learner("reflexion", ReflexionLearner, "agents write a lesson after each episode into a bounded memory")
