@@ -52,6 +52,7 @@ def test_alternating_episode_on_smollm2_then_an_exact_free_replay(tmp_path, smol
     legal = step["observations"]["agent_0"]["legal_actions"]
     for decision in step["decisions"].values():
         assert decision["action"] in legal and decision["valid"]  # scoring picks legal actions
+        assert decision["logprob"] is not None and decision["logprob"] < 0  # log p(action | prompt), for PPO
     from marlang.rundir import RunDirectory
 
     (update,) = [u for u in RunDirectory(first.run_dir).read_jsonl("updates.jsonl") if u["agent"] == "agent_0"]

@@ -24,9 +24,12 @@ async def call_model(
     agent: str = "",
     max_tokens: int,
     seed: int | None = None,
+    metadata: dict[str, Any] | None = None,
     **call_kwargs: Any,
 ) -> str:
-    """Invoke ``model`` once and return its reply text (content blocks joined, stripped)."""
+    """Invoke ``model`` once and return its reply text (content blocks joined, stripped).
+    ``metadata``, when given, receives the reply's response metadata (e.g. a scoring
+    model's ``choice_logprobs``)."""
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
     if seed is not None:
         kwargs["seed"] = seed
@@ -46,6 +49,8 @@ async def call_model(
             reply = await model.ainvoke(messages, config=config, **kwargs)
     else:
         reply = await model.ainvoke(messages, config=config, **kwargs)
+    if metadata is not None:
+        metadata.update(getattr(reply, "response_metadata", None) or {})
     content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
     if isinstance(content, list):  # content blocks from some providers
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)

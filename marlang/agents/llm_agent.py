@@ -136,11 +136,11 @@ class LLMAgent:
 
     async def _call(
         self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
-        **call_kwargs: Any,
+        metadata: dict[str, Any] | None = None, **call_kwargs: Any,
     ) -> str:
         seed = self._seed(ctx, role, extra) if self.sample_seeds else None
         return await call_model(self.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
-                                seed=seed, **call_kwargs)
+                                seed=seed, metadata=metadata, **call_kwargs)
 
     # capabilities ------------------------------------------------------------------------
     async def speak(
@@ -169,10 +169,13 @@ class LLMAgent:
             raw = await self._call(messages, ctx, "actor", self.max_tokens, stop=["Action:", "\n\n"])
             thought = " ".join(raw.split("Action:")[0].split())
         prefix = (f"{thought}\n" if thought else "") + "Action: "
+        meta: dict[str, Any] = {}
         answer = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
-                                  choice_prefix=prefix)
+                                  choice_prefix=prefix, metadata=meta)
         if answer in obs.legal_actions:
-            return Decision(answer, thought=thought, raw=f"{prefix}{answer}", valid=True)
+            logprob = (meta.get("choice_logprobs") or {}).get(answer)
+            return Decision(answer, thought=thought, raw=f"{prefix}{answer}", valid=True,
+                            logprob=None if logprob is None else float(logprob))
         # A chat model that claims choices but answers something else: counted as invalid.
         parsed = parse_action(answer, obs.legal_actions)
         action = parsed.action or self._fallback(obs)

@@ -31,15 +31,24 @@ def _ctx(learner: Any, iteration: int, episode: int = -1) -> CallContext:
 
 
 async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration: int, episode: int,
-               max_tokens: int, extra: int = 0) -> str:
+               max_tokens: int, extra: int = 0, prefill: str = "") -> str:
+    """One learner call. ``prefill`` starts the reply on models that can continue one (local
+    models): a small model asked for JSON answers far more often when the reply already
+    opens the object; the returned text includes the prefill."""
     if learner.context.before_calls is not None:
         await learner.context.before_calls()
     model = learner.context.model
     seed = None
     if getattr(model, "temperature", 0) and float(getattr(model, "temperature", 0)) > 0:
         seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
-    return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
-                            max_tokens=max_tokens, seed=seed)
+    kwargs = {}
+    if prefill and getattr(model, "supports_prefill", False):
+        kwargs["prefill"] = prefill
+    else:
+        prefill = ""
+    reply = await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
+                             max_tokens=max_tokens, seed=seed, **kwargs)
+    return prefill + reply
 
 
 def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: str) -> None:
@@ -61,7 +70,8 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
         traj = trajectory(episode)
         messages = learner.critic_messages(policy, traj)
         kw = {"iteration": policy.iteration, "episode": episode, "max_tokens": options.critic_max_tokens}
-        reply = await _ask(learner, messages, role="critic", agent="", **kw)
+        opening = "" if options.credit == "global" else json_opening(agents)
+        reply = await _ask(learner, messages, role="critic", agent="", prefill=opening, **kw)
         if options.credit == "global":
             credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
             return {"credits": {str(episode): {"credit": credit, "retried": [], "replies": [reply]}}}
@@ -70,7 +80,7 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
         replies = [reply]
         if missing:  # ask once more, for the missing agents only
             retry = learner.critic_retry_messages(messages, reply, missing)
-            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, **kw)
+            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=json_opening(missing), **kw)
             replies.append(reply2)
             for a, c in parse_credits(reply2, missing).items():
                 found.setdefault(a, c)
@@ -167,6 +177,11 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
     builder.add_conditional_edges("collect_aggregates", fan_out_optimizers, ["optimize", "propose"])
     builder.add_edge("optimize", "propose")
     builder.add_edge("propose", target)
+
+
+def json_opening(agents: list[str]) -> str:
+    """The first key of the JSON object a critic is asked for: ``{"agent_0": "``."""
+    return '{"' + agents[0] + '": "'
 
 
 def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:

@@ -72,6 +72,11 @@ class LocalChatModel(BaseChatModel):
         return self.engine.weights_id
 
     @property
+    def supports_prefill(self) -> bool:
+        """Calls may pass ``prefill``: the model continues that start of its reply."""
+        return True
+
+    @property
     def supports_choices(self) -> bool:
         """Calls may pass ``choices``: the answer is the choice the model finds most likely."""
         return True
@@ -119,11 +124,12 @@ class LocalChatModel(BaseChatModel):
         self, messages: Sequence[BaseMessage], stop: list[str] | None = None, **kwargs: Any
     ) -> GenerationRequest:
         """The engine request for these messages, with per-call params over the defaults."""
+        prefill = kwargs.pop("prefill", None) or ""
         unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id}; "
-                f"supported: {', '.join(CALL_PARAMS)}, stop"
+                f"supported: {', '.join(CALL_PARAMS)}, stop, prefill"
             )
         params = {name: getattr(self, name) for name in CALL_PARAMS}
         # An explicit None keeps the default, except for seed where None means "unseeded".
@@ -132,7 +138,9 @@ class LocalChatModel(BaseChatModel):
         )
         stop_strings = stop if stop is not None else self.stop
         sampling = SamplingParams(stop=tuple(stop_strings or ()), **params)
-        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
+        # prefill: the start of the assistant's reply, which the model continues (the reply
+        # returned is only the continuation).
+        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill
         return GenerationRequest(self.engine.encode(prompt), sampling)
 
     def batch(

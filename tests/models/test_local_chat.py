@@ -289,3 +289,18 @@ async def test_concurrent_choices_are_scored_in_one_batch(tiny_engine: LocalLM) 
         assert list(reply.response_metadata["choice_logprobs"].values()) == pytest.approx(
             list(alone.response_metadata["choice_logprobs"].values()), abs=1e-4
         )
+
+
+def test_prefill_starts_the_reply_the_model_continues():
+    from langchain_core.messages import HumanMessage
+
+    from marlang.testing import tiny_chat_model
+
+    model = tiny_chat_model()
+    messages = [HumanMessage("Answer in JSON.")]
+    plain = model.build_request(messages)
+    opened = model.build_request(messages, prefill='{"agent_0": "')
+    n = len(plain.prompt_ids)
+    assert opened.prompt_ids[:n] == plain.prompt_ids and len(opened.prompt_ids) > n
+    assert model.engine.tokenizer.decode(opened.prompt_ids[n:]) == '{"agent_0": "'
+    assert model.supports_prefill
