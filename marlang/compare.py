@@ -147,7 +147,7 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
     for group, ordered in summaries.items():
         for name, s in ordered.items():
             if s.get("policies"):
-                parts.append(f"### {group}: {name}\n\n" + policies_text(s["policies"]).split("\n", 2)[2])
+                parts.append(policies_text(s["policies"], heading=f"### {group}: {name}"))
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
     atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")

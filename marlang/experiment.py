@@ -308,7 +308,6 @@ class Experiment:
         c = self.config
         self._prepare_directory()
         self._played = 0
-        self._flushed: Any = None
         self._envs: list[Any] = []
         self._free_envs: asyncio.Queue[Any] = asyncio.Queue()
         narrator_env = self._make_env()
@@ -328,7 +327,6 @@ class Experiment:
         options = c.learning.options if not self.scripted else None
         accept = getattr(options, "accept", "always")
         reviewing = bool(getattr(options, "review", False))
-        self._accept = accept
 
         self._progress = None
         if c.run.progress:
@@ -341,7 +339,6 @@ class Experiment:
         try:
             async with FlushingSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
                 self.learner.context.before_calls = saver.flushed
-                self._flushed = saver.flushed
                 graph = build_training_graph(self, self.learner, accept=accept, review=reviewing,
                                              checkpointer=saver)
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * c.total_iterations}
@@ -355,8 +352,7 @@ class Experiment:
                 elif waiting:
                     graph_input = "paused"
                 elif not snapshot.values:
-                    initial = self.learner.initial_state(
-                        {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()})
+                    initial = self.learner.initial_state(self._initial_policies())
                     graph_input = {"policy": initial.to_dict()}
                 elif not snapshot.next:
                     if snapshot.values["policy"]["iteration"] < c.total_iterations:
@@ -389,6 +385,10 @@ class Experiment:
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
         model_id = self.config.model.spec if not self.scripted else "scripted"
         rd.create(self.config.to_yaml(), self.manifest(model_id))
+
+    def _initial_policies(self) -> dict[str, str]:
+        c = self.config
+        return {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
 
     # the training runtime (called by the training graph's nodes) ------------------------------
     def total_iterations(self) -> int:
@@ -434,9 +434,15 @@ class Experiment:
         return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted, "episodes": list(ids)}
 
     def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
+        """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
+        payload = self._review(state)
+        self.run_dir.write_json("review.json", payload)
+        return payload
+
+    def _review(self, state: dict[str, Any]) -> dict[str, Any]:
         policy = PolicyState.from_dict(state["policy"])
         candidate = Candidate.from_dict(state.get("candidate") or {})
-        payload = {
+        return {
             "iteration": policy.iteration,
             "evaluation": state.get("evaluation"),
             "agents": {
@@ -450,8 +456,6 @@ class Experiment:
             },
             "decided": False,
         }
-        self.run_dir.write_json("review.json", payload)
-        return payload
 
     async def commit(self, state: dict[str, Any]) -> PolicyState:
         """Apply the accepted parts of the candidate and write the iteration's files."""
@@ -490,7 +494,7 @@ class Experiment:
             for r in candidate.records
         ])
         if decisions:
-            rd.write_json("review.json", {**self.review_payload(state), "decided": True, "decisions": decisions})
+            rd.write_json("review.json", {**self._review(state), "decided": True, "decisions": decisions})
         episodes = self.trajectories(state.get("episodes") or [])
         row = iteration_row(i, episodes, rd.read_llm_calls(), candidate.counters, evaluation,
                             accepted=[r["accepted"] for r in policy_rows])
@@ -502,8 +506,9 @@ class Experiment:
     async def _play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
-        if getattr(self, "_flushed", None) is not None:
-            await self._flushed()  # the checkpoint before this node is on disk first
+        flushed = self.learner.context.before_calls if self.learner is not None else None
+        if flushed is not None:
+            await flushed()  # the checkpoint before this node is on disk first
         done = {d["episode"] for d in self.run_dir.load_episode_dicts() if d.get("phase", "train") == phase}
         todo = [(e, s, g) for e, s, g in zip(plan.episodes, plan.seeds, plan.groups) if e not in done]
         if not todo:
@@ -562,10 +567,9 @@ class Experiment:
             summary["iterations"] = iterations
             summary["credit_failures"] = sum(int(r.get("credit_failures") or 0) for r in iterations)
         if (self.run_dir.path / "policies.jsonl").exists():  # a learner that rewrites policies
-            c = self.config
             final = (self.run_dir.read_json("learner_state.json") or {}).get("policies", {})
-            initial = {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
-            summary["policies"] = {a: {"initial": text, "final": final.get(a, text)} for a, text in initial.items()}
+            summary["policies"] = {a: {"initial": text, "final": final.get(a, text)}
+                                   for a, text in self._initial_policies().items()}
         if self.cache is not None:
             summary["response_cache"] = {"hits": self.cache.hits, "misses": self.cache.misses}
         self.run_dir.write_json("summary.json", summary)
@@ -584,7 +588,6 @@ def _instructions(agent: str, n_agents: int, world: str) -> str:
     """The fixed part of an actor's prompt, as learners see it (never rewritten)."""
     return (f"{agent} is one of {n_agents} agents acting together in {world}; at every step it reads its "
             "own observation, the team mission and the legal actions, thinks briefly, and answers one legal action.")
-
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> RunResult:

@@ -135,34 +135,6 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 
 
-def plot_learning_curves(curves: dict[str, list[float]], path: str | Path, window: int = 3,
-                         ylabel: str = "steps per episode", reference: dict[str, float] | None = None) -> None:
-    """One line per setting: the per-episode value and its moving average."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    for i, (name, ys) in enumerate(curves.items()):
-        color = f"C{i % 10}"
-        xs = list(range(1, len(ys) + 1))
-        ax.plot(xs, ys, color=color, alpha=0.25, linewidth=1)
-        w = max(1, min(window, len(ys)))
-        smooth = [sum(ys[max(0, j - w + 1): j + 1]) / len(ys[max(0, j - w + 1): j + 1]) for j in range(len(ys))]
-        ax.plot(xs, smooth, color=color, linewidth=2, label=name)
-    for name, value in (reference or {}).items():
-        ax.axhline(value, color="black", linestyle="--", linewidth=1, label=name)
-    ax.set_xlabel("episode")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"Learning curves (moving average of {window})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 # Per-iteration metrics and learning curves ------------------------------------------------------
 
 LLM_ROLES = ("actor", "speaker", "reflector", "critic", "gradient", "aggregator", "optimizer")
@@ -245,9 +217,10 @@ def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | P
     plt.close(fig)
 
 
-def policies_text(policies: dict[str, dict[str, str]]) -> str:
+def policies_text(policies: dict[str, dict[str, str]],
+                  heading: str = "## Policies before and after learning") -> str:
     """Each agent's policy before and after learning, for reports and the CLI."""
-    lines = ["## Policies before and after learning", ""]
+    lines = [heading, ""]
     for agent, p in policies.items():
         lines += [f"**{agent}**", "", f"- before: {p['initial']}", f"- after: {p['final']}", ""]
     return "\n".join(lines)

@@ -133,14 +133,7 @@ class RunDirectory:
         fields: list[str] = []
         for r in rows:
             fields.extend(k for k in r if k not in fields)
-        import io
-
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=fields, restval="")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
-        atomic_write_text(self.iterations_file, buf.getvalue())
+        _write_csv(self.iterations_file, fields, [{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
 
     # reads ---------------------------------------------------------------------------------
     @property
@@ -201,14 +194,18 @@ class RunDirectory:
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
         """Make metrics.csv match the episodes on disk (after a resume dropped a torn line)."""
-        import io
+        _write_csv(self.metrics_file, METRIC_FIELDS, rows)
 
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow(r)
-        atomic_write_text(self.metrics_file, buf.getvalue())
+
+def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:
+    """Write a whole CSV file atomically (keys outside ``fields`` are left out)."""
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
 
 
 def _number(text: str | None) -> Any:

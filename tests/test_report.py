@@ -5,7 +5,7 @@ from scipy import stats
 from marlang.report import (
     markdown_table,
     mean_ci,
-    plot_learning_curves,
+    plot_iteration_curves,
     summarize_episodes,
     table_rows,
     wilson_ci,
@@ -46,7 +46,8 @@ def test_summary_and_table(tmp_path):
     table = markdown_table({"none": s}, title="babyai/pickup")
     assert "| none " in table and "14.0 ±" in table and "6.7%" in table
     out = tmp_path / "curve.png"
-    plot_learning_curves({"none": [10, 20, 12]}, out, reference={"scripted": 8})
+    rows = [{"iteration": i, "return_mean": m, "return_ci95": 0.1, "success_rate": m} for i, m in enumerate([0.2, 0.5])]
+    plot_iteration_curves({"none": rows}, out, reference={"scripted": 0.9})
     assert out.stat().st_size > 1000
 
 

@@ -39,7 +39,7 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
         await learner.context.before_calls()
     model = learner.context.model
     seed = None
-    if getattr(model, "temperature", 0) and float(getattr(model, "temperature", 0)) > 0:
+    if float(getattr(model, "temperature", 0) or 0) > 0:
         seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
     kwargs = {}
     if prefill and getattr(model, "supports_prefill", False):
@@ -99,7 +99,8 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
         credit = state["credits"][str(episode)]["credit"]
         return credit[TEAM] if options.credit == "global" else credit[agent]
 
-    async def collect_credits(state: dict[str, Any]) -> dict[str, Any]:
+    async def join(state: dict[str, Any]) -> dict[str, Any]:
+        """Waits for every task of a stage; the next stage fans out from here."""
         return {}
 
     def fan_out_gradients(state: dict[str, Any]) -> list[Send] | str:
@@ -141,9 +142,6 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
         return {"aggregated": {task["agent"]: text}}
 
     # optimize: one call per agent that has an update direction ---------------------------------
-    async def collect_aggregates(state: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
     def fan_out_optimizers(state: dict[str, Any]) -> list[Send] | str:
         aggregated = state.get("aggregated") or {}
         sends = [Send("optimize", {"agent": a, "policy": state["policy"], "gradient": aggregated[a]})
@@ -161,11 +159,11 @@ def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: s
         return {"candidate": build_candidate(learner, state).to_dict()}
 
     builder.add_node("critic", critic)
-    builder.add_node("collect_credits", collect_credits)
+    builder.add_node("collect_credits", join)
     builder.add_node("gradient", gradient)
     builder.add_node("collect_gradients", collect_gradients)
     builder.add_node("aggregate", aggregate)
-    builder.add_node("collect_aggregates", collect_aggregates)
+    builder.add_node("collect_aggregates", join)
     builder.add_node("optimize", optimize)
     builder.add_node("propose", propose)
     builder.add_conditional_edges(source, fan_out_critics, ["critic"])
