@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	# Overcooked-AI: its declared deps (gym, pygame) would clash with gymnasium and pygame-ce;
 	# the ones it really needs are in pyproject.toml.
 	$(BIN)/pip install -q --no-deps overcooked-ai==1.1.0
+	# BenchMARL: its declared torchvision/av are not used, and torchvision would replace the CPU torch.
+	$(BIN)/pip install -q --no-deps benchmarl==1.5.2
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -66,7 +66,11 @@ class RunResult:
 
 def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> dict[str, Any]:
     """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
-    decisions = [d for s in traj.steps for d in s.decisions.values()]
+    # A decision counts where the agent had a choice: not a lone legal action such as "wait".
+    decisions = [
+        d for s in traj.steps for a, d in s.decisions.items()
+        if a not in s.observations or len(s.observations[a].legal_actions) != 1
+    ]
     invalid = sum(1 for d in decisions if not d.valid)
     llm = llm or {}
     return {

@@ -2,7 +2,8 @@
 
 It can ``speak`` (write a message from its observation and the transcript it may see),
 ``act`` (chain-of-thought, then one legal action, with lenient parsing, one re-prompt and
-a fallback) and ``reflect`` (write a lesson after an episode).
+a fallback; or, where the observation lists no legal actions, a free-text answer: code, a
+math result or a short answer, extracted from the reply) and ``reflect`` (write a lesson).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from marlang.agents.action_parsing import parse_action
+from marlang.agents.answer_parsing import extract_answer
 from marlang.agents.calls import call_model, call_seed
 from marlang.agents.memory import ReflexionMemory
 from marlang.prompts import PromptLibrary
@@ -40,6 +42,26 @@ class CallContext:
 
     def for_step(self, step: int) -> CallContext:
         return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)
+
+
+FREE_TEXT_ACTIONS = {
+    "code": "any Python code (you answer with a program)",
+    "math": "any text (you answer with a worked solution and a final answer)",
+    "text": "any text (you answer in words)",
+}
+"""What the system prompt lists as possible actions when the observation asks for free text."""
+
+_REPROMPTS = {
+    "code": ("Python code block", "one complete ```python code block", "```python\n"),
+    "math": ("final answer in \\boxed{}", "the final answer as \\boxed{<answer>}", "\\boxed{"),
+    "text": ("answer line", "one line 'Answer: <a short answer>'", "Answer: "),
+}
+"""Per answer format: what was missing, what to write, and the reply's start on local models."""
+
+
+def _answer_format(obs: TextObservation) -> str:
+    form = obs.data.get("answer_format", "text")
+    return form if form in FREE_TEXT_ACTIONS else "text"
 
 
 def render_transcript(messages: list[Message], heading: str = "Messages from your team:") -> str:
@@ -98,7 +120,7 @@ class LLMAgent:
             n_agents=self.n_agents,
             world=self.world,
             mission=obs.mission,
-            actions=", ".join(obs.legal_actions),
+            actions=", ".join(obs.legal_actions) or FREE_TEXT_ACTIONS[_answer_format(obs)],
             policy=self.policy,
             reflections=self.memory.render_reflections(),
         )
@@ -151,12 +173,46 @@ class LLMAgent:
         return Message(sender=self.name, content=text, round=round)
 
     async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
-        if self.action_selection == "score":
+        if len(obs.legal_actions) == 1:
+            # Nothing to choose (e.g. waiting for a teammate's turn): no model call.
+            decision = Decision(obs.legal_actions[0], valid=True)
+        elif not obs.legal_actions:
+            decision = await self._answer_in_text(obs, transcript, ctx)
+        elif self.action_selection == "score":
             decision = await self._act_by_scoring(obs, transcript, ctx)
         else:
             decision = await self._act_by_generating(obs, transcript, ctx)
-        self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
+        if obs.legal_actions:
+            self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
+        else:
+            shown = " ".join(decision.action.split())[:80] or "(no answer)"
+            self.memory.record(ctx.episode, f"step {ctx.step}: you answered '{shown}'")
         return decision
+
+    async def _answer_in_text(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+        """A free-text answer in the format the observation asks for (``data["answer_format"]``:
+        code, math or text). A reply without one is asked again once (local models get the
+        start of the format as the reply's beginning); still none is an empty, invalid action."""
+        form = _answer_format(obs)
+        entry_point = obs.data.get("entry_point") if form == "code" else None
+        messages = self.act_messages(obs, transcript, ctx, instruction=f"act_instruction_{form}")
+        raw = await self._call(messages, ctx, "actor", self.max_tokens)
+        found = extract_answer(raw, form, entry_point)
+        if found.answer is not None:
+            return Decision(found.answer, thought=found.thought, raw=raw, valid=True)
+        if not self.reprompt:
+            return Decision("", thought=found.thought, raw=raw, valid=False)
+        what, how, opening = _REPROMPTS[form]
+        follow_up = messages + [AIMessage(raw), HumanMessage(self.prompts.get("reprompt_answer").render(what=what, how=how))]
+        kwargs: dict[str, Any] = {}
+        if getattr(self.model, "supports_prefill", False):
+            kwargs["prefill"] = opening
+        else:
+            opening = ""
+        raw2 = opening + await self._call(follow_up, ctx, "actor", self.max_tokens, extra=1, **kwargs)
+        found2 = extract_answer(raw2, form, entry_point)
+        both = f"{raw}\n[re-prompt] {raw2}"
+        return Decision(found2.answer or "", thought=found.thought, raw=both, valid=False, reprompted=True)
 
     async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
         """Think (optionally), then let the model score every legal action and take the best:

@@ -6,6 +6,7 @@ and the call context of an episode travel in ``config["configurable"]``.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, TypedDict
@@ -57,7 +58,9 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
 
     async def observe(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
         env = _cfg(config)["env"]
-        observations, _ = env.reset(seed=state["seed"])
+        # In a worker thread: a reset or step may block (loading a task's data, running
+        # generated code in the sandbox) and must not stall the other episodes' model calls.
+        observations, _ = await asyncio.to_thread(env.reset, seed=state["seed"])
         team = _cfg(config).get("team")
         if team is not None:
             team.reset()
@@ -69,7 +72,7 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
         observations = state["observations"]
         transcript, decisions = await decide(observations, ctx)
         actions = {a: d.action for a, d in decisions.items()}
-        next_obs, rewards, terminations, truncations, infos = env.step(actions)
+        next_obs, rewards, terminations, truncations, infos = await asyncio.to_thread(env.step, actions)
         success = any(bool(i.get("success")) for i in infos.values())
         terminated = any(terminations.values())
         truncated = any(truncations.values())

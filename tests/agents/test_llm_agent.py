@@ -136,3 +136,45 @@ def test_a_chooser_answering_outside_the_choices_is_counted_invalid():
     d = asyncio.run(agent.act(OBS, [], CallContext()))
     assert (d.action, d.valid, d.fallback) == ("toggle", False, True)
     assert d.raw.endswith("dance")
+
+
+CODE_OBS = TextObservation(
+    "Write add(a, b) returning the sum.", "solve the task", [],
+    {"answer_format": "code", "entry_point": "add"},
+)
+
+
+def test_free_text_observation_is_answered_with_extracted_code():
+    agent, model = make_agent(lambda msgs: "Sure.\n```python\ndef add(a, b):\n    return a + b\n```")
+    d = asyncio.run(agent.act(CODE_OBS, [], CallContext()))
+    assert d.valid and d.action == "def add(a, b):\n    return a + b" and d.thought == "Sure."
+    system, user = model.calls[0]
+    assert "Python code" in system.content and "```python" in user.content
+
+
+def test_a_reply_without_an_answer_is_asked_again_then_counted_invalid():
+    replies = iter(["I would add them.", "Still thinking."])
+    agent, model = make_agent(lambda msgs: next(replies))
+    d = asyncio.run(agent.act(CODE_OBS, [], CallContext()))
+    assert (d.action, d.valid, d.reprompted) == ("", False, True)
+    assert len(model.calls) == 2 and "held no Python code block" in model.calls[1][-1].content
+    replies = iter(["hmm", "```python\ndef add(a, b):\n    return a + b\n```"])
+    agent, _ = make_agent(lambda msgs: next(replies))
+    d = asyncio.run(agent.act(CODE_OBS, [], CallContext()))
+    assert d.action.startswith("def add") and not d.valid and d.reprompted
+
+
+def test_math_and_text_formats():
+    math_obs = TextObservation("What is 2+2?", "solve", [], {"answer_format": "math"})
+    agent, model = make_agent(lambda msgs: r"2+2 is four, so \boxed{4}")
+    assert asyncio.run(agent.act(math_obs, [], CallContext())).action == "4"
+    assert r"\boxed{<answer>}" in model.calls[0][-1].content
+    text_obs = TextObservation("Who wrote Hamlet?", "answer", [], {})
+    agent, _ = make_agent(lambda msgs: "A playwright.\nAnswer: William Shakespeare")
+    assert asyncio.run(agent.act(text_obs, [], CallContext())).action == "William Shakespeare"
+
+
+def test_a_lone_legal_action_needs_no_model_call():
+    agent, model = make_agent(lambda msgs: "Action: toggle")
+    d = asyncio.run(agent.act(TextObservation("wait for agent_0", "m", ["wait"]), [], CallContext()))
+    assert d == Decision("wait", valid=True) and not model.calls
