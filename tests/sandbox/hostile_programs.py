@@ -1,0 +1,341 @@
+"""Hostile programs as data: each with how to prepare its bait and how to check containment.
+
+Reusable by any test that runs untrusted code (e.g. through a coding environment's `step`):
+
+    context = entry.prepare(tmp_path)          # bait files, listening socket, secrets, ...
+    context["worker_pids"] = sandbox.worker_pids()   # optional: lets kill_parent aim at workers
+    context["process_limit"] = sandbox.isolation.details["process_limit"]  # optional
+    result = sandbox.run_tests(entry.render(context), entry.tests)
+    entry.check(result, context)               # raises AssertionError if anything escaped
+    entry.cleanup(context)
+
+`program` may hold {placeholders} filled from the context by `render`. Checks accept any clear
+refusal (a failed test, an error, a timeout, a kill); they fail only if the attack got through.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from marlang.sandbox import SandboxResult
+
+# Set in the parent's environment by `prepare` (and by test fixtures before pools start).
+SECRET_ENV = {"MARLANG_TEST_SECRET": "marlang-secret-7f3a9c", "OPENAI_API_KEY": "sk-test-b41d2e"}
+
+
+@dataclass(frozen=True)
+class HostileProgram:
+    name: str
+    program: str
+    tests: tuple[str, ...]
+    prepare: Callable[[Path], dict]
+    check: Callable[[SandboxResult, dict], None]
+    cleanup: Callable[[dict], None] = field(default=lambda context: None)
+
+    def render(self, context: dict) -> str:
+        """Fill `{key}` (str) and `{key!r}` (repr) placeholders from the context."""
+        text = self.program
+        for key, value in context.items():
+            if isinstance(value, (str, int, list)):
+                text = text.replace("{" + key + "!r}", repr(value))
+                text = text.replace("{" + key + "}", repr(value) if isinstance(value, list)
+                                    else str(value))
+        return text
+
+
+def _base_context(tmp_path: Path) -> dict:
+    return {"pid": os.getpid(), "worker_pids": [], "tmp_path": str(tmp_path)}
+
+
+def _not_passed(result: SandboxResult) -> None:
+    assert not result.all_passed, f"the attack's test passed: {result.to_dict()}"
+    assert result.status in ("ok", "error", "timeout", "killed"), result.to_dict()
+    if result.status == "ok":
+        assert result.tests and not result.tests[0].passed
+        assert result.tests[0].error_type, result.tests[0]
+
+
+# --------------------------------------------------------------------------- infinite loops
+
+def _check_load_loop(result: SandboxResult, context: dict) -> None:
+    assert result.status == "timeout", result.to_dict()
+    assert result.tests == []
+    assert "time limit" in (result.message or ""), result.message
+
+
+def _check_test_loop(result: SandboxResult, context: dict) -> None:
+    assert result.status in ("ok", "timeout"), result.to_dict()
+    assert result.tests and result.tests[0].timed_out, result.to_dict()
+    assert result.tests[0].error_type == "Timeout"
+    if result.status == "ok":  # the per-test limit fired and the next test still ran
+        assert len(result.tests) == 2 and result.tests[1].passed
+
+
+# --------------------------------------------------------------------------- fork bomb
+
+FORK_BOMB = """
+import ctypes, os, time
+def bomb():
+    libc = ctypes.CDLL(None)
+    forks = 0
+    try:
+        for _ in range(200):
+            pid = os.fork()
+            if pid == 0:
+                libc.prctl(15, b"{marker}", 0, 0, 0)  # PR_SET_NAME: findable in /proc
+                time.sleep(60)
+                os._exit(0)
+            forks += 1
+            time.sleep(0.005)
+    finally:
+        print("forks", forks, flush=True)
+    return forks
+"""
+
+
+def _prepare_bomb(tmp_path: Path) -> dict:
+    return {**_base_context(tmp_path), "marker": "mlb" + uuid.uuid4().hex[:10]}
+
+
+def marker_processes(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/comm").read_text().strip() == marker:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _check_bomb(result: SandboxResult, context: dict) -> None:
+    # Callers pass the level's `details["process_limit"]`; only a level that claims a process
+    # limit must cut the bomb off (root without namespaces is exempt from RLIMIT_NPROC). Every
+    # level must leave no process behind.
+    if context.get("process_limit", True):
+        _not_passed(result)
+    deadline = time.monotonic() + 3.0  # kills are asynchronous: allow the kernel a moment
+    while marker_processes(context["marker"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker_processes(context["marker"]) == [], "fork bomb processes outlived the run"
+
+
+def _cleanup_bomb(context: dict) -> None:
+    for pid in marker_processes(context["marker"]):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- memory
+
+def _check_memory(result: SandboxResult, context: dict) -> None:
+    _not_passed(result)
+    if result.status == "ok":
+        assert result.tests[0].error_type == "MemoryError", result.tests[0]
+
+
+# --------------------------------------------------------------------------- files
+
+WRITE_FILE = """
+def attack():
+    with open({target!r}, "w") as fh:
+        fh.write("escaped")
+    return "written"
+"""
+
+
+def _prepare_home_write(tmp_path: Path) -> dict:
+    target = Path(os.path.expanduser("~")) / f".marlang-hostile-{uuid.uuid4().hex}"
+    return {**_base_context(tmp_path), "target": str(target)}
+
+
+def _prepare_tmp_write(tmp_path: Path) -> dict:
+    target = Path(tempfile.gettempdir()) / f"marlang-hostile-{uuid.uuid4().hex}"
+    return {**_base_context(tmp_path), "target": str(target)}
+
+
+def _check_no_file(result: SandboxResult, context: dict) -> None:
+    # At namespace levels /tmp is the run's own tmpfs: the write may succeed in there, but
+    # the real path must stay untouched.
+    assert not Path(context["target"]).exists(), f"the program wrote {context['target']}"
+    assert result.status in ("ok", "error", "timeout", "killed"), result.to_dict()
+
+
+def _cleanup_file(context: dict) -> None:
+    Path(context["target"]).unlink(missing_ok=True)
+
+
+DELETE_PROJECT = """
+import os, shutil
+def attack():
+    errors = []
+    for action in (lambda: os.remove({canary!r}), lambda: shutil.rmtree({project!r})):
+        try:
+            action()
+        except Exception as exc:
+            errors.append(type(exc).__name__)
+    assert not errors, errors
+    return "deleted"
+"""
+
+
+def _prepare_project(tmp_path: Path) -> dict:
+    project = tmp_path / f"project-{uuid.uuid4().hex[:8]}"
+    (project / "src").mkdir(parents=True)
+    canary = project / "src" / "canary.py"
+    canary.write_text("CANARY = 42\n")
+    (project / "README.md").write_text("keep me\n")
+    return {**_base_context(tmp_path), "project": str(project), "canary": str(canary)}
+
+
+def _check_project(result: SandboxResult, context: dict) -> None:
+    canary = Path(context["canary"])
+    assert canary.exists() and canary.read_text() == "CANARY = 42\n", "the canary was deleted"
+    assert (Path(context["project"]) / "README.md").exists(), "project files were deleted"
+    _not_passed(result)
+
+
+# --------------------------------------------------------------------------- secrets
+
+READ_SECRETS = """
+import os
+def attack():
+    seen = dict(os.environ)
+    for path in ("/proc/{pid}/environ", "/proc/1/environ", "/proc/self/environ"):
+        try:
+            with open(path, "rb") as fh:
+                seen[path] = fh.read().decode(errors="replace")
+        except OSError as exc:
+            seen[path] = type(exc).__name__
+    print(seen)
+    return seen
+"""
+
+
+def _prepare_secrets(tmp_path: Path) -> dict:
+    saved = {name: os.environ.get(name) for name in SECRET_ENV}
+    os.environ.update(SECRET_ENV)  # workers must not pass these on, whenever they started
+    return {**_base_context(tmp_path), "secrets": dict(SECRET_ENV), "saved_env": saved}
+
+
+def _cleanup_secrets(context: dict) -> None:
+    for name, value in context["saved_env"].items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _check_secrets(result: SandboxResult, context: dict) -> None:
+    text = repr(result.to_dict())
+    for name, value in context["secrets"].items():
+        assert value not in text, f"the program saw {name}"
+    assert result.status == "ok" and result.tests, result.to_dict()  # it ran, and saw nothing
+
+
+# --------------------------------------------------------------------------- network
+
+CONNECT = """
+import socket
+def attack():
+    with socket.create_connection(("127.0.0.1", {port}), timeout=1.0) as conn:
+        conn.sendall(b"exfiltrated")
+    return "connected"
+"""
+
+
+def _prepare_listener(tmp_path: Path) -> dict:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    return {**_base_context(tmp_path), "port": server.getsockname()[1], "server": server}
+
+
+def _check_listener(result: SandboxResult, context: dict) -> None:
+    ready, _, _ = select.select([context["server"]], [], [], 0.2)
+    assert not ready, "a connection reached the test's listening socket"
+    _not_passed(result)
+
+
+def _cleanup_listener(context: dict) -> None:
+    context["server"].close()
+
+
+# --------------------------------------------------------------------------- signals
+
+KILL_PARENT = """
+import os, signal
+def attack():
+    hits = []
+    for pid in [os.getppid(), {pid}] + {worker_pids}:
+        if pid <= 1:
+            continue  # never aim at init, even if containment failed
+        try:
+            os.kill(pid, signal.SIGKILL)
+            hits.append(pid)
+        except Exception:
+            pass
+    assert hits == "all dead", hits
+"""
+
+
+def _check_kill(result: SandboxResult, context: dict) -> None:
+    os.kill(context["pid"], 0)  # still here (trivially, if this runs: kept for readers)
+    for pid in context["worker_pids"]:
+        os.kill(pid, 0)  # raises ProcessLookupError if the attack killed a worker
+    _not_passed(result)
+
+
+# --------------------------------------------------------------------------- disk
+
+BIG_FILE = """
+def attack():
+    with open("big.bin", "wb") as fh:
+        for _ in range(200):
+            fh.write(b"x" * (1 << 20))
+    return "200 MiB written"
+"""
+
+
+def _check_disk(result: SandboxResult, context: dict) -> None:
+    _not_passed(result)
+
+
+HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
+    HostileProgram("infinite_loop_at_load", "while True:\n    pass\n", ("assert True",),
+                   _base_context, _check_load_loop),
+    HostileProgram("infinite_loop_in_test", "def spin():\n    while True:\n        pass\n",
+                   ("assert spin() == 1", "assert 1 + 1 == 2"), _base_context, _check_test_loop),
+    HostileProgram("fork_bomb", FORK_BOMB, ("assert bomb() == 200",), _prepare_bomb,
+                   _check_bomb, _cleanup_bomb),
+    HostileProgram("allocate_10_gb", "def grab():\n    return len(bytearray(10 * 1024 ** 3))\n",
+                   ("assert grab() == 10 * 1024 ** 3",), _base_context, _check_memory),
+    HostileProgram("write_real_home", WRITE_FILE, ("assert attack() == 'written'",),
+                   _prepare_home_write, _check_no_file, _cleanup_file),
+    HostileProgram("write_outside_tmp", WRITE_FILE, ("assert attack() == 'written'",),
+                   _prepare_tmp_write, _check_no_file, _cleanup_file),
+    HostileProgram("delete_project", DELETE_PROJECT, ("assert attack() == 'deleted'",),
+                   _prepare_project, _check_project),
+    HostileProgram("read_secrets", READ_SECRETS, ("attack()",), _prepare_secrets,
+                   _check_secrets, _cleanup_secrets),
+    HostileProgram("connect_loopback", CONNECT, ("assert attack() == 'connected'",),
+                   _prepare_listener, _check_listener, _cleanup_listener),
+    HostileProgram("kill_parent_and_workers", KILL_PARENT, ("attack()",), _base_context,
+                   _check_kill),
+    HostileProgram("fill_disk", BIG_FILE, ("assert attack() == '200 MiB written'",),
+                   _base_context, _check_disk),
+)
+HOSTILE_BY_NAME = {entry.name: entry for entry in HOSTILE_PROGRAMS}
