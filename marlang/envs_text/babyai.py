@@ -221,20 +221,10 @@ class BabyAITextEnv(ParallelEnv):
         places the named agents explicitly (any agent, agent_0 included); the others start
         as usual: agent_0 at the level's own start, the rest on random free cells of its room.
         """
-        options = dict(options or {})
-        starts = options.pop("agent_starts", None) or {}
-        if options:
-            logger.warning("BabyAITextEnv.reset ignores unknown options %s", sorted(options))
-        with _minigrid_prints_to_log():
-            self._level.reset(seed=seed)
+        self._restart(seed, options)
         if seed is not None:
             for offset, agent in enumerate(self.possible_agents):
                 self._action_spaces[agent].seed(seed + offset)
-        self._t = 0
-        self._level.step_count = 0
-        self._max_steps = self._max_steps_override or int(self._level.max_steps)
-        self._states = self._initial_states(starts)
-        self.agents = list(self.possible_agents)
         observations = {agent: self.observe(agent) for agent in self.agents}
         infos = {agent: self._info(success=False) for agent in self.agents}
         return observations, infos
@@ -242,7 +232,33 @@ class BabyAITextEnv(ParallelEnv):
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """Apply one joint action (one entry per live agent)."""
         check_joint_action(self.agents, actions)
+        agents = list(self.agents)
+        rewards, terminations, truncations, infos = self._advance(actions)
+        observations = {agent: self.observe(agent) for agent in agents}
+        return observations, rewards, terminations, truncations, infos
 
+    def _restart(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
+        """Generate a new level and place the agents (no observations: numeric wrappers use
+        it); ``options`` as for ``reset``."""
+        options = dict(options or {})
+        starts = options.pop("agent_starts", None) or {}
+        if options:
+            logger.warning("BabyAITextEnv.reset ignores unknown options %s", sorted(options))
+        with _minigrid_prints_to_log():
+            self._level.reset(seed=seed)
+        self._t = 0
+        self._level.step_count = 0
+        self._max_steps = self._max_steps_override or int(self._level.max_steps)
+        self._states = self._initial_states(starts)
+        self.agents = list(self.possible_agents)
+
+    def _advance(
+        self, actions: Mapping[str, Any]
+    ) -> tuple[
+        dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]
+    ]:
+        """Apply a checked joint action: rewards, terminations, truncations and infos, but
+        no observations (numeric wrappers use it)."""
         self._t += 1
         self._level.step_count = self._t
         status, completed_by = "continue", None
@@ -262,7 +278,6 @@ class BabyAITextEnv(ParallelEnv):
         truncated = not terminated and self._t >= self._max_steps
         reward = 1.0 - 0.9 * self._t / self._max_steps if success else 0.0
         agents = list(self.agents)
-        observations = {agent: self.observe(agent) for agent in agents}
         rewards = dict.fromkeys(agents, reward)
         terminations = dict.fromkeys(agents, terminated)
         truncations = dict.fromkeys(agents, truncated)
@@ -272,7 +287,7 @@ class BabyAITextEnv(ParallelEnv):
         }
         if terminated or truncated:
             self.agents = []
-        return observations, rewards, terminations, truncations, infos
+        return rewards, terminations, truncations, infos
 
     def render(self) -> np.ndarray | None:
         """RGB array (H, W, 3) of the whole level: every agent as a coloured triangle (see

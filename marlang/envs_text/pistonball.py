@@ -45,6 +45,11 @@ MAX_PISTONS = 20
 DEFAULT_MAX_CYCLES = 125
 """PettingZoo's own ``max_cycles`` default."""
 
+REWARD_MODES: tuple[str, ...] = ("dense", "sparse")
+"""``dense``: PettingZoo's shaped reward; ``sparse``: LCA's +1 at the wall, -0.1 per cycle."""
+SPARSE_SUCCESS_REWARD = 1.0
+SPARSE_STEP_PENALTY = -0.1
+
 STILL_SPEED = 0.05
 """Ball speeds below this many piston widths per second are reported as "at rest"."""
 
@@ -92,7 +97,9 @@ class PistonballTextEnv(ParallelEnv):
     (40 pixels), heights of the ball in positions, speeds in piston widths per simulated second.
 
     Reward is PettingZoo's shared per-cycle reward (100 for moving the ball the whole way to the
-    left wall, minus ``time_penalty`` each cycle until the last). ``terminations`` are all True
+    left wall, minus ``time_penalty`` each cycle until the last). With ``reward_mode="sparse"``
+    it is instead the LCA paper's sparse team reward: -0.1 every cycle, plus 1 on the cycle the
+    ball reaches the left wall (``time_penalty`` is then unused). ``terminations`` are all True
     when the ball reaches the left wall (``infos[agent]["success"]``); ``truncations`` are all
     True when ``max_steps`` cycles pass without that.
 
@@ -121,6 +128,7 @@ class PistonballTextEnv(ParallelEnv):
         ball_mass: float = 0.75,
         ball_friction: float = 0.3,
         ball_elasticity: float = 1.5,
+        reward_mode: str = "dense",
     ):
         """
         Args:
@@ -132,7 +140,13 @@ class PistonballTextEnv(ParallelEnv):
             random_drop: drop the ball at a random x and height near the right (else fixed).
             random_rotate: give the ball a random initial spin.
             ball_mass, ball_friction, ball_elasticity: the ball's physics (PettingZoo's defaults).
+            reward_mode: ``"dense"`` (PettingZoo's reward) or ``"sparse"`` (+1 at the wall,
+                -0.1 per cycle).
         """
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(
+                f"reward_mode must be one of {list(REWARD_MODES)}, got {reward_mode!r}"
+            )
         if not is_integer(n_pistons) or not MIN_PISTONS <= n_pistons <= MAX_PISTONS:
             raise ValueError(
                 f"n_pistons must be an integer in {MIN_PISTONS}..{MAX_PISTONS}, got {n_pistons!r}"
@@ -158,6 +172,7 @@ class PistonballTextEnv(ParallelEnv):
         self.render_mode = render_mode
         self.env_id = env_id or "pistonball"
         self.time_penalty = float(time_penalty)
+        self.reward_mode = reward_mode
         self.possible_agents: list[str] = [f"agent_{i}" for i in range(int(n_pistons))]
         self.agents: list[str] = []
         self._action_spaces = {
@@ -175,6 +190,10 @@ class PistonballTextEnv(ParallelEnv):
             "Move the ball to the left wall as fast as possible. All pistons share one reward: "
             "the ball's progress toward the left wall (100 for the whole way) minus "
             f"{abs(self.time_penalty):g} for every cycle it takes."
+            if reward_mode == "dense"
+            else "Move the ball to the left wall as fast as possible. All pistons share one "
+            f"reward: {SPARSE_SUCCESS_REWARD:g} when the ball reaches the left wall, minus "
+            f"{abs(SPARSE_STEP_PENALTY):g} for every cycle."
         )
 
     def __repr__(self) -> str:
@@ -197,13 +216,10 @@ class PistonballTextEnv(ParallelEnv):
         """Drop a new ball on new piston heights; ``reset(seed=s)`` gives the same episode."""
         if options:
             logger.warning("PistonballTextEnv.reset ignores unknown options %s", sorted(options))
-        self._raw.reset(seed=seed)
+        self._restart(seed)
         if seed is not None:
             for offset, agent in enumerate(self.possible_agents):
                 self._action_spaces[agent].seed(seed + offset)
-        self._t = 0
-        self._started = True
-        self.agents = list(self.possible_agents)
         observations = self._observe_all(self.agents)
         infos = {agent: self._info(success=False, illegal=False) for agent in self.agents}
         return observations, infos
@@ -212,17 +228,8 @@ class PistonballTextEnv(ParallelEnv):
         """Apply one joint action (one entry per live agent): one Pistonball cycle."""
         check_joint_action(self.agents, actions)
         indices = [self._action_index(actions[agent]) for agent in self.agents]
-        raw = self._raw
-        stay = PISTONBALL_ACTION_INDEX["stay"]
-        # The raw env expects its pistons in order, once each; all agents live together.
-        for index in indices:
-            raw.step(stay if index is None else index)
-
-        self._t += 1
-        reward = float(raw.rewards[raw.possible_agents[0]])
-        terminated = bool(raw.terminate)
-        truncated = not terminated and self._t >= self._max_steps
         agents = list(self.agents)
+        reward, terminated, truncated = self._advance(indices)
         observations = self._observe_all(agents)
         rewards = dict.fromkeys(agents, reward)
         terminations = dict.fromkeys(agents, terminated)
@@ -305,6 +312,30 @@ class PistonballTextEnv(ParallelEnv):
         return PistonballRuleTeam(self)
 
     # ----------------------------------------------------------------- internals
+
+    def _restart(self, seed: int | None) -> None:
+        """Reset the physics and the cycle count (no observations: numeric wrappers use it)."""
+        self._raw.reset(seed=seed)
+        self._t = 0
+        self._started = True
+        self.agents = list(self.possible_agents)
+
+    def _advance(self, indices: list[int | None]) -> tuple[float, bool, bool]:
+        """One cycle with one action index per piston (``None``: stay); returns the shared
+        reward, terminated, truncated. Builds no observation (numeric wrappers use it)."""
+        raw = self._raw
+        stay = PISTONBALL_ACTION_INDEX["stay"]
+        # The raw env expects its pistons in order, once each; all agents live together.
+        for index in indices:
+            raw.step(stay if index is None else index)
+        self._t += 1
+        terminated = bool(raw.terminate)
+        truncated = not terminated and self._t >= self._max_steps
+        if self.reward_mode == "dense":
+            reward = float(raw.rewards[raw.possible_agents[0]])
+        else:
+            reward = SPARSE_STEP_PENALTY + (SPARSE_SUCCESS_REWARD if terminated else 0.0)
+        return reward, terminated, truncated
 
     def _scene(self) -> _Scene:
         raw = self._raw

@@ -287,6 +287,7 @@ class PistonballFactory:
         ball_mass: float = 0.75,
         ball_friction: float = 0.3,
         ball_elasticity: float = 1.5,
+        reward_mode: str = "dense",
     ) -> ParallelEnv:
         from marlang.envs_text.pistonball import PistonballTextEnv
 
@@ -299,6 +300,7 @@ class PistonballFactory:
             n_agents, max_steps=max_steps, render_mode=render_mode, env_id=self.env_id,
             time_penalty=time_penalty, random_drop=random_drop, random_rotate=random_rotate,
             ball_mass=ball_mass, ball_friction=ball_friction, ball_elasticity=ball_elasticity,
+            reward_mode=reward_mode,
         )
 
 
@@ -321,6 +323,9 @@ def _default_registry() -> EnvRegistry:
         PistonballFactory("pistonball"),
         "PettingZoo Pistonball with n_agents pistons (2 to 20): ball to the left wall; 125 cycles",
     )
+    from marlang.envs_marl.registration import register_marl_envs  # builds on this package
+
+    register_marl_envs(registry)
     return registry
 
 
