@@ -263,7 +263,7 @@ class Experiment:
         )
         return entry.factory(options, context)
 
-    def manifest(self, model_id: str) -> dict[str, Any]:
+    def manifest(self, model_id: str, env: Any = None) -> dict[str, Any]:
         c = self.config
         manifest = {
             "name": c.run.name,
@@ -282,6 +282,10 @@ class Experiment:
         weights = getattr(self.model, "weights_id", None)
         if weights:
             manifest["weights_id"] = weights
+        sandbox = getattr(env, "sandbox", None)
+        if sandbox is not None:
+            # Which isolation ran the generated code: it differs between machines.
+            manifest["sandbox"] = sandbox.isolation.to_dict()
         return manifest
 
     # running ---------------------------------------------------------------------------------
@@ -310,11 +314,11 @@ class Experiment:
         from marlang.models import UsageRecorder
 
         c = self.config
-        self._prepare_directory()
+        narrator_env = self._make_env()
+        self._prepare_directory(narrator_env)
         self._played = 0
         self._envs: list[Any] = []
         self._free_envs: asyncio.Queue[Any] = asyncio.Queue()
-        narrator_env = self._make_env()
         self.agents = {}
         self._decide: Any = None
         if not self.scripted:
@@ -376,7 +380,7 @@ class Experiment:
                 env.close()
         return RunResult(self.run_dir.path, self.finalize(), self._played, paused)
 
-    def _prepare_directory(self) -> None:
+    def _prepare_directory(self, env: Any = None) -> None:
         """Create the run directory, or check that a resumed run measures the same thing."""
         rd = self.run_dir
         if rd.exists() and not self.resume:
@@ -388,7 +392,7 @@ class Experiment:
             rd.rewrite_metrics([d["metrics"] for d in dicts])
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
         model_id = self.config.model.spec if not self.scripted else "scripted"
-        rd.create(self.config.to_yaml(), self.manifest(model_id))
+        rd.create(self.config.to_yaml(), self.manifest(model_id, env))
 
     def _initial_policies(self) -> dict[str, str]:
         c = self.config
@@ -536,7 +540,9 @@ class Experiment:
                 traj = await run_episode(
                     self._episode_graph, env=env, episode=episode, seed=seed,
                     decide=scripted_decider(team) if self.scripted else self._decide,
-                    ctx=ctx, max_steps=max_steps + 1, env_id=c.env.id, protocol=self.setting, team=team,
+                    # Turn-based envs (one agent acts per step) count env.max_steps in turns.
+                    ctx=ctx, max_steps=max(max_steps, getattr(env, "max_env_steps", 0) or 0) + 1,
+                    env_id=c.env.id, protocol=self.setting, team=team,
                 )
             finally:
                 self._free_envs.put_nowait(env)

@@ -326,6 +326,9 @@ def _default_registry() -> EnvRegistry:
     from marlang.envs_marl.registration import register_marl_envs  # builds on this package
 
     register_marl_envs(registry)
+    from marlang.envs_text.cooperative_tasks import register_task_envs
+
+    register_task_envs(registry)
     return registry
 
 
@@ -344,6 +347,10 @@ def make(env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv
     Overcooked envs ``action_mode`` (``"subgoal"``/``"primitive"``), ``random_start``,
     ``patience``, ``wait_ticks``, ``counter_options`` (``max_steps`` is the horizon in ticks);
     Pistonball envs the ball's physics options (``max_steps`` counts cycles).
+    Task envs (``code/humaneval``, ``code/mbpp``, ``code/coophumaneval``, ``math/math``,
+    ``qa/hotpotqa``) take ``structure``, ``feedback``, ``memory``, ``sandbox_slice``,
+    ``expert_model``, ``reward`` (coding), ``split``, ``dataset``, ``data_files``, ``limit``,
+    ... (``max_steps`` counts turns; see ``marlang.envs_text.cooperative_tasks``).
     """
     return DEFAULT_REGISTRY.make(env_id, n_agents=n_agents, **kwargs)
 
