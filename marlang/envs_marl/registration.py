@@ -162,6 +162,32 @@ MARL_ENVS: tuple[tuple[str, str, str, int], ...] = (
 )
 """(id, module with ``factory(env_id)``, description, default agent count) of every env."""
 
+GRIDWORLD_ENVS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "gridworld/two-switch",
+        "marlang.envs_marl.two_switch",
+        "make_two_switch",
+        ("LCA Two-Switch: trigger both switches to unlock the door, then reach the goal; "
+        "2 agents, 9x9 grid, 100 steps"),
+    ),
+    (
+        "gridworld/victim-rubble",
+        "marlang.envs_marl.victim_rubble",
+        "make_victim_rubble",
+        ("LCA Victim-Rubble: a healer heals 2 victims, a clearer clears 3 rubble (2 block the "
+        "way to a victim); 2 agents, 11x6 grid, 100 steps"),
+    ),
+    (
+        "spaceworld",
+        "marlang.envs_marl.spaceworld",
+        "make_spaceworld",
+        ("Spaceworld: 2 satellites carry their mirror segments to their destinations on a 10x10 "
+        "grid; a collision ends the episode; reward 10 minus extra steps; 50 steps"),
+    ),
+)
+"""(id, module, its env factory function, description) of the two-agent worlds built from the
+LCA and LLM-MCA papers' descriptions."""
+
 
 def register_marl_envs(registry: Any) -> None:
     """Register every ``envs_marl`` id in ``registry`` (an ``EnvRegistry``)."""
@@ -169,3 +195,5 @@ def register_marl_envs(registry: Any) -> None:
         registry.register(
             env_id, LazyEnvFactory(module, env_id), description, default_agents=agents
         )
+    for env_id, module, attribute, description in GRIDWORLD_ENVS:
+        registry.register(env_id, LazyEnvFactory(module, env_id, attribute), description)
