@@ -11,6 +11,7 @@ import bench_envs_marl
 import bench_envs_overcooked
 import bench_envs_pistonball
 import bench_langmarl
+import bench_neural
 import bench_parallel
 import bench_sandbox
 import bench_scoring
@@ -31,6 +32,8 @@ def main() -> None:
     bench_sandbox.main()
     print("\n== credit-assignment envs: numeric / text steps vs the packages ==")
     bench_envs_marl.main()
+    print("\n== neural MARL (BenchMARL): env steps and MAPPO frames per second ==")
+    bench_neural.main()
 
 
 if __name__ == "__main__":

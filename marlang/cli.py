@@ -153,7 +153,8 @@ def _run(args: argparse.Namespace) -> int:
 def _print_result(result, config) -> None:
     from marlang.report import markdown_table, policies_text
 
-    print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.env.id} ({config.model.spec})"))
+    model = result.summary.get("model", config.model.spec)  # neural runs name their networks
+    print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.env.id} ({model})"))
     if result.summary.get("policies"):
         print(policies_text(result.summary["policies"]))
     if result.paused:

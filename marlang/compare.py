@@ -66,7 +66,8 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             apply_override(data, k, v)
         cfg = build_config(data)
         group = cfg.env.id
-        head = [cfg.protocol.label, cfg.learning.label] if cfg.agents.kind == "llm" else ["scripted"]
+        head = {"llm": [cfg.protocol.label, cfg.learning.label], "neural": [cfg.learning.label]}.get(
+            cfg.agents.kind, ["scripted"])
         label_parts = head + [
             f"{k}={v}" for k, v in zip(keys, combo)
             if k not in ("protocol", "env.id", "learning") and not k.startswith("learning.")]
@@ -111,7 +112,7 @@ def run_comparison(
                 shared_model, shared_cache = build_chat_model(s.config.model)
             kwargs = {"chat_model": shared_model, "cache": shared_cache}
         logger.info("setting %s -> %s", s.name, run_path)
-        label = s.name if s.config.agents.kind == "llm" else None
+        label = s.name if s.config.agents.kind != "scripted" else None
         Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, **kwargs).run()
     return write_comparison(out)
 

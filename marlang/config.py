@@ -119,7 +119,9 @@ class ProtocolConfig(_Section):
 class AgentsConfig(_Section):
     """How the agents decide: LLM agents with a policy text, or the env's scripted team."""
 
-    kind: Literal["llm", "scripted"] = "llm"
+    kind: Literal["llm", "scripted", "neural"] = Field(
+        "llm", description="llm | scripted (the env's reference team) | neural (learning.method: mappo, ippo, qmix, vdn)"
+    )
     policy: str = Field(
         "Work with your teammates to finish the mission in as few steps as possible.",
         description="Initial policy text shown to every agent.",
@@ -234,6 +236,9 @@ class ExperimentConfig(_Section):
                 raise ValueError(
                     f"protocol.speakers: unknown agent {bad[0]!r}; valid choices: {', '.join(names)}"
                 )
+        from marlang.trainers.neural.methods import check_neural_pairing
+
+        check_neural_pairing(self)  # neural agents <-> a neural learning.method
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")

@@ -227,6 +227,8 @@ class Experiment:
         c = self.config
         if self._label:
             return self._label
+        if c.agents.kind == "neural":
+            return c.learning.label
         if not self.scripted:
             return f"{c.protocol.label}, {c.learning.label}"
         return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
@@ -290,6 +292,10 @@ class Experiment:
 
     # running ---------------------------------------------------------------------------------
     def run(self) -> RunResult:
+        if self.config.agents.kind == "neural":  # trained by BenchMARL, not the LLM training graph
+            from marlang.trainers.neural.learner import NeuralTrainer
+
+            return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
         return asyncio.run(self.arun())
 
     def review(self, decisions: dict[str, Any]) -> RunResult:
@@ -564,6 +570,10 @@ class Experiment:
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the episodes and iterations on disk."""
+        if self.config.agents.kind == "neural":
+            from marlang.trainers.neural.learner import NeuralTrainer
+
+            return NeuralTrainer(self.config, self.run_dir.path, resume=True, label=self._label).finalize()
         dicts = sorted(self.run_dir.load_episode_dicts(), key=lambda d: d["episode"])
         rows = [d["metrics"] for d in dicts if d.get("phase", "train") == "train"]
         summary = summarize_episodes(rows) if rows else {"episodes": 0}

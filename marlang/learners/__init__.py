@@ -14,6 +14,7 @@ from marlang.learners.base import (
 from marlang.learners.context import LearnerContext
 from marlang.learners.langmarl import LangMARLLearner, LangMARLOptions, parse_credits
 from marlang.learners.reflexion import ReflexionLearner, ReflexionOptions
+from marlang.trainers.neural import methods as _neural_methods  # noqa: F401  registers mappo, ippo, qmix, vdn
 
 __all__ = [
     "Candidate",

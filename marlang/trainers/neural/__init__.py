@@ -1,0 +1,57 @@
+"""Neural MARL learners (MAPPO, IPPO, QMIX, VDN) through BenchMARL on marlang's envs, with a
+per-agent reward hook for LLM critics. ``learning.method`` selects one; ``train`` runs a config.
+
+Only the options models load with the package; torch, torchrl and BenchMARL load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from marlang.trainers.neural.methods import (
+    NEURAL_LEARNERS,
+    NeuralOptions,
+    PPOOptions,
+    QMIXOptions,
+    VDNOptions,
+    check_neural_pairing,
+    is_neural_method,
+)
+from marlang.trainers.neural.reward_hook import RewardHook, load_reward_hook
+
+_LAZY = {
+    "NeuralTrainer": "marlang.trainers.neural.learner",
+    "train": "marlang.trainers.neural.learner",
+    "benchmarl_configs": "marlang.trainers.neural.learner",
+    "MarlangTask": "marlang.trainers.neural.tasks",
+    "NumericParallelEnv": "marlang.trainers.neural.tasks",
+    "RewardHookCallback": "marlang.trainers.neural.callbacks",
+    "IterationRecorder": "marlang.trainers.neural.callbacks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "NEURAL_LEARNERS",
+    "IterationRecorder",
+    "MarlangTask",
+    "NeuralOptions",
+    "NeuralTrainer",
+    "NumericParallelEnv",
+    "PPOOptions",
+    "QMIXOptions",
+    "RewardHook",
+    "RewardHookCallback",
+    "VDNOptions",
+    "benchmarl_configs",
+    "check_neural_pairing",
+    "is_neural_method",
+    "load_reward_hook",
+    "train",
+]

@@ -1,0 +1,350 @@
+"""Runs a neural MARL learner (MAPPO, IPPO, QMIX, VDN) as a BenchMARL ``Experiment`` on a
+marlang env, into marlang's run directory: ``iterations.csv`` while training, then a greedy
+evaluation into ``metrics.csv`` and ``summary.json``, the learning curve, and BenchMARL's own
+outputs (logs, checkpoints) under ``benchmarl/``.
+
+``--resume`` of a finished run trains nothing; an interrupted one continues from BenchMARL's
+latest checkpoint (every ``learning.checkpoint_batches`` batches), or starts over without one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from benchmarl.algorithms import IppoConfig, MappoConfig, QmixConfig, VdnConfig
+from benchmarl.algorithms.common import AlgorithmConfig
+from benchmarl.experiment import Experiment as BenchmarlExperiment
+from benchmarl.experiment import ExperimentConfig as BenchmarlConfig
+from benchmarl.experiment.callback import Callback
+from benchmarl.models.mlp import MlpConfig
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
+from marlang.experiment import EVAL_EPISODE_BASE, RunResult
+from marlang.report import plot_iteration_curves, summarize_episodes
+from marlang.rundir import RunDirectory
+from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
+from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
+from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
+from marlang.trainers.neural.tasks import GROUP, MarlangTask
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "neural_state.json"
+"""Where a neural run is: ``training`` -> ``trained`` -> ``finished`` (evaluated)."""
+EVALUATION_FILE = "evaluation.json"
+BENCHMARL_DIR = "benchmarl"
+
+_ALGORITHMS: dict[str, type[AlgorithmConfig]] = {
+    "MappoConfig": MappoConfig, "IppoConfig": IppoConfig, "QmixConfig": QmixConfig, "VdnConfig": VdnConfig,
+}
+
+
+def resolve_device(device: str | None, key: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu``; an unavailable device is a ConfigError."""
+    if device is None or device == "cpu":
+        return "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"{key}: {device!r} is not available here (torch.cuda.is_available() is False); "
+                          "valid choices on this machine: cpu, auto")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{key}: 'mps' is not available here; valid choices on this machine: cpu, auto")
+    return device
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` torch CPU threads: tiny networks lose far more to thread hand-offs
+    (worse on a shared machine) than they gain from splitting their matrix products."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def model_name(options: NeuralOptions) -> str:
+    """The networks in words, for tables: ``mlp-64x64``."""
+    return "mlp-" + "x".join(str(h) for h in options.hidden)
+
+
+def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file: Path | None = None,
+                      ) -> tuple[AlgorithmConfig, MlpConfig, BenchmarlConfig]:
+    """BenchMARL's algorithm, model and experiment configs for a marlang config."""
+    o: Any = config.learning.options
+    algorithm = _ALGORITHMS[NEURAL_LEARNERS[config.learning.method].algorithm].get_from_yaml()
+    if isinstance(o, PPOOptions):
+        for key in ("share_param_critic", "clip_epsilon", "entropy_coef", "critic_coef", "lmbda"):
+            setattr(algorithm, key, getattr(o, key))
+    elif hasattr(algorithm, "mixing_embed_dim"):
+        algorithm.mixing_embed_dim = o.mixing_embed_dim
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[o.activation]
+    model = MlpConfig(num_cells=list(o.hidden), layer_class=torch.nn.Linear, activation_class=activation)
+
+    e = BenchmarlConfig.get_from_yaml()
+    train_device = resolve_device(o.device, "learning.device")
+    e.train_device = e.buffer_device = train_device
+    e.sampling_device = resolve_device(o.sampling_device, "learning.sampling_device")
+    e.share_policy_params = o.share_policy_params
+    e.prefer_continuous_actions = False
+    e.gamma, e.lr = o.gamma, o.lr
+    e.clip_grad_norm, e.clip_grad_val = o.clip_grad_norm is not None, o.clip_grad_norm
+    e.max_n_iters, e.max_n_frames = None, o.batches * o.frames_per_batch
+    e.on_policy_collected_frames_per_batch = e.off_policy_collected_frames_per_batch = o.frames_per_batch
+    e.on_policy_n_envs_per_worker = e.off_policy_n_envs_per_worker = o.n_envs
+    if isinstance(o, PPOOptions):
+        e.on_policy_n_minibatch_iters, e.on_policy_minibatch_size = o.epochs, o.minibatch_size
+    else:
+        e.off_policy_n_optimizer_steps = o.optimizer_steps
+        e.off_policy_train_batch_size = o.batch_size
+        e.off_policy_memory_size = min(o.buffer_size, e.max_n_frames)
+        e.off_policy_init_random_frames = 0
+        e.exploration_eps_init, e.exploration_eps_end = o.eps_init, o.eps_end
+        e.exploration_anneal_frames = o.exploration_frames
+        e.soft_target_update, e.polyak_tau = True, o.target_tau
+    e.evaluation = o.evaluation_interval is not None
+    e.evaluation_interval = o.evaluation_interval or o.frames_per_batch
+    e.evaluation_episodes = o.evaluation_episodes
+    e.evaluation_deterministic_actions = True
+    e.render = False
+    e.loggers = list(o.loggers)
+    e.create_json = e.evaluation
+    e.save_folder = str(save_folder)
+    e.restore_file = None if restore_file is None else str(restore_file)
+    e.checkpoint_interval = o.checkpoint_batches * o.frames_per_batch
+    e.checkpoint_at_end = True
+    e.keep_checkpoints_num = 2
+    return algorithm, model, e
+
+
+def task_for(config: ExperimentConfig) -> MarlangTask:
+    """The BenchMARL task of a config's env section."""
+    return MarlangTask(config.env.id, config.env.n_agents, config.env.max_steps, config.env.kwargs)
+
+
+class NeuralTrainer:
+    """Trains one config with ``agents.kind: neural`` into ``out_dir``.
+
+    ``reward_hook`` (Python) replaces the per-agent rewards the learner trains on; without it
+    ``learning.reward_hook`` (an import path) is used, if set. ``label`` names the run in tables;
+    ``callbacks`` are extra BenchMARL callbacks (called after marlang's own).
+    """
+
+    def __init__(self, config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False,
+                 reward_hook: RewardHook | None = None, label: str | None = None,
+                 callbacks: Sequence[Callback] = ()) -> None:
+        self.config = config
+        self.callbacks = list(callbacks)
+        self.run_dir = RunDirectory(out_dir)
+        self.resume = resume
+        self.label = label
+        self.options: Any = config.learning.options
+        self.reward_hook = reward_hook
+        if reward_hook is None and self.options.reward_hook:
+            self.reward_hook = load_reward_hook(self.options.reward_hook)
+        self.experiment: BenchmarlExperiment | None = None
+
+    @property
+    def setting(self) -> str:
+        """The run's row label: the given label, else the one it was trained under, else the method."""
+        if self.label:
+            return self.label
+        saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
+        return saved or self.config.learning.label
+
+    # running -----------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        rd = self.run_dir
+        if rd.exists() and not self.resume:
+            raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to "
+                              "continue it or --out to choose another directory")
+        status = (rd.read_json(STATE_FILE) or {}).get("status") if rd.exists() else None
+        if rd.exists():
+            check_resume_compatible(load_config(rd.config_file), self.config)
+        if status == "finished" and rd.summary_file.exists():
+            logger.info("%s: training and evaluation already finished; nothing to train", rd.path)
+            return RunResult(rd.path, self.finalize(), 0)
+        checkpoint = self.latest_checkpoint() if status in ("training", "trained") else None
+        if checkpoint is None:
+            status = None
+            shutil.rmtree(rd.path / BENCHMARL_DIR, ignore_errors=True)
+            rd.iterations_file.unlink(missing_ok=True)
+        self.check_env()  # a bad env fails before the run directory is made
+        rd.create(self.config.to_yaml(), self.manifest())
+        with torch_threads(self.options.threads):
+            experiment = self.build_experiment(checkpoint)
+            if status != "trained":
+                rd.write_json(STATE_FILE, {"status": "training"})
+                logger.info("%s: training %s for %d frames", rd.path, self.config.learning.method,
+                            experiment.config.max_n_frames)
+                experiment.run()
+                rd.write_json(STATE_FILE, {"status": "trained"})
+            else:
+                experiment.close()
+            torch.set_num_threads(self.options.threads)  # closing torchrl's batched envs resets it
+            rows = self.evaluate(experiment)
+        rd.write_json(EVALUATION_FILE, {"episodes": rows, "frames": experiment.total_frames})
+        rd.rewrite_metrics(rows)
+        rd.write_json(STATE_FILE, {"status": "finished"})
+        return RunResult(rd.path, self.finalize(), len(rows))
+
+    def check_env(self) -> None:
+        """Build the env once in numeric mode; a ConfigError naming the problem if it cannot be."""
+        try:
+            task_for(self.config).make_parallel_env().close()
+        except ValueError as err:
+            raise ConfigError(f"env: {err}") from None
+
+    def build_experiment(self, restore_file: Path | None = None) -> BenchmarlExperiment:
+        """The BenchMARL experiment of this run (restored from ``restore_file`` if given)."""
+        save_folder = self.run_dir.path / BENCHMARL_DIR
+        save_folder.mkdir(parents=True, exist_ok=True)
+        algorithm, model, exp_config = benchmarl_configs(self.config, save_folder.resolve(), restore_file)
+        callbacks: list[Any] = []
+        if self.reward_hook is not None:
+            callbacks.append(RewardHookCallback(self.reward_hook))
+        # The recorder comes first: it reads the env's rewards before the hook replaces them.
+        callbacks.insert(0, IterationRecorder(self.run_dir))
+        callbacks.extend(self.callbacks)
+        try:
+            self.experiment = BenchmarlExperiment(
+                task=task_for(self.config), algorithm_config=algorithm, model_config=model,
+                seed=self.config.run.seed, config=exp_config, callbacks=callbacks,
+            )
+        except ValueError as err:
+            raise ConfigError(f"env: {err}") from None
+        return self.experiment
+
+    def latest_checkpoint(self) -> Path | None:
+        """BenchMARL's newest checkpoint of this run, if any."""
+        found = list((self.run_dir.path / BENCHMARL_DIR).glob("*/checkpoints/checkpoint_*.pt"))
+        return max(found, key=lambda p: int(p.stem.rpartition("_")[2]), default=None)
+
+    @torch.no_grad()
+    def evaluate(self, experiment: BenchmarlExperiment) -> list[dict[str, Any]]:
+        """Play ``learning.evaluation_episodes`` greedy episodes (most likely action; no
+        exploration), env seeds ``run.seed + 1_000_000 + i``; one ``metrics.csv`` row each."""
+        task = experiment.task
+        env = task.get_env_fun(1, False, None, experiment.config.sampling_device)()
+        max_steps = task.max_steps(env)
+        iteration = max(experiment.n_iters_performed - 1, 0)
+        rows = []
+        try:
+            with set_exploration_type(ExplorationType.DETERMINISTIC):
+                for i in range(self.options.evaluation_episodes):
+                    seed = self.config.run.seed + EVAL_EPISODE_BASE + i
+                    start = env.reset(seed=seed)
+                    td = env.rollout(max_steps, policy=experiment.policy, auto_reset=False, tensordict=start,
+                                     auto_cast_to_device=True, break_when_any_done=True)
+                    rows.append(episode_row(i, iteration, seed, td))
+        finally:
+            env.close()
+        return rows
+
+    # the run directory -------------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        c, o = self.config, self.options
+        return {
+            "name": c.run.name,
+            "setting": self.setting,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": sys.argv,
+            "seed": c.run.seed,
+            "env_id": c.env.id,
+            "model_id": model_name(o),
+            "learner": c.learning.method,
+            "agents": "neural",
+            "frames": o.batches * o.frames_per_batch,
+            "iterations": o.batches,
+            "device": resolve_device(o.device, "learning.device"),
+            "sampling_device": resolve_device(o.sampling_device, "learning.sampling_device"),
+            "threads": o.threads,
+            "reward_hook": hook_name(self.reward_hook),
+            "versions": versions(),
+        }
+
+    def finalize(self) -> dict[str, Any]:
+        """Write summary.json and learning_curve.png from the files of the run."""
+        rd = self.run_dir
+        evaluation = rd.read_json(EVALUATION_FILE) or {}
+        rows = evaluation.get("episodes") or []
+        summary = summarize_episodes(rows) if rows else {"episodes": 0}
+        c, o = self.config, self.options
+        summary.update({
+            "setting": self.setting,
+            "env_id": c.env.id,
+            "model": model_name(o),
+            "learner": c.learning.method,
+            "max_steps": c.env.max_steps,
+            "seed": c.run.seed,
+            "frames": evaluation.get("frames"),
+            "evaluation": "greedy policy, env seeds run.seed + 1000000 + i",
+        })
+        iterations = rd.read_iterations()
+        if iterations:
+            summary["iterations"] = iterations
+            seconds = iterations[-1].get("train_seconds")
+            if seconds and iterations[-1].get("frames"):
+                summary["train_seconds"] = seconds
+                summary["frames_per_second"] = round(iterations[-1]["frames"] / seconds, 1)
+        manifest = rd.read_json("manifest.json") or {}
+        if manifest.get("reward_hook"):
+            summary["reward_hook"] = manifest["reward_hook"]
+        rd.write_json("summary.json", summary)
+        if iterations:
+            plot_iteration_curves({self.setting: iterations}, rd.path / "learning_curve.png")
+        return summary
+
+
+def episode_row(episode: int, iteration: int, seed: int, td: Any) -> dict[str, Any]:
+    """The ``metrics.csv`` row of one evaluation rollout (a TensorDict of shape ``[steps]``)."""
+    rewards = td.get(("next", GROUP, "reward"))
+    steps, n_agents = rewards.shape[0], rewards.shape[1]
+    success = td.get(("next", GROUP, "info", "success"), None)
+    invalid = 0
+    mask = td.get((GROUP, "action_mask"), None)
+    if mask is not None:
+        chosen = mask.gather(-1, td.get((GROUP, "action")).long().unsqueeze(-1))
+        invalid = int((~chosen.bool()).sum())
+    decisions = steps * n_agents
+    return {
+        "episode": episode, "iteration": iteration, "phase": "eval", "seed": seed,
+        "success": bool(success[-1].any()) if success is not None else False,
+        "steps": steps, "return": round(float(rewards.mean(dim=(-2, -1)).sum()), 6),
+        "decisions": decisions, "invalid_actions": invalid, "invalid_rate": invalid / decisions,
+        "reprompts": 0, "fallbacks": 0, "messages": 0, "llm_calls": 0, "cached_calls": 0,
+        "tokens_in": 0, "tokens_out": 0,
+    }
+
+
+def versions() -> dict[str, str]:
+    """Versions of what a neural run depends on (for the manifest)."""
+    out = {"python": platform.python_version()}
+    for pkg in ("marlang", "torch", "benchmarl", "torchrl", "tensordict", "pettingzoo", "gymnasium",
+                "numpy", "lbforaging", "rware"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def train(config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False,
+          reward_hook: RewardHook | None = None, label: str | None = None,
+          callbacks: Sequence[Callback] = ()) -> RunResult:
+    """Train (or resume) one ``agents.kind: neural`` config into ``out_dir``."""
+    return NeuralTrainer(config, out_dir, resume=resume, reward_hook=reward_hook, label=label,
+                         callbacks=callbacks).run()
