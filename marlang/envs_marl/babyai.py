@@ -16,7 +16,7 @@ from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX
 from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core.verifier import GoToInstr, PickupInstr, PutNextInstr
 
-from marlang.envs_marl.base import NumericTextEnv, StepOutcome
+from marlang.envs_marl.base import NumericTextEnv, StepOutcome, rank_sign
 from marlang.envs_text.babyai import ACTIONS, BabyAITextEnv
 from marlang.types import TextObservation
 
@@ -169,7 +169,7 @@ class BabyAINumericEnv(NumericTextEnv):
         def score(s: BabyAISnapshot) -> tuple[bool, int, bool, int]:
             return (s.success, s.subgoals, s.holds_needed[i], -s.distances[i])
 
-        return _sign(score(b), score(a))
+        return rank_sign(score(b), score(a))
 
     def scripted_team(self) -> BabyAINumericTeam:
         return BabyAINumericTeam(self)
@@ -394,6 +394,3 @@ def factory(env_id: str) -> Callable[..., BabyAINumericEnv]:
         )
     return BabyAINumericFactory(env_id, BABYAI_NUMERIC_IDS[env_id])
 
-
-def _sign(x: Any, y: Any) -> int:
-    return (x > y) - (x < y)

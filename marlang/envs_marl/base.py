@@ -119,6 +119,12 @@ def check_max_steps(max_steps: Any) -> int:
     return int(max_steps)
 
 
+def rank_sign(better: Any, worse: Any) -> int:
+    """``rank_states``'s answer from two comparable rank keys: +1 if the key of ``b`` (given
+    first) is the larger, -1 if the smaller, 0 if they tie."""
+    return (better > worse) - (better < worse)
+
+
 def check_agent_count(env_id: str, n_agents: Any, valid: Sequence[int]) -> int:
     """Return ``n_agents`` if it is one of ``valid``, else a ``ValueError`` for ``env_id``."""
     if not is_integer(n_agents) or int(n_agents) not in valid:

@@ -18,6 +18,7 @@ from marlang.envs_marl.base import (
     StepOutcome,
     check_agent_count,
     check_max_steps,
+    rank_sign,
 )
 
 CLIMBING_PAYOFF = np.array([[11, -30, 0], [-30, 7, 6], [0, 0, 5]], dtype=np.float32)
@@ -158,7 +159,7 @@ class ClimbingGameEnv(NumericTextEnv):
     def rank_states(self, agent: str, a: ClimbingSnapshot, b: ClimbingSnapshot) -> int:
         """Higher last payoff ranks higher; on a tie, the agent having played its part of the
         optimal joint action ranks higher (no round played ranks below any round)."""
-        return _sign(self._score(agent, b), self._score(agent, a))
+        return rank_sign(self._score(agent, b), self._score(agent, a))
 
     def scripted_team(self) -> ClimbingOptimalTeam:
         return ClimbingOptimalTeam(self)
@@ -210,9 +211,6 @@ def make_climbing(
     steps = CLIMBING_STEPS if max_steps is None else check_max_steps(max_steps)
     return ClimbingGameEnv(observation_mode=observation_mode, max_steps=steps)
 
-
-def _sign(x: Any, y: Any) -> int:
-    return (x > y) - (x < y)
 
 
 def factory(env_id: str) -> Callable[..., ClimbingGameEnv]:

@@ -21,6 +21,7 @@ from marlang.envs_marl.base import (
     StepOutcome,
     check_agent_count,
     check_max_steps,
+    rank_sign,
 )
 
 logger = logging.getLogger(__name__)
@@ -291,7 +292,7 @@ class LevelBasedForagingEnv(NumericTextEnv):
         """Ranks by the agent's own collected score, then the team's food left (fewer is
         better), then the agent's distance to the nearest food left (closer is better)."""
         i = self._index[agent]
-        return _sign(_forage_score(i, b), _forage_score(i, a))
+        return rank_sign(_forage_score(i, b), _forage_score(i, a))
 
     def scripted_team(self) -> LBFGreedyTeam:
         return LBFGreedyTeam(self)
@@ -506,9 +507,6 @@ class LBFFactory:
             env_id=self.env_id,
         )
 
-
-def _sign(x: Any, y: Any) -> int:
-    return (x > y) - (x < y)
 
 
 def factory(env_id: str) -> LBFFactory:

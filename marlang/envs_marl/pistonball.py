@@ -18,6 +18,7 @@ from marlang.envs_marl.base import (
     StepOutcome,
     check_agent_count,
     check_max_steps,
+    rank_sign,
 )
 from marlang.envs_text.pistonball import (
     DEFAULT_MAX_CYCLES,
@@ -183,7 +184,7 @@ class PistonballNumericEnv(NumericTextEnv):
             shape = s.heights[i] if s.ball_x < i else -s.heights[i]
             return (-round(s.wall_distance, 2) if near else 0.0, shape)
 
-        return _sign(score(b), score(a))
+        return rank_sign(score(b), score(a))
 
     def scripted_team(self) -> PistonballSlopeTeam:
         return PistonballSlopeTeam(self)
@@ -311,6 +312,3 @@ def factory(env_id: str) -> Callable[..., PistonballNumericEnv]:
         )
     return PistonballNumericFactory(env_id)
 
-
-def _sign(x: Any, y: Any) -> int:
-    return (x > y) - (x < y)

@@ -21,6 +21,7 @@ from marlang.envs_marl.base import (
     StepOutcome,
     check_agent_count,
     check_max_steps,
+    rank_sign,
 )
 
 logger = logging.getLogger(__name__)
@@ -301,7 +302,7 @@ class RoboticWarehouseEnv(NumericTextEnv):
         < free < carrying a requested one), then its distance to that stage's target (an
         empty shelf spot, the nearest requested shelf, a goal cell): closer is better."""
         i = self._index[agent]
-        return _sign(_warehouse_score(i, b), _warehouse_score(i, a))
+        return rank_sign(_warehouse_score(i, b), _warehouse_score(i, a))
 
     def scripted_team(self) -> RWAREHeuristicTeam:
         return RWAREHeuristicTeam(self)
@@ -502,6 +503,3 @@ def factory(env_id: str) -> Callable[..., RoboticWarehouseEnv]:
         raise ValueError(f"unknown RWARE id {env_id!r}; valid ids: {sorted(RWARE_SCENARIOS)}")
     return RWAREFactory(env_id, RWARE_SCENARIOS[env_id])
 
-
-def _sign(x: Any, y: Any) -> int:
-    return (x > y) - (x < y)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs_marl.base import NumericTextEnv, StepOutcome, check_agent_count
+from marlang.envs_marl.base import NumericTextEnv, StepOutcome, check_agent_count, rank_sign
 from marlang.envs_marl.gridworld import (
     DIRECTION_NAMES,
     MOVE_ACTIONS,
@@ -450,7 +450,7 @@ class SpaceworldEnv(NumericTextEnv):
         index = self.agent_index(agent)
         check_snapshots(SpaceworldSnapshot, a=a, b=b)
         better, worse = spaceworld_rank_key(b, index), spaceworld_rank_key(a, index)
-        return (better > worse) - (better < worse)
+        return rank_sign(better, worse)
 
     def scripted_team(self) -> ScriptedSpaceworldTeam:
         return ScriptedSpaceworldTeam(self)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs_marl.base import check_agent_count
+from marlang.envs_marl.base import check_agent_count, rank_sign
 from marlang.envs_marl.gridworld import (
     UNREACHABLE,
     Cell,
@@ -311,7 +311,7 @@ class TwoSwitchEnv(FacingGridEnv):
         index = self.agent_index(agent)
         check_snapshots(TwoSwitchSnapshot, a=a, b=b)
         better, worse = two_switch_rank_key(b, index), two_switch_rank_key(a, index)
-        return (better > worse) - (better < worse)
+        return rank_sign(better, worse)
 
     def scripted_team(self) -> ScriptedTwoSwitchTeam:
         return ScriptedTwoSwitchTeam(self)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs_marl.base import check_agent_count
+from marlang.envs_marl.base import check_agent_count, rank_sign
 from marlang.envs_marl.gridworld import (
     UNREACHABLE,
     Cell,
@@ -322,7 +322,7 @@ class VictimRubbleEnv(FacingGridEnv):
         index = self.agent_index(agent)
         check_snapshots(VictimRubbleSnapshot, a=a, b=b)
         better, worse = victim_rubble_rank_key(b, index), victim_rubble_rank_key(a, index)
-        return (better > worse) - (better < worse)
+        return rank_sign(better, worse)
 
     def scripted_team(self) -> ScriptedVictimRubbleTeam:
         return ScriptedVictimRubbleTeam(self)
