@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import platform
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,7 @@ from marlang.learners import (
 )
 from marlang.prompts import PromptLibrary
 from marlang.report import iteration_row, plot_iteration_curves, summarize_episodes
-from marlang.rundir import RunDirectory
+from marlang.rundir import RunDirectory, package_versions
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -122,14 +120,8 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
 
 
 def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid", "pettingzoo",
-                "overcooked-ai", "pymunk"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
+                             "pettingzoo", "overcooked-ai", "pymunk"))
 
 
 EVAL_EPISODE_BASE = 1_000_000

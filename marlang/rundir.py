@@ -12,13 +12,28 @@ import logging
 import math
 import numbers
 import os
+import platform
 import tempfile
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
+
+
+def package_versions(packages: Iterable[str]) -> dict[str, str]:
+    """Python's version and each package's installed one ("not installed" if absent), for
+    run manifests."""
+    out = {"python": platform.python_version()}
+    for pkg in packages:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
 
 METRIC_FIELDS = [
     "episode", "iteration", "phase", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import platform
 import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
 from marlang.experiment import EVAL_EPISODE_BASE, RunResult
 from marlang.report import plot_iteration_curves, summarize_episodes
-from marlang.rundir import RunDirectory
+from marlang.rundir import RunDirectory, package_versions
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
 from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
 from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
@@ -332,14 +330,8 @@ def episode_row(episode: int, iteration: int, seed: int, td: Any) -> dict[str, A
 
 def versions() -> dict[str, str]:
     """Versions of what a neural run depends on (for the manifest)."""
-    out = {"python": platform.python_version()}
-    for pkg in ("marlang", "torch", "benchmarl", "torchrl", "tensordict", "pettingzoo", "gymnasium",
-                "numpy", "lbforaging", "rware"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    return package_versions(("marlang", "torch", "benchmarl", "torchrl", "tensordict", "pettingzoo",
+                             "gymnasium", "numpy", "lbforaging", "rware"))
 
 
 def train(config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False,
