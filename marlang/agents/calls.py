@@ -25,12 +25,19 @@ async def call_model(
     max_tokens: int,
     seed: int | None = None,
     metadata: dict[str, Any] | None = None,
+    prefill: str = "",
     **call_kwargs: Any,
 ) -> str:
     """Invoke ``model`` once and return its reply text (content blocks joined, stripped).
     ``metadata``, when given, receives the reply's response metadata (e.g. a scoring
-    model's ``choice_logprobs``)."""
+    model's ``choice_logprobs``). ``prefill`` starts the reply on models that can continue
+    one (``supports_prefill``: local models), and the returned text then begins with it;
+    other models get no prefill and their reply is returned as it is."""
+    if not getattr(model, "supports_prefill", False):
+        prefill = ""
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
+    if prefill:
+        kwargs["prefill"] = prefill
     if seed is not None:
         kwargs["seed"] = seed
     config = {
@@ -54,4 +61,4 @@ async def call_model(
     content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
     if isinstance(content, list):  # content blocks from some providers
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(content).strip()
+    return prefill + str(content).strip()

@@ -204,12 +204,7 @@ class LLMAgent:
             return Decision("", thought=found.thought, raw=raw, valid=False)
         what, how, opening = _REPROMPTS[form]
         follow_up = messages + [AIMessage(raw), HumanMessage(self.prompts.get("reprompt_answer").render(what=what, how=how))]
-        kwargs: dict[str, Any] = {}
-        if getattr(self.model, "supports_prefill", False):
-            kwargs["prefill"] = opening
-        else:
-            opening = ""
-        raw2 = opening + await self._call(follow_up, ctx, "actor", self.max_tokens, extra=1, **kwargs)
+        raw2 = await self._call(follow_up, ctx, "actor", self.max_tokens, extra=1, prefill=opening)
         found2 = extract_answer(raw2, form, entry_point)
         both = f"{raw}\n[re-prompt] {raw2}"
         return Decision(found2.answer or "", thought=found.thought, raw=both, valid=False, reprompted=True)

@@ -41,14 +41,8 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
     seed = None
     if float(getattr(model, "temperature", 0) or 0) > 0:
         seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
-    kwargs = {}
-    if prefill and getattr(model, "supports_prefill", False):
-        kwargs["prefill"] = prefill
-    else:
-        prefill = ""
-    reply = await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
-                             max_tokens=max_tokens, seed=seed, **kwargs)
-    return prefill + reply
+    return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
+                            max_tokens=max_tokens, seed=seed, prefill=prefill)
 
 
 def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: str) -> None:

@@ -178,3 +178,25 @@ def test_a_lone_legal_action_needs_no_model_call():
     agent, model = make_agent(lambda msgs: "Action: toggle")
     d = asyncio.run(agent.act(TextObservation("wait for agent_0", "m", ["wait"]), [], CallContext()))
     assert d == Decision("wait", valid=True) and not model.calls
+
+
+class FakePrefillChatModel(FakeRuleChatModel):
+    """Continues a given start of the reply, like the local models."""
+
+    supports_prefill: bool = True
+
+
+def test_reprompt_starts_the_reply_with_the_format_on_models_that_continue_one():
+    replies = iter(["hmm", "def add(a, b):\n    return a + b\n```"])
+    model = FakePrefillChatModel(rule=lambda msgs: next(replies))
+    agent = LLMAgent("agent_0", model, policy="Be quick.")
+    d = asyncio.run(agent.act(CODE_OBS, [], CallContext()))
+    assert model.call_kwargs[0].get("prefill") is None
+    assert model.call_kwargs[1]["prefill"] == "```python\n"
+    assert d.action == "def add(a, b):\n    return a + b" and d.reprompted and not d.valid
+    assert "[re-prompt] ```python\ndef add" in d.raw
+    # a model that cannot continue a reply gets no prefill, and its reply is taken as it is
+    replies = iter(["hmm", "def add(a, b):\n    return a + b"])
+    agent, plain = make_agent(lambda msgs: next(replies))
+    d = asyncio.run(agent.act(CODE_OBS, [], CallContext()))
+    assert "prefill" not in plain.call_kwargs[1] and d.action.startswith("def add")
