@@ -11,12 +11,10 @@ finished node, and finished episodes are never played again.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,67 +27,17 @@ from marlang.config import (
     load_config,
 )
 from marlang.envs_text import make as make_env
-from marlang.graphs.episode import (
-    build_episode_graph,
-    protocol_decider,
-    run_episode,
-    scripted_decider,
-)
+from marlang.graphs.episode import build_episode_graph, protocol_decider
 from marlang.graphs.protocols import build_protocol
-from marlang.learners import (
-    Candidate,
-    Learner,
-    LearnerContext,
-    PolicyState,
-    RolloutPlan,
-    learner_entry,
-)
+from marlang.learners import Learner, LearnerContext, learner_entry
 from marlang.prompts import PromptLibrary
-from marlang.report import iteration_row, plot_iteration_curves, summarize_episodes
-from marlang.rundir import RunDirectory, package_versions
+from marlang.rundir import RunDirectory, RunResult, package_versions
+from marlang.runtime import RunRuntime, episode_metrics
 from marlang.types import Trajectory
 
+__all__ = ["Experiment", "RunResult", "build_chat_model", "episode_metrics", "run_experiment"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class RunResult:
-    run_dir: Path
-    summary: dict[str, Any]
-    episodes_run: int
-    """Episodes played by this invocation (0 when everything was already finished)."""
-    paused: bool = False
-    """The run waits for ``marlang review`` (``learning.review: true``)."""
-
-
-def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> dict[str, Any]:
-    """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
-    # A decision counts where the agent had a choice: not a lone legal action such as "wait".
-    decisions = [
-        d for s in traj.steps for a, d in s.decisions.items()
-        if a not in s.observations or len(s.observations[a].legal_actions) != 1
-    ]
-    invalid = sum(1 for d in decisions if not d.valid)
-    llm = llm or {}
-    return {
-        "episode": traj.episode,
-        "iteration": traj.iteration,
-        "phase": traj.phase,
-        "seed": traj.seed,
-        "success": bool(traj.success),
-        "steps": traj.n_steps,
-        "return": round(traj.team_return, 6),
-        "decisions": len(decisions),
-        "invalid_actions": invalid,
-        "invalid_rate": invalid / len(decisions) if decisions else 0.0,
-        "reprompts": sum(1 for d in decisions if d.reprompted),
-        "fallbacks": sum(1 for d in decisions if d.fallback),
-        "messages": sum(len(s.messages) for s in traj.steps),
-        "llm_calls": int(llm.get("calls", 0)),
-        "cached_calls": int(llm.get("cached", 0)),
-        "tokens_in": int(llm.get("input_tokens", 0)),
-        "tokens_out": int(llm.get("output_tokens", 0)),
-    }
 
 
 def default_response_cache_path() -> Path:
@@ -123,10 +71,6 @@ def _versions() -> dict[str, str]:
     return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
                              "pettingzoo", "overcooked-ai", "pymunk"))
 
-
-EVAL_EPISODE_BASE = 1_000_000
-"""Episode ids of candidate-policy checks (``learning.accept: improved``) start here, so
-their env seeds never repeat a training episode's."""
 
 CHECKPOINT_FILE = "checkpoints.sqlite"
 THREAD = {"configurable": {"thread_id": "training"}}
@@ -162,8 +106,7 @@ class Experiment:
         self.model: Any = None
         self.learner: Learner | None = None
         self.agents: dict[str, LLMAgent] = {}
-        self._played = 0
-        self._trajectories: dict[int, Trajectory] = {}
+        self.runtime: RunRuntime | None = None
 
     # building --------------------------------------------------------------------------------
     def _build_model(self) -> Any:
@@ -235,7 +178,7 @@ class Experiment:
         except (TypeError, ValueError) as err:
             raise ConfigError(f"env: {err}") from None
 
-    def _build_learner(self, narrator_env: Any, ctx_base: dict[str, Any]) -> Learner:
+    def _build_learner(self, narrator_env: Any, ctx_base: dict[str, Any], runtime: RunRuntime) -> Learner:
         c = self.config
         method = "none" if self.scripted else c.learning.method
         entry = learner_entry(method)
@@ -252,7 +195,7 @@ class Experiment:
             call=CallContext(**ctx_base),
             env=narrator_env,
             actors=self.agents,
-            trajectory=self.trajectory,
+            trajectory=runtime.trajectory,
             instructions={a: _instructions(a, c.env.n_agents, world) for a in c.agent_names()},
         )
         return entry.factory(options, context)
@@ -314,41 +257,42 @@ class Experiment:
         c = self.config
         narrator_env = self._make_env()
         self._prepare_directory(narrator_env)
-        self._played = 0
-        self._envs: list[Any] = []
-        self._free_envs: asyncio.Queue[Any] = asyncio.Queue()
         self.agents = {}
-        self._decide: Any = None
+        decide: Any = None
         if not self.scripted:
             self.model = self._build_model()
             self.agents = self._build_agents(self.model, _world(narrator_env))
             protocol_graph = build_protocol(c.protocol.name, self.agents, c.protocol)
-            self._decide = protocol_decider(protocol_graph)
+            decide = protocol_decider(protocol_graph)
         self.recorder = UsageRecorder()
-        self._episode_graph = build_episode_graph(self.agents)
         limiter = asyncio.Semaphore(c.model.max_concurrency)
         ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder], "limiter": limiter}
-        self._ctx_base = ctx_base
-        self.learner = self._build_learner(narrator_env, ctx_base)
+        runtime = self.runtime = RunRuntime(
+            config=c, run_dir=self.run_dir, setting=self.setting, make_env=self._make_env,
+            initial_policies=self._initial_policies(), agents=self.agents, recorder=self.recorder,
+            decide=decide, episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base,
+            cache=self.cache, on_episode=self.on_episode,
+        )
+        self.learner = runtime.learner = self._build_learner(narrator_env, ctx_base, runtime)
         options = c.learning.options if not self.scripted else None
         accept = getattr(options, "accept", "always")
         reviewing = bool(getattr(options, "review", False))
 
-        self._progress = None
         if c.run.progress:
             from tqdm.auto import tqdm
 
             done = len([d for d in self.run_dir.load_episode_dicts() if d.get("phase", "train") == "train"])
-            self._progress = tqdm(total=c.run.episodes, initial=min(done, c.run.episodes),
-                                  desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=False)
+            runtime.progress = tqdm(total=c.run.episodes, initial=min(done, c.run.episodes),
+                                    desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=False)
         paused = False
         try:
             async with FlushingSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
                 self.learner.context.before_calls = saver.flushed
-                graph = build_training_graph(self, self.learner, accept=accept, review=reviewing,
+                graph = build_training_graph(runtime, self.learner, accept=accept, review=reviewing,
                                              checkpointer=saver)
-                cfg = {**THREAD, "recursion_limit": 50 + 40 * c.total_iterations}
-                snapshot = await graph.aget_state(cfg)
+                snapshot = await graph.aget_state(THREAD)
+                runtime.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
+                cfg = {**THREAD, "recursion_limit": 50 + 40 * runtime.total_iterations()}
                 waiting = any(t.interrupts for t in snapshot.tasks)
                 graph_input: Any = None
                 if review is not None:
@@ -359,9 +303,10 @@ class Experiment:
                     graph_input = "paused"
                 elif not snapshot.values:
                     initial = self.learner.initial_state(self._initial_policies())
-                    graph_input = {"policy": initial.to_dict()}
+                    graph_input = {"policy": initial.to_dict(), "rollouts": c.rollouts_per_iteration,
+                                   "next_episode": 0}
                 elif not snapshot.next:
-                    if snapshot.values["policy"]["iteration"] < c.total_iterations:
+                    if snapshot.values["policy"]["iteration"] < runtime.total_iterations():
                         # A finished run given more iterations: go on from its last commit.
                         await graph.aupdate_state(cfg, {}, as_node="commit")
                     else:
@@ -371,12 +316,22 @@ class Experiment:
                     snapshot = await graph.aget_state(cfg)
                 paused = any(t.interrupts for t in snapshot.tasks)
         finally:
-            if self._progress is not None:
-                self._progress.close()
+            if runtime.progress is not None:
+                runtime.progress.close()
             self.recorder.append_csv(self.run_dir.llm_calls_file)
-            for env in self._envs:
-                env.close()
-        return RunResult(self.run_dir.path, self.finalize(), self._played, paused)
+            runtime.close()
+        return RunResult(self.run_dir.path, runtime.finalize(), runtime.played, paused)
+
+    def finalize(self) -> dict[str, Any]:
+        """Write summary.json and learning_curve.png from the run's files."""
+        if self.config.agents.kind == "neural":
+            from marlang.trainers.neural.learner import NeuralTrainer
+
+            return NeuralTrainer(self.config, self.run_dir.path, resume=True, label=self._label).finalize()
+        runtime = self.runtime or RunRuntime(
+            config=self.config, run_dir=self.run_dir, setting=self.setting, make_env=self._make_env,
+            initial_policies=self._initial_policies(), cache=self.cache)
+        return runtime.finalize()
 
     def _prepare_directory(self, env: Any = None) -> None:
         """Create the run directory, or check that a resumed run measures the same thing."""
@@ -395,200 +350,6 @@ class Experiment:
     def _initial_policies(self) -> dict[str, str]:
         c = self.config
         return {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
-
-    # the training runtime (called by the training graph's nodes) ------------------------------
-    def total_iterations(self) -> int:
-        return self.config.total_iterations
-
-    def trajectory(self, episode: int) -> Trajectory:
-        if episode not in self._trajectories:
-            for d in self.run_dir.load_episode_dicts():
-                self._trajectories.setdefault(d["episode"], Trajectory.from_dict(d))
-        return self._trajectories[episode]
-
-    def trajectories(self, episodes: list[int]) -> list[Trajectory]:
-        return [self.trajectory(e) for e in episodes]
-
-    async def rollout(self, policy: PolicyState) -> list[int]:
-        c = self.config
-        k = c.rollouts_per_iteration
-        first = policy.iteration * k
-        count = max(1, min(k, c.run.episodes - first))
-        plan = self.learner.rollout_plan(policy.iteration, first, count, c.run.seed)
-        await self._play(plan, policy, phase="train")
-        return list(plan.episodes)
-
-    async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
-        """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and keep
-        them only if their mean return is not below this iteration's rollouts'."""
-        from marlang.report import mean_ci
-
-        baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
-        changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
-        if not changed:
-            return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
-        n = int(getattr(self.config.learning.options, "eval_rollouts", 3))
-        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
-        plan = RolloutPlan(ids, tuple(self.config.run.seed + e for e in ids), tuple(None for _ in ids))
-        trial = PolicyState.from_dict(policy.to_dict())
-        for a, text in changed.items():
-            trial.policies[a] = text
-            trial.versions[a] = policy.versions.get(a, 0) + 1
-        await self._play(plan, trial, phase="eval")
-        value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
-        accepted = value is not None and (baseline is None or value >= baseline)
-        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted, "episodes": list(ids)}
-
-    def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
-        """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
-        payload = self._review(state)
-        self.run_dir.write_json("review.json", payload)
-        return payload
-
-    def _review(self, state: dict[str, Any]) -> dict[str, Any]:
-        policy = PolicyState.from_dict(state["policy"])
-        candidate = Candidate.from_dict(state.get("candidate") or {})
-        return {
-            "iteration": policy.iteration,
-            "evaluation": state.get("evaluation"),
-            "agents": {
-                r["agent"]: {
-                    "old_policy": r.get("old_policy", policy.policies.get(r["agent"], "")),
-                    "new_policy": candidate.policies.get(r["agent"], policy.policies.get(r["agent"], "")),
-                    "credits": [t.get("credit") for t in r.get("trajectories", [])],
-                    "aggregated_gradient": r.get("aggregated_gradient"),
-                }
-                for r in candidate.records
-            },
-            "decided": False,
-        }
-
-    async def commit(self, state: dict[str, Any]) -> PolicyState:
-        """Apply the accepted parts of the candidate and write the iteration's files."""
-        policy = PolicyState.from_dict(state["policy"])
-        candidate = Candidate.from_dict(state.get("candidate") or {})
-        evaluation = state.get("evaluation") or {}
-        decisions = state.get("review") or {}
-        i = policy.iteration
-        new = PolicyState.from_dict(policy.to_dict())
-        policy_rows = []
-        accepted_by_eval = evaluation.get("accepted", True)
-        for agent, text in candidate.policies.items():
-            decision = decisions.get(agent) or {}
-            action = decision.get("action") or ("accept" if accepted_by_eval else "reject")
-            final = decision.get("text") if action == "edit" and decision.get("text") else text
-            accepted = action in ("accept", "edit")
-            old = policy.policies.get(agent, "")
-            if accepted and final != old:
-                new.policies[agent] = final
-                new.versions[agent] = policy.versions.get(agent, 0) + 1
-            policy_rows.append({
-                "iteration": i, "agent": agent, "text": final, "accepted": accepted, "previous": old,
-                "version": new.versions.get(agent, 0), "decided_by": "review" if decision else (
-                    "evaluation" if evaluation.get("candidate_return") is not None else "always"),
-            })
-        for agent, memory in candidate.memories.items():
-            new.memories[agent] = list(memory)
-        new.iteration = i + 1
-        rd = self.run_dir
-        self.recorder.append_csv(rd.llm_calls_file)
-        if self.learner is not None and self.learner.uses_policies:
-            rd.append_iteration_rows("policies.jsonl", i, policy_rows)
-        verdicts = {r["agent"]: r["accepted"] for r in policy_rows}
-        rd.append_iteration_rows("updates.jsonl", i, [
-            {"iteration": i, **r, "accepted": verdicts.get(r["agent"]), "evaluation": evaluation or None}
-            for r in candidate.records
-        ])
-        if decisions:
-            rd.write_json("review.json", {**self._review(state), "decided": True, "decisions": decisions})
-        episodes = self.trajectories(state.get("episodes") or [])
-        row = iteration_row(i, episodes, rd.read_llm_calls(), candidate.counters, evaluation,
-                            accepted=[r["accepted"] for r in policy_rows])
-        rd.append_iteration_csv(row)
-        rd.write_json("learner_state.json", new.to_dict())
-        logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
-        return new
-
-    async def _play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
-        """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
-        c = self.config
-        flushed = self.learner.context.before_calls if self.learner is not None else None
-        if flushed is not None:
-            await flushed()  # the checkpoint before this node is on disk first
-        done = {d["episode"] for d in self.run_dir.load_episode_dicts() if d.get("phase", "train") == phase}
-        todo = [(e, s, g) for e, s, g in zip(plan.episodes, plan.seeds, plan.groups) if e not in done]
-        if not todo:
-            return
-        for name, agent in self.agents.items():
-            agent.policy = policy.policies.get(name, agent.policy)
-            agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
-        while len(self._envs) < min(c.run.parallel, len(todo)):
-            env = self._make_env()
-            self._envs.append(env)
-            self._free_envs.put_nowait(env)
-        max_steps = plan.max_steps or c.env.max_steps or 100_000
-        versions = {a: policy.versions.get(a, 0) for a in c.agent_names()}
-
-        async def play(episode: int, seed: int, group: int | None) -> None:
-            env = await self._free_envs.get()
-            try:
-                team = env.scripted_team() if self.scripted else None
-                ctx = CallContext(episode=episode, iteration=policy.iteration,
-                                  salt=0 if group is None else episode, **self._ctx_base)
-                traj = await run_episode(
-                    self._episode_graph, env=env, episode=episode, seed=seed,
-                    decide=scripted_decider(team) if self.scripted else self._decide,
-                    # Turn-based envs (one agent acts per step) count env.max_steps in turns.
-                    ctx=ctx, max_steps=max(max_steps, getattr(env, "max_env_steps", 0) or 0) + 1,
-                    env_id=c.env.id, protocol=self.setting, team=team,
-                )
-            finally:
-                self._free_envs.put_nowait(env)
-            traj.iteration, traj.policy_versions, traj.phase, traj.group = policy.iteration, versions, phase, group
-            llm = self.recorder.totals_by_episode().get(episode, {})
-            self.run_dir.append_episode(traj, episode_metrics(traj, llm))
-            self.recorder.append_csv(self.run_dir.llm_calls_file)
-            self._trajectories[episode] = traj
-            self._played += 1
-            if self._progress is not None and phase == "train":
-                self._progress.update(1)
-            if self.on_episode is not None:
-                self.on_episode(traj)
-
-        # Each episode runs in a fresh context: the episode and protocol graphs must not
-        # inherit the training graph's checkpointer (they would checkpoint every step).
-        await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
-                               for e, s, g in todo))
-
-    def finalize(self) -> dict[str, Any]:
-        """Write summary.json and learning_curve.png from the episodes and iterations on disk."""
-        if self.config.agents.kind == "neural":
-            from marlang.trainers.neural.learner import NeuralTrainer
-
-            return NeuralTrainer(self.config, self.run_dir.path, resume=True, label=self._label).finalize()
-        dicts = sorted(self.run_dir.load_episode_dicts(), key=lambda d: d["episode"])
-        rows = [d["metrics"] for d in dicts if d.get("phase", "train") == "train"]
-        summary = summarize_episodes(rows) if rows else {"episodes": 0}
-        summary["setting"] = self.setting
-        summary["env_id"] = self.config.env.id
-        summary["model"] = self.config.model.spec if not self.scripted else "scripted"
-        summary["learner"] = "none" if self.scripted else self.config.learning.method
-        summary["max_steps"] = self.config.env.max_steps
-        iterations = self.run_dir.read_iterations()
-        if iterations:
-            summary["iterations"] = iterations
-            summary["credit_failures"] = sum(int(r.get("credit_failures") or 0) for r in iterations)
-        if (self.run_dir.path / "policies.jsonl").exists():  # a learner that rewrites policies
-            final = (self.run_dir.read_json("learner_state.json") or {}).get("policies", {})
-            summary["policies"] = {a: {"initial": text, "final": final.get(a, text)}
-                                   for a, text in self._initial_policies().items()}
-        if self.cache is not None:
-            summary["response_cache"] = {"hits": self.cache.hits, "misses": self.cache.misses}
-        self.run_dir.write_json("summary.json", summary)
-        if iterations:
-            plot_iteration_curves({summary["setting"]: iterations}, self.run_dir.path / "learning_curve.png")
-        return summary
-
 
 def _world(env: Any) -> str:
     from marlang.envs_text.narration import world_description

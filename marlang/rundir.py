@@ -15,6 +15,7 @@ import os
 import platform
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,23 @@ def package_versions(packages: Iterable[str]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+EVAL_EPISODE_BASE = 1_000_000
+"""Episode ids of evaluation episodes (candidate checks, greedy evaluations) start here, so
+their env seeds never repeat a training episode's."""
+
+
+@dataclass
+class RunResult:
+    """What a finished (or paused) invocation of a run reports."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    episodes_run: int
+    """Episodes played by this invocation (0 when everything was already finished)."""
+    paused: bool = False
+    """The run waits for ``marlang review`` (``learning.review: true``)."""
+
 
 METRIC_FIELDS = [
     "episode", "iteration", "phase", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",

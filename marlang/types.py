@@ -6,6 +6,7 @@ these plain dataclasses; each has ``to_dict``/``from_dict`` for the JSONL run fi
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,10 +62,21 @@ class Decision:
     fallback: bool = False
     """Whether the configured fallback action was used because no legal action was found."""
     logprob: float | None = None
-    """log p(action | prompt) under the acting policy, where the policy has one (scoring
-    agents, weight-space trainers); PPO's importance ratios start from it."""
+    """log pi(action | prompt) under the acting policy, where the policy has one: for a
+    scoring agent the softmax over the legal actions' scores (s_a - logsumexp(s) at
+    temperature 1). PPO's importance ratios start from it."""
     value: float | None = None
     """The policy's value estimate at this decision, where it has a value head."""
+    scores: list[float] | None = None
+    """A scoring agent's log p(candidate | prompt) of every legal action, in the
+    observation's order (summed token log-probs, GLAM): the policy's logits."""
+    prompt: str | None = None
+    """The exact text the legal actions were scored after (chat template, thought and
+    ``Action:`` included): tokenized again, it gives the same token ids."""
+    choice_lead: str = ""
+    """What stands between ``prompt`` and each legal action in the scored text (a space)."""
+    sampled: bool = False
+    """Whether the action was sampled from the softmax (training) rather than the argmax."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,6 +234,94 @@ class Credit:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Credit:
         return cls(**d)
+
+
+@dataclass
+class AdapterRef:
+    """A trained weight-space policy of one agent: where its adapter lies and its content hash."""
+
+    path: str
+    """The adapter's directory (PEFT format), e.g. ``RUN/adapters/3/agent_0``."""
+    hash: str
+    """SHA-256 of the adapter's files: part of the response cache key and of the manifest."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AdapterRef:
+        return cls(path=str(d["path"]), hash=str(d["hash"]))
+
+
+@dataclass
+class PolicyState:
+    """What learning changes, per agent, with versions: policy texts (LangMARL), memories
+    (Reflexion), LoRA adapters (weight-space learners), and a learner's own ``extra``
+    (optimizer state paths, ...). Plain JSON, so it lives in checkpoints and in
+    ``learner_state.json``."""
+
+    iteration: int = 0
+    """Updates committed so far (the next rollouts belong to this iteration)."""
+    policies: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    """Per agent: how many accepted updates changed its policy (0: the initial one)."""
+    memories: dict[str, list[str]] = field(default_factory=dict)
+    """Per agent: Reflexion's long-term reflections, oldest first."""
+    adapters: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per agent: the committed adapter (`AdapterRef` as a dict); absent: the base model."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def adapter(self, agent: str) -> AdapterRef | None:
+        ref = self.adapters.get(agent)
+        return AdapterRef.from_dict(ref) if ref else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PolicyState:
+        return cls(**copy.deepcopy({k: v for k, v in d.items() if k in cls.__dataclass_fields__}))
+
+
+@dataclass
+class Candidate:
+    """An update a learner proposes; the training loop accepts, edits or rejects it per agent."""
+
+    policies: dict[str, str] = field(default_factory=dict)
+    """New policy text per agent (agents absent here keep theirs)."""
+    memories: dict[str, list[str]] = field(default_factory=dict)
+    adapters: dict[str, dict[str, str]] = field(default_factory=dict)
+    """New adapter per agent (`AdapterRef` as a dict), written before the candidate is proposed."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """The learner's own state to carry into `PolicyState.extra` when committed."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """One row per agent for ``updates.jsonl`` (credits, gradients, reflections, losses)."""
+    counters: dict[str, int | float] = field(default_factory=dict)
+    """Run-level numbers for ``iterations.csv`` (e.g. ``credit_failures``, ``skipped_minibatches``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Candidate:
+        return cls(**copy.deepcopy({k: v for k, v in d.items() if k in cls.__dataclass_fields__}))
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """Which episodes one iteration plays: ids, env seeds and the branch group of each.
+
+    ``branches`` > 1 plays each start state (env seed) that many times with different
+    sampling seeds: the G branches of group-relative methods. ``max_steps`` caps each
+    episode (fixed-length rollouts for PPO-style learners): an episode reaching it is
+    truncated (``truncated=True``, its final observation kept for bootstrapping); None keeps
+    the env's limit.
+    """
+
+    episodes: tuple[int, ...]
+    seeds: tuple[int, ...]
+    groups: tuple[int | None, ...]
+    max_steps: int | None = None
 
 
 _DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)

@@ -18,6 +18,10 @@ from marlang.agents.llm_agent import CallContext, LLMAgent
 from marlang.graphs.protocols import run_protocol
 from marlang.types import Decision, Message, Step, TextObservation, Trajectory
 
+MAX_EPISODE_STEPS = 100_000
+"""A safety bound on an episode's length when neither the plan nor the caller sets one
+(every env ends its episodes by its own limit long before)."""
+
 DecideFn = Callable[[dict[str, TextObservation], CallContext], Awaitable[tuple[list[Message], dict[str, Decision]]]]
 """Turns a joint observation into (transcript, decisions): a protocol graph or a scripted team."""
 
@@ -89,6 +93,12 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
             terminations={a: bool(v) for a, v in terminations.items()},
             truncations={a: bool(v) for a, v in truncations.items()},
         )
+        limit = cfg.get("max_steps")
+        if limit is not None and state["t"] + 1 >= limit and not (terminated or truncated) and next_obs:
+            # The plan's step cap (fixed-length rollouts): the episode is cut off here, its
+            # final observation kept for bootstrapping.
+            truncated = step.truncated = True
+            step.truncations = {a: True for a in next_obs}
         done = terminated or truncated or not next_obs
         return {
             "steps": [step],
@@ -136,17 +146,20 @@ async def run_episode(
     seed: int,
     decide: DecideFn,
     ctx: CallContext,
-    max_steps: int,
+    max_steps: int | None = None,
     env_id: str = "?",
     protocol: str = "?",
     team: Any = None,
 ) -> Trajectory:
-    """Play one episode to the end and return its trajectory."""
+    """Play one episode to the end and return its trajectory. ``max_steps`` cuts the episode
+    off after that many steps (``truncated``) where the env has not ended it before; None
+    leaves the length to the env's own limit."""
     config = {
         "configurable": {
             "env": env, "decide": decide, "ctx": ctx, "team": team, "env_id": env_id, "protocol": protocol,
+            "max_steps": max_steps,
         },
-        "recursion_limit": max_steps + 10,
+        "recursion_limit": (max_steps or MAX_EPISODE_STEPS) + 10,
     }
     state = await graph.ainvoke({"episode": episode, "seed": seed, "steps": []}, config=config)
     return _trajectory(state, config["configurable"])

@@ -1,53 +1,47 @@
 """The training loop of every learner as one LangGraph state machine:
 
-    rollout -> <the learner's update> -> [evaluate] -> [review] -> commit -> rollout | end
+    rollout -> update (the learner's own subgraph) -> [evaluate] -> [review] -> commit -> rollout | end
 
-``rollout`` plays the iteration's K episodes with the current policy state; the learner
-proposes a candidate; ``evaluate`` (``learning.accept: improved``) plays fresh episodes
-with it; ``review`` (``learning.review: true``) pauses for a person; ``commit`` applies
-what was accepted and writes the run files. With a checkpointer, a run that dies resumes
-at the last finished node. The state is plain JSON; trajectories stay in the run directory.
+``rollout`` plays the iteration's K episodes with the current policy state; the learner's
+update subgraph proposes a candidate; ``evaluate`` (``learning.accept: improved``) plays
+fresh episodes with it; ``review`` (``learning.review: true``) pauses for a person;
+``commit`` applies what was accepted and writes the run files. With a checkpointer, a run
+that dies resumes at the last finished node (inside the update subgraph too). The state is
+plain JSON; trajectories stay in the run directory.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from marlang.learners.base import Candidate, Learner, PolicyState
-
-
-def merge_or_reset(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Dict channel that merges concurrent writes; writing None empties it (next iteration)."""
-    if right is None:
-        return {}
-    return {**(left or {}), **right}
+from marlang.types import Candidate, PolicyState
 
 
 class TrainingState(TypedDict, total=False):
     policy: dict[str, Any]
     """The accepted `PolicyState` the next rollouts act with."""
+    rollouts: int
+    """K, trajectories per update: fixed when the run starts, so a resume with another
+    ``run.parallel`` plays and trains on the same episodes."""
+    next_episode: int
+    """The id of the next training episode: ids are never reused across iterations."""
     episodes: list[int]
     """This iteration's training episode ids (their trajectories are in the run directory)."""
     candidate: dict[str, Any] | None
     """The learner's proposed `Candidate`."""
     evaluation: dict[str, Any] | None
     review: dict[str, Any] | None
-    # LangMARL's stage outputs, keyed by episode / agent; emptied at every commit.
-    credits: Annotated[dict[str, Any], merge_or_reset]
-    gradients: Annotated[dict[str, Any], merge_or_reset]
-    aggregated: Annotated[dict[str, Any], merge_or_reset]
-    optimized: Annotated[dict[str, Any], merge_or_reset]
 
 
 class TrainingRuntime(Protocol):
-    """What the training graph needs from the run (``Experiment`` provides it)."""
+    """What the training graph needs from the run (`marlang.runtime.RunRuntime` provides it)."""
 
     def total_iterations(self) -> int: ...
 
-    async def rollout(self, policy: PolicyState) -> list[int]: ...
+    async def rollout(self, policy: PolicyState, first_episode: int, rollouts: int) -> list[int]: ...
 
     async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]: ...
 
@@ -56,27 +50,27 @@ class TrainingRuntime(Protocol):
     async def commit(self, state: dict[str, Any]) -> PolicyState: ...
 
 
-def single_update_node(learner: Learner) -> Any:
-    """The ``update`` node of learners whose update is one Python call."""
+class UpdatingLearner(Protocol):
+    """A learner as the training graph sees it: a name and its update subgraph."""
 
-    async def update(state: TrainingState) -> dict[str, Any]:
-        policy = PolicyState.from_dict(state["policy"])
-        load = learner.context.trajectory
-        trajectories = [load(e) for e in state["episodes"]] if load is not None else []
-        candidate = await learner.update(policy, trajectories)
-        return {"candidate": candidate.to_dict()}
+    name: str
 
-    return update
+    def update_graph(self) -> Any: ...
 
 
-def build_training_graph(runtime: TrainingRuntime, learner: Learner, *, accept: str = "always",
+def build_training_graph(runtime: TrainingRuntime, learner: UpdatingLearner, *, accept: str = "always",
                          review: bool = False, checkpointer: Any = None) -> Any:
-    """Compile the loop for ``learner``; ``runtime`` plays episodes and writes the run."""
+    """Compile the loop for ``learner``; ``runtime`` plays episodes and writes the run.
+
+    The graph's input is ``{"policy": ..., "rollouts": K, "next_episode": 0}``."""
 
     async def rollout(state: TrainingState) -> dict[str, Any]:
         policy = PolicyState.from_dict(state["policy"])
-        episodes = await runtime.rollout(policy)
-        return {"episodes": episodes, "candidate": None, "evaluation": None, "review": None}
+        k = int(state["rollouts"])
+        first = int(state.get("next_episode", policy.iteration * k))
+        episodes = await runtime.rollout(policy, first, k)
+        return {"episodes": episodes, "next_episode": max(episodes, default=first - 1) + 1,
+                "candidate": None, "evaluation": None, "review": None}
 
     async def evaluate(state: TrainingState) -> dict[str, Any]:
         policy = PolicyState.from_dict(state["policy"])
@@ -89,8 +83,7 @@ def build_training_graph(runtime: TrainingRuntime, learner: Learner, *, accept: 
 
     async def commit(state: TrainingState) -> dict[str, Any]:
         policy = await runtime.commit(dict(state))
-        return {"policy": policy.to_dict(), "candidate": None, "evaluation": None, "review": None,
-                "credits": None, "gradients": None, "aggregated": None, "optimized": None}
+        return {"policy": policy.to_dict(), "candidate": None, "evaluation": None, "review": None}
 
     def next_iteration(state: TrainingState) -> str:
         return "rollout" if state["policy"]["iteration"] < runtime.total_iterations() else END
@@ -98,8 +91,10 @@ def build_training_graph(runtime: TrainingRuntime, learner: Learner, *, accept: 
     builder = StateGraph(TrainingState)
     builder.add_node("rollout", rollout)
     builder.add_edge(START, "rollout")
+    builder.add_node("update", learner.update_graph())
+    builder.add_edge("rollout", "update")
     after_update = "evaluate" if accept == "improved" else ("review" if review else "commit")
-    learner.add_update_nodes(builder, "rollout", after_update)
+    builder.add_edge("update", after_update)
     if accept == "improved":
         builder.add_node("evaluate", evaluate)
         builder.add_edge("evaluate", "review" if review else "commit")

@@ -1,83 +1,24 @@
 """The learner seam: what every learning method shares, and the registry that names them.
 
-A learner turns K trajectories played with the current policy state into the next state
-(``update``). The training graph (``marlang/graphs/training.py``) drives the loop: rollout,
-update, accept or roll back, review, commit, next iteration; one run directory, one resume.
+A learner turns K trajectories played with the current policy state into a proposed next
+state (a `Candidate`). The training graph (``marlang/graphs/training.py``) drives the loop:
+rollout, the learner's update subgraph, accept or roll back, review, commit; one run
+directory, one resume.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
+from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict
 
-from marlang.types import Trajectory
+from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.learners.context import LearnerContext
-
-
-@dataclass
-class PolicyState:
-    """What learning changes: policy texts and memories, per agent, with their versions.
-
-    Weight-space learners keep adapter paths (or other artefacts) in ``extra``. The state is
-    plain JSON so it lives in checkpoints and in ``learner_state.json``.
-    """
-
-    iteration: int = 0
-    """Updates committed so far (the next rollouts belong to this iteration)."""
-    policies: dict[str, str] = field(default_factory=dict)
-    versions: dict[str, int] = field(default_factory=dict)
-    """Per agent: how many accepted updates changed its policy (0: the initial one)."""
-    memories: dict[str, list[str]] = field(default_factory=dict)
-    """Per agent: Reflexion's long-term reflections, oldest first."""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PolicyState:
-        return cls(**copy.deepcopy({k: v for k, v in d.items() if k in cls.__dataclass_fields__}))
-
-
-@dataclass
-class Candidate:
-    """An update a learner proposes; the training graph accepts, edits or rejects it per agent."""
-
-    policies: dict[str, str] = field(default_factory=dict)
-    """New policy text per agent (agents absent here keep theirs)."""
-    memories: dict[str, list[str]] = field(default_factory=dict)
-    records: list[dict[str, Any]] = field(default_factory=list)
-    """One row per agent for ``updates.jsonl`` (credits, gradients, reflections, failures)."""
-    counters: dict[str, int] = field(default_factory=dict)
-    """Run-level counts for ``iterations.csv`` (e.g. ``credit_failures``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Candidate:
-        return cls(**copy.deepcopy(d))
-
-
-@dataclass(frozen=True)
-class RolloutPlan:
-    """Which episodes one iteration plays: ids, env seeds and the branch group of each.
-
-    ``branches`` > 1 plays each start state (env seed) that many times with different
-    sampling seeds: the G branches of group-relative methods. ``max_steps`` caps each
-    episode (fixed-length rollouts for PPO-style learners); None keeps the env's limit.
-    """
-
-    episodes: tuple[int, ...]
-    seeds: tuple[int, ...]
-    groups: tuple[int | None, ...]
-    max_steps: int | None = None
 
 
 class LearnerOptions(BaseModel):
@@ -86,18 +27,39 @@ class LearnerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class UpdateState(TypedDict, total=False):
+    """What an update subgraph reads from the training loop and gives back to it. A learner's
+    own subgraph adds channels of its own (LangMARL's credits, gradients, ...); they live
+    and die with one update and never reach the shared training state."""
+
+    policy: dict[str, Any]
+    """The `PolicyState` the iteration's rollouts acted with."""
+    episodes: list[int]
+    """This iteration's training episode ids."""
+    candidate: dict[str, Any] | None
+    """The proposed `Candidate` (the subgraph's output)."""
+
+
+class UpdateOutput(TypedDict):
+    """What an update subgraph hands back to the training loop: only the candidate."""
+
+    candidate: dict[str, Any] | None
+
+
 class Learner:
     """Base class: the ``none`` learner (static prompting, the CoT baseline).
 
     Subclasses override :meth:`update` (one step from K trajectories) or, when the update is
-    itself a graph of LLM calls, :meth:`add_update_nodes` (LangMARL). ``uses_policies`` says
-    whether updates rewrite policy texts (then ``policies.jsonl`` is written and
-    ``learning.accept``/``learning.review`` apply).
+    itself a graph (LangMARL's fan-out of LLM calls, a trainer's stages), :meth:`update_graph`.
+    ``uses_policies`` says whether updates rewrite policy texts (then ``policies.jsonl`` is
+    written and ``learning.accept``/``learning.review`` apply); ``uses_adapters`` whether they
+    train weights (adapters under ``adapters/<iteration>/<agent>/``).
     """
 
     name: ClassVar[str] = "none"
     options_model: ClassVar[type[LearnerOptions]] = LearnerOptions
     uses_policies: ClassVar[bool] = False
+    uses_adapters: ClassVar[bool] = False
     roles: ClassVar[tuple[str, ...]] = ()
     """LLM roles this learner's calls are counted under in ``llm_calls.csv``."""
 
@@ -125,19 +87,33 @@ class Learner:
         episodes = tuple(range(first_episode, first_episode + count))
         return RolloutPlan(episodes, tuple(seed + e for e in episodes), tuple(None for _ in episodes))
 
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
+        """Make the acting models act with ``state`` before episodes are played (``phase``:
+        ``train`` or ``eval``). Weight-space learners load the committed adapters here and
+        switch between sampling (train) and greedy (eval) decisions."""
+
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         """The proposed next state from this iteration's trajectories (``none``: no change)."""
         return Candidate()
 
-    def add_update_nodes(self, builder: Any, source: str, target: str) -> None:
-        """Add this learner's update to the training graph between ``source`` (rollout)
-        and ``target`` (the node that takes the candidate). The default is one ``update``
-        node calling :meth:`update`; graph learners add their own nodes and fan-outs."""
-        from marlang.graphs.training import single_update_node
+    def update_graph(self) -> Any:
+        """This learner's update as a compiled LangGraph graph over `UpdateState` (or a state
+        schema extending it): it reads ``policy`` and ``episodes`` and writes ``candidate``.
+        The training graph runs it as its ``update`` node, checkpointed with the run. The
+        default is one node calling :meth:`update`."""
 
-        builder.add_node("update", single_update_node(self))
-        builder.add_edge(source, "update")
-        builder.add_edge("update", target)
+        async def update(state: UpdateState) -> dict[str, Any]:
+            policy = PolicyState.from_dict(state["policy"])
+            load = self.context.trajectory
+            trajectories = [load(e) for e in state["episodes"]] if load is not None else []
+            candidate = await self.update(policy, trajectories)
+            return {"candidate": candidate.to_dict()}
+
+        builder = StateGraph(UpdateState, output_schema=UpdateOutput)
+        builder.add_node("update", update)
+        builder.add_edge(START, "update")
+        builder.add_edge("update", END)
+        return builder.compile(name=f"update:{self.name}")
 
 
 @dataclass(frozen=True)

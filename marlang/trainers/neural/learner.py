@@ -28,9 +28,8 @@ from benchmarl.models.mlp import MlpConfig
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
-from marlang.experiment import EVAL_EPISODE_BASE, RunResult
 from marlang.report import plot_iteration_curves, summarize_episodes
-from marlang.rundir import RunDirectory, package_versions
+from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, RunResult, package_versions
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
 from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
 from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook

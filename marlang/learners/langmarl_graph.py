@@ -1,15 +1,16 @@
-"""LangMARL's update as LangGraph nodes: critic -> gradient -> aggregate -> optimize.
+"""LangMARL's update as its own LangGraph subgraph: critic -> gradient -> aggregate -> optimize.
 
 Every stage's independent calls are ``Send`` tasks of one superstep, so they run
 concurrently and a checkpointed run that dies mid-stage keeps every finished call.
 ``collect_*`` nodes join a stage and fan out the next one. The nodes read trajectories
-from the run (by episode id) and write only plain JSON into the graph state.
+from the run (by episode id) and write only plain JSON into the subgraph's own state,
+which lives for one update and never reaches the shared training state.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -17,9 +18,9 @@ from langgraph.types import Send
 
 from marlang.agents.calls import call_model, call_seed
 from marlang.agents.llm_agent import CallContext
-from marlang.learners.base import Candidate, PolicyState
-from marlang.learners.langmarl import TEAM, clean_policy, parse_credits
-from marlang.types import Trajectory
+from marlang.learners.base import UpdateOutput, UpdateState
+from marlang.learners.langmarl_parsing import TEAM, clean_policy, parse_credits
+from marlang.types import Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +46,29 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
                             max_tokens=max_tokens, seed=seed, prefill=prefill)
 
 
-def add_langmarl_nodes(builder: StateGraph, learner: Any, source: str, target: str) -> None:
-    """Add the LangMARL update between ``source`` (whose state holds ``policy`` and this
-    iteration's ``episodes``) and ``target`` (which receives ``candidate``)."""
+def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Dict channel that merges the concurrent writes of one stage's tasks."""
+    return {**(left or {}), **(right or {})}
+
+
+class LangMARLState(UpdateState, total=False):
+    """The update's stage outputs, keyed by episode / agent."""
+
+    credits: Annotated[dict[str, Any], _merge]
+    gradients: Annotated[dict[str, Any], _merge]
+    aggregated: Annotated[dict[str, Any], _merge]
+    optimized: Annotated[dict[str, Any], _merge]
+
+
+def build_langmarl_update(learner: Any) -> Any:
+    """The compiled update subgraph: reads ``policy`` and ``episodes``, writes ``candidate``."""
+    builder = StateGraph(LangMARLState, output_schema=UpdateOutput)
+    _add_nodes(builder, learner)
+    return builder.compile(name="update:langmarl")
+
+
+def _add_nodes(builder: StateGraph, learner: Any) -> None:
+    source, target = START, END
     options = learner.options
     agents: list[str] = list(learner.context.agents)
 
@@ -215,20 +236,12 @@ def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
 
 
 async def run_update(learner: Any, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-    """Run the update nodes alone on given trajectories (no run directory, no checkpoint)."""
-    from marlang.graphs.training import TrainingState
-
+    """Run the update subgraph alone on given trajectories (no run directory, no checkpoint)."""
     by_id = {t.episode: t for t in trajectories}
     previous = learner.context.trajectory
     learner.context.trajectory = by_id.__getitem__
     try:
-        builder = StateGraph(TrainingState)
-        builder.add_node("start", lambda s: {})
-        builder.add_node("done", lambda s: {})
-        builder.add_edge(START, "start")
-        add_langmarl_nodes(builder, learner, "start", "done")
-        builder.add_edge("done", END)
-        out = await builder.compile(name="langmarl-update").ainvoke(
+        out = await build_langmarl_update(learner).ainvoke(
             {"policy": state.to_dict(), "episodes": sorted(by_id)})
     finally:
         learner.context.trajectory = previous

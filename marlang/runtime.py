@@ -1,0 +1,298 @@
+"""The run's side of the training loop: plays an iteration's rollouts, evaluates candidate
+policies, commits updates, and writes the run directory (episodes, iterations, summary).
+
+`RunRuntime` is what the training graph's nodes call; `marlang.experiment` builds the
+pieces (env, model, agents, protocol, learner) and hands them over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from marlang.agents import CallContext
+from marlang.config import ExperimentConfig
+from marlang.graphs.episode import run_episode, scripted_decider
+from marlang.report import iteration_row, plot_iteration_curves, summarize_episodes
+from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory
+from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+
+logger = logging.getLogger(__name__)
+
+def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> dict[str, Any]:
+    """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
+    # A decision counts where the agent had a choice: not a lone legal action such as "wait".
+    decisions = [
+        d for s in traj.steps for a, d in s.decisions.items()
+        if a not in s.observations or len(s.observations[a].legal_actions) != 1
+    ]
+    invalid = sum(1 for d in decisions if not d.valid)
+    llm = llm or {}
+    return {
+        "episode": traj.episode,
+        "iteration": traj.iteration,
+        "phase": traj.phase,
+        "seed": traj.seed,
+        "success": bool(traj.success),
+        "steps": traj.n_steps,
+        "return": round(traj.team_return, 6),
+        "decisions": len(decisions),
+        "invalid_actions": invalid,
+        "invalid_rate": invalid / len(decisions) if decisions else 0.0,
+        "reprompts": sum(1 for d in decisions if d.reprompted),
+        "fallbacks": sum(1 for d in decisions if d.fallback),
+        "messages": sum(len(s.messages) for s in traj.steps),
+        "llm_calls": int(llm.get("calls", 0)),
+        "cached_calls": int(llm.get("cached", 0)),
+        "tokens_in": int(llm.get("input_tokens", 0)),
+        "tokens_out": int(llm.get("output_tokens", 0)),
+    }
+
+
+
+@dataclass
+class RunRuntime:
+    """The training graph's runtime for one run: rollouts, evaluation, commits, run files."""
+
+    config: ExperimentConfig
+    run_dir: RunDirectory
+    setting: str
+    make_env: Callable[[], Any]
+    initial_policies: dict[str, str]
+    agents: dict[str, Any] = field(default_factory=dict)
+    learner: Any = None
+    recorder: Any = None
+    decide: Any = None
+    episode_graph: Any = None
+    ctx_base: dict[str, Any] = field(default_factory=dict)
+    cache: Any = None
+    on_episode: Callable[[Trajectory], None] | None = None
+    progress: Any = None
+    played: int = 0
+    rollouts: int | None = None
+    """K as stored in the training checkpoint (None: not started yet, the config's K)."""
+    _envs: list[Any] = field(default_factory=list)
+    _free_envs: asyncio.Queue[Any] | None = None
+    _trajectories: dict[int, Trajectory] = field(default_factory=dict)
+
+    @property
+    def scripted(self) -> bool:
+        return self.config.agents.kind == "scripted"
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs = []
+
+    def total_iterations(self) -> int:
+        """``learning.iterations``, or ``run.episodes`` / K rounded up, with the K the run
+        started with (``rollouts``), not today's ``run.parallel``."""
+        c = self.config
+        if c.learning.iterations is not None or self.rollouts is None:
+            return c.total_iterations
+        return -(-c.run.episodes // self.rollouts)
+
+    def trajectory(self, episode: int) -> Trajectory:
+        if episode not in self._trajectories:
+            for d in self.run_dir.load_episode_dicts():
+                self._trajectories.setdefault(d["episode"], Trajectory.from_dict(d))
+        return self._trajectories[episode]
+
+    def trajectories(self, episodes: list[int]) -> list[Trajectory]:
+        return [self.trajectory(e) for e in episodes]
+
+    async def rollout(self, policy: PolicyState, first_episode: int, rollouts: int) -> list[int]:
+        """Play one iteration's training episodes: ids from ``first_episode`` on, K =
+        ``rollouts`` of them (both kept in the training checkpoint, so a resume with another
+        ``run.parallel`` plays the same episodes and never trains on another iteration's)."""
+        c = self.config
+        count = max(1, min(rollouts, c.run.episodes - first_episode))
+        plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
+        await self._play(plan, policy, phase="train")
+        return list(plan.episodes)
+
+    async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
+        """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and keep
+        them only if their mean return is not below this iteration's rollouts'."""
+        from marlang.report import mean_ci
+
+        baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
+        changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
+        if not changed:
+            return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
+        n = int(getattr(self.config.learning.options, "eval_rollouts", 3))
+        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
+        plan = RolloutPlan(ids, tuple(self.config.run.seed + e for e in ids), tuple(None for _ in ids))
+        trial = PolicyState.from_dict(policy.to_dict())
+        for a, text in changed.items():
+            trial.policies[a] = text
+            trial.versions[a] = policy.versions.get(a, 0) + 1
+        await self._play(plan, trial, phase="eval")
+        value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
+        accepted = value is not None and (baseline is None or value >= baseline)
+        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted, "episodes": list(ids)}
+
+    def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
+        """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
+        payload = self._review(state)
+        self.run_dir.write_json("review.json", payload)
+        return payload
+
+    def _review(self, state: dict[str, Any]) -> dict[str, Any]:
+        policy = PolicyState.from_dict(state["policy"])
+        candidate = Candidate.from_dict(state.get("candidate") or {})
+        return {
+            "iteration": policy.iteration,
+            "evaluation": state.get("evaluation"),
+            "agents": {
+                r["agent"]: {
+                    "old_policy": r.get("old_policy", policy.policies.get(r["agent"], "")),
+                    "new_policy": candidate.policies.get(r["agent"], policy.policies.get(r["agent"], "")),
+                    "credits": [t.get("credit") for t in r.get("trajectories", [])],
+                    "aggregated_gradient": r.get("aggregated_gradient"),
+                }
+                for r in candidate.records
+            },
+            "decided": False,
+        }
+
+    async def commit(self, state: dict[str, Any]) -> PolicyState:
+        """Apply the accepted parts of the candidate and write the iteration's files."""
+        policy = PolicyState.from_dict(state["policy"])
+        candidate = Candidate.from_dict(state.get("candidate") or {})
+        evaluation = state.get("evaluation") or {}
+        decisions = state.get("review") or {}
+        i = policy.iteration
+        new = PolicyState.from_dict(policy.to_dict())
+        policy_rows = []
+        accepted_by_eval = evaluation.get("accepted", True)
+        for agent, text in candidate.policies.items():
+            decision = decisions.get(agent) or {}
+            action = decision.get("action") or ("accept" if accepted_by_eval else "reject")
+            final = decision.get("text") if action == "edit" and decision.get("text") else text
+            accepted = action in ("accept", "edit")
+            old = policy.policies.get(agent, "")
+            if accepted and final != old:
+                new.policies[agent] = final
+                new.versions[agent] = policy.versions.get(agent, 0) + 1
+            policy_rows.append({
+                "iteration": i, "agent": agent, "text": final, "accepted": accepted, "previous": old,
+                "version": new.versions.get(agent, 0), "decided_by": "review" if decision else (
+                    "evaluation" if evaluation.get("candidate_return") is not None else "always"),
+            })
+        for agent, memory in candidate.memories.items():
+            new.memories[agent] = list(memory)
+        adapter_rows = []
+        for agent, ref in candidate.adapters.items():
+            accepted = bool(accepted_by_eval)
+            if accepted:
+                new.adapters[agent] = dict(ref)
+                new.versions[agent] = policy.versions.get(agent, 0) + 1
+            adapter_rows.append({"agent": agent, "accepted": accepted, **ref})
+        if candidate.extra:
+            new.extra.update(candidate.extra)
+        new.iteration = i + 1
+        rd = self.run_dir
+        self.recorder.append_csv(rd.llm_calls_file)
+        if self.learner is not None and self.learner.uses_policies:
+            rd.append_iteration_rows("policies.jsonl", i, policy_rows)
+        verdicts = {r["agent"]: r["accepted"] for r in policy_rows + adapter_rows}
+        rd.append_iteration_rows("updates.jsonl", i, [
+            {"iteration": i, **r, "accepted": verdicts.get(r["agent"]), "evaluation": evaluation or None}
+            for r in candidate.records
+        ])
+        if decisions:
+            rd.write_json("review.json", {**self._review(state), "decided": True, "decisions": decisions})
+        episodes = self.trajectories(state.get("episodes") or [])
+        row = iteration_row(i, episodes, rd.read_llm_calls(), candidate.counters, evaluation,
+                            accepted=[r["accepted"] for r in policy_rows + adapter_rows])
+        rd.append_iteration_csv(row)
+        rd.write_json("learner_state.json", new.to_dict())
+        logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
+        return new
+
+    async def _play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
+        """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
+        c = self.config
+        flushed = self.learner.context.before_calls if self.learner is not None else None
+        if flushed is not None:
+            await flushed()  # the checkpoint before this node is on disk first
+        # An episode on disk counts as played only for this phase and iteration: another
+        # iteration's episode is never this iteration's training data.
+        done = {d["episode"] for d in self.run_dir.load_episode_dicts()
+                if d.get("phase", "train") == phase and d.get("iteration", 0) == policy.iteration}
+        todo = [(e, s, g) for e, s, g in zip(plan.episodes, plan.seeds, plan.groups) if e not in done]
+        if not todo:
+            return
+        for name, agent in self.agents.items():
+            agent.policy = policy.policies.get(name, agent.policy)
+            agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
+        if self.learner is not None and not self.scripted:
+            await self.learner.prepare_rollout(policy, phase)
+        if self._free_envs is None:
+            self._free_envs = asyncio.Queue()
+        while len(self._envs) < min(c.run.parallel, len(todo)):
+            env = self.make_env()
+            self._envs.append(env)
+            self._free_envs.put_nowait(env)
+        versions = {a: policy.versions.get(a, 0) for a in c.agent_names()}
+
+        async def play(episode: int, seed: int, group: int | None) -> None:
+            env = await self._free_envs.get()
+            try:
+                team = env.scripted_team() if self.scripted else None
+                ctx = CallContext(episode=episode, iteration=policy.iteration,
+                                  salt=0 if group is None else episode, **self.ctx_base)
+                traj = await run_episode(
+                    self.episode_graph, env=env, episode=episode, seed=seed,
+                    decide=scripted_decider(team) if self.scripted else self.decide,
+                    # Turn-based envs (one agent acts per step) count env.max_steps in turns.
+                    ctx=ctx, max_steps=plan.max_steps,
+                    env_id=c.env.id, protocol=self.setting, team=team,
+                )
+            finally:
+                self._free_envs.put_nowait(env)
+            traj.iteration, traj.policy_versions, traj.phase, traj.group = policy.iteration, versions, phase, group
+            llm = self.recorder.totals_by_episode().get(episode, {})
+            self.run_dir.append_episode(traj, episode_metrics(traj, llm))
+            self.recorder.append_csv(self.run_dir.llm_calls_file)
+            self._trajectories[episode] = traj
+            self.played += 1
+            if self.progress is not None and phase == "train":
+                self.progress.update(1)
+            if self.on_episode is not None:
+                self.on_episode(traj)
+
+        # Each episode runs in a fresh context: the episode and protocol graphs must not
+        # inherit the training graph's checkpointer (they would checkpoint every step).
+        await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
+                               for e, s, g in todo))
+
+    def finalize(self) -> dict[str, Any]:
+        """Write summary.json and learning_curve.png from the episodes and iterations on disk."""
+        dicts = sorted(self.run_dir.load_episode_dicts(), key=lambda d: d["episode"])
+        rows = [d["metrics"] for d in dicts if d.get("phase", "train") == "train"]
+        summary = summarize_episodes(rows) if rows else {"episodes": 0}
+        summary["setting"] = self.setting
+        summary["env_id"] = self.config.env.id
+        summary["model"] = self.config.model.spec if not self.scripted else "scripted"
+        summary["learner"] = "none" if self.scripted else self.config.learning.method
+        summary["max_steps"] = self.config.env.max_steps
+        iterations = self.run_dir.read_iterations()
+        if iterations:
+            summary["iterations"] = iterations
+            summary["credit_failures"] = sum(int(r.get("credit_failures") or 0) for r in iterations)
+        if (self.run_dir.path / "policies.jsonl").exists():  # a learner that rewrites policies
+            final = (self.run_dir.read_json("learner_state.json") or {}).get("policies", {})
+            summary["policies"] = {a: {"initial": text, "final": final.get(a, text)}
+                                   for a, text in self.initial_policies.items()}
+        if self.cache is not None:
+            summary["response_cache"] = {"hits": self.cache.hits, "misses": self.cache.misses}
+        self.run_dir.write_json("summary.json", summary)
+        if iterations:
+            plot_iteration_curves({summary["setting"]: iterations}, self.run_dir.path / "learning_curve.png")
+        return summary
