@@ -112,6 +112,12 @@ class LLMAgent:
         self.action_selection = action_selection
         self.world = world
         """What the environment is, in a phrase ("a kitchen, as cooks who ..."), for prompts."""
+        self.adapter: str | None = None
+        """The LoRA adapter this agent's calls go to (a weight-space learner's policy); None:
+        the model as it is."""
+        self.action_temperature: float = 0.0
+        """Above 0, a scoring agent samples its action from softmax(scores / temperature)
+        (training rollouts of a weight-space learner) instead of taking the best."""
 
     # prompts -----------------------------------------------------------------------------
     def system_prompt(self, obs: TextObservation) -> str:
@@ -160,7 +166,11 @@ class LLMAgent:
         self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
         metadata: dict[str, Any] | None = None, **call_kwargs: Any,
     ) -> str:
-        seed = self._seed(ctx, role, extra) if self.sample_seeds else None
+        seed = call_kwargs.pop("seed", None)
+        if seed is None and self.sample_seeds:
+            seed = self._seed(ctx, role, extra)
+        if self.adapter is not None:
+            call_kwargs["adapter"] = self.adapter
         return await call_model(self.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
                                 seed=seed, metadata=metadata, **call_kwargs)
 
@@ -210,8 +220,11 @@ class LLMAgent:
         return Decision(found2.answer or "", thought=found.thought, raw=both, valid=False, reprompted=True)
 
     async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
-        """Think (optionally), then let the model score every legal action and take the best:
-        argmax_a log p(a | prompt, thought). Every decision is legal by construction."""
+        """Think (optionally), then let the model score every legal action and take the best,
+        argmax_a log p(a | prompt, thought), or sample one from the softmax over the scores
+        (``action_temperature`` > 0). Every decision is legal by construction; the decision
+        records every score, log pi of the action, the value where the model has a value
+        head, and the exact scored prompt."""
         messages = self.act_messages(
             obs, transcript, ctx, instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct"
         )
@@ -221,12 +234,23 @@ class LLMAgent:
             thought = " ".join(raw.split("Action:")[0].split())
         prefix = (f"{thought}\n" if thought else "") + "Action: "
         meta: dict[str, Any] = {}
+        sampling: dict[str, Any] = {}
+        if self.action_temperature > 0:
+            sampling = {"temperature": self.action_temperature, "seed": self._seed(ctx, "actor", 2)}
         answer = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
-                                  choice_prefix=prefix, metadata=meta)
+                                  choice_prefix=prefix, metadata=meta, **sampling)
         if answer in obs.legal_actions:
-            logprob = (meta.get("choice_logprobs") or {}).get(answer)
-            return Decision(answer, thought=thought, raw=f"{prefix}{answer}", valid=True,
-                            logprob=None if logprob is None else float(logprob))
+            scores = meta.get("choice_logprobs") or {}
+            logprob = meta.get("policy_logprob")
+            value = meta.get("value")
+            return Decision(
+                answer, thought=thought, raw=f"{prefix}{answer}", valid=True,
+                logprob=None if logprob is None else float(logprob),
+                value=None if value is None else float(value),
+                scores=[float(scores[a]) for a in obs.legal_actions] if scores else None,
+                prompt=meta.get("scored_prompt"), choice_lead=meta.get("choice_lead", ""),
+                sampled=bool(meta.get("sampled")),
+            )
         # A chat model that claims choices but answers something else: counted as invalid.
         parsed = parse_action(answer, obs.legal_actions)
         action = parsed.action or self._fallback(obs)

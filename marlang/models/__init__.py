@@ -33,6 +33,9 @@ _EXPORTS = {
     "KVReuseScorer": "marlang.models.scoring",
     "PerCandidateScorer": "marlang.models.scoring",
     "RepeatedPromptScorer": "marlang.models.scoring",
+    "PackedScorer": "marlang.models.scoring",
+    "ScoredDecisions": "marlang.models.scoring",
+    "score_decisions": "marlang.models.scoring",
     # response cache
     "SQLiteResponseCache": "marlang.models.cache",
     "default_cache_dir": "marlang.models.cache",
@@ -57,11 +60,13 @@ __all__ = [
     "LocalLM",
     "ModelNotAvailableError",
     "ModelUnreachableError",
+    "PackedScorer",
     "PerCandidateScorer",
     "RepeatedPromptScorer",
     "ResilientChatModel",
     "SQLiteResponseCache",
     "SamplingParams",
+    "ScoredDecisions",
     "ScoringNotSupportedError",
     "UsageRecorder",
     "default_cache_dir",
@@ -72,6 +77,7 @@ __all__ = [
     "load_smollm2",
     "make_scorer",
     "parse_model_spec",
+    "score_decisions",
 ]
 
 if TYPE_CHECKING:
@@ -102,8 +108,11 @@ if TYPE_CHECKING:
         ActionScorer,
         CausalLMScorer,
         KVReuseScorer,
+        PackedScorer,
         PerCandidateScorer,
         RepeatedPromptScorer,
+        ScoredDecisions,
+        score_decisions,
     )
 
 

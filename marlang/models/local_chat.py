@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import (
@@ -32,14 +34,28 @@ from marlang.models.local_engine import (
     GenerationRequest,
     LocalLM,
     SamplingParams,
+    ScoreOutput,
+    ScoreRequest,
 )
 
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
+ADAPTER_PARAM = "adapter"
+"""Per-call: the LoRA adapter (an agent's trained policy) that answers; absent: the base model."""
 
 # LangChain passes this to every chat model from with_structured_output(); it is tracing
 # metadata, not a generation parameter.
 _IGNORED_CALL_KWARGS = frozenset({"ls_structured_output_format"})
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """How one ``choices`` call picks: among which strings, after which lead, how randomly."""
+
+    choices: list[str]
+    lead: str
+    temperature: float
+    seed: int | None
 
 
 class LocalChatModel(BaseChatModel):
@@ -120,16 +136,25 @@ class LocalChatModel(BaseChatModel):
             params["ls_stop"] = stop or self.stop
         return params
 
+    def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        # LangChain's cache key: the weights as they are now (they change in training) and
+        # the content hash of the adapter that answers this call.
+        params = super()._get_invocation_params(stop=stop, **kwargs)
+        params["weights_id"] = self.weights_id
+        params["adapter_hash"] = self.engine.adapter_hash(kwargs.get(ADAPTER_PARAM))
+        return params
+
     def build_request(
         self, messages: Sequence[BaseMessage], stop: list[str] | None = None, **kwargs: Any
     ) -> GenerationRequest:
         """The engine request for these messages, with per-call params over the defaults."""
         prefill = kwargs.pop("prefill", None) or ""
+        adapter = kwargs.pop(ADAPTER_PARAM, None)
         unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id}; "
-                f"supported: {', '.join(CALL_PARAMS)}, stop, prefill"
+                f"supported: {', '.join(CALL_PARAMS)}, stop, prefill, adapter"
             )
         params = {name: getattr(self, name) for name in CALL_PARAMS}
         # An explicit None keeps the default, except for seed where None means "unseeded".
@@ -141,7 +166,7 @@ class LocalChatModel(BaseChatModel):
         # prefill: the start of the assistant's reply, which the model continues (the reply
         # returned is only the continuation).
         prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill
-        return GenerationRequest(self.engine.encode(prompt), sampling)
+        return GenerationRequest(self.engine.encode(prompt), sampling, adapter)
 
     def batch(
         self,
@@ -184,49 +209,69 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         if "choices" in kwargs:
-            prompt, choices, lead = self._choice_prompt(messages, **kwargs)
-            scores = await self.engine.ascore(prompt, [lead + c for c in choices])
-            return self._chosen(prompt, choices, lead, scores)
+            request, choice = self._choice_request(messages, **kwargs)
+            return self._chosen(request, choice, await self.engine.ascore_request(request))
         request = self.build_request(messages, stop, **kwargs)
         return self._to_result(await self.engine.agenerate(request))
 
     def _choose(self, messages: Sequence[BaseMessage], **kwargs: Any) -> ChatResult:
-        """Answer with argmax_c log p(choice_prefix + c | messages), scores in the metadata.
+        """Answer with one of ``choices``, scored by log p(choice_prefix + c | messages) (GLAM).
 
-        The scores are summed token log-probs (GLAM). A space ending the prefix is moved
-        onto the choices, so " go forward" is scored as the model would write it after
-        "Action:". Sampling params do not apply: choosing is deterministic. Concurrent
-        async calls are scored together in one batch.
+        The scores are summed token log-probs. A space ending the prefix is moved onto the
+        choices, so " go forward" is scored as the model would write it after "Action:".
+        With ``temperature`` 0 (the default) the best choice is taken; above 0 one is sampled
+        from softmax(scores / temperature) with the call's ``seed`` (the policy of a
+        weight-space learner). The metadata carries every choice's score, the chosen one's
+        log pi (normalised over the choices, at the sampling temperature, 1 when greedy),
+        the adapter's value estimate where a value head is attached, and the exact scored
+        prompt. Concurrent async calls are scored together in one batch.
         """
-        prompt, choices, lead = self._choice_prompt(messages, **kwargs)
-        return self._chosen(prompt, choices, lead, self.engine.score(prompt, [lead + c for c in choices]))
+        request, choice = self._choice_request(messages, **kwargs)
+        return self._chosen(request, choice, self.engine.score_requests([request])[0])
 
-    def _choice_prompt(
+    def _choice_request(
         self,
         messages: Sequence[BaseMessage],
         choices: Sequence[str],
         choice_prefix: str = "",
-        **ignored: Any,
-    ) -> tuple[str, list[str], str]:
+        **params: Any,
+    ) -> tuple[ScoreRequest, _Choice]:
         choices = list(choices)
         if not choices or not all(isinstance(c, str) and c for c in choices):
             raise ValueError(f"choices must be a non-empty list of non-empty strings, got {choices!r}")
-        unknown = set(ignored) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
+        adapter = params.pop(ADAPTER_PARAM, None)
+        unknown = set(params) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id} with "
-                f"choices; supported: choices, choice_prefix, {', '.join(CALL_PARAMS)}"
+                f"choices; supported: choices, choice_prefix, adapter, {', '.join(CALL_PARAMS)}"
             )
         prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
         lead = ""
         if choice_prefix.endswith(" "):
             choice_prefix, lead = choice_prefix.rstrip(" "), " "
-        return prompt + choice_prefix, choices, lead
+        # Choosing is greedy unless the call asks for a temperature (not the model's default:
+        # acting by scoring stays deterministic for every learner that does not sample).
+        temperature = float(params.get("temperature") or 0.0)
+        choice = _Choice(choices, lead, temperature, params.get("seed"))
+        return ScoreRequest(prompt + choice_prefix, tuple(lead + c for c in choices), adapter), choice
 
-    def _chosen(self, prompt: str, choices: list[str], lead: str, scores: list[float]) -> ChatResult:
-        best = max(range(len(choices)), key=scores.__getitem__)
-        input_tokens = len(self.engine.encode(prompt))
-        output_tokens = len(self.engine.encode(lead + choices[best]))
+    def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatResult:
+        choices, scores = choice.choices, scored.scores
+        logits = torch.tensor(scores, dtype=torch.float64)
+        if choice.temperature > 0:
+            logits = logits / choice.temperature
+            generator = torch.Generator()
+            if choice.seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(int(choice.seed))
+            best = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
+        else:
+            best = max(range(len(choices)), key=scores.__getitem__)
+        policy_logprob = float(torch.log_softmax(logits, -1)[best])
+        input_tokens = len(self.engine.encode(request.prompt))
+        output_tokens = len(self.engine.encode(choice.lead + choices[best]))
         message = AIMessage(
             content=choices[best],
             usage_metadata=UsageMetadata(
@@ -238,6 +283,11 @@ class LocalChatModel(BaseChatModel):
                 "model_name": self.model_id,
                 "finish_reason": "choice",
                 "choice_logprobs": dict(zip(choices, scores, strict=True)),
+                "policy_logprob": policy_logprob,
+                "value": scored.value,
+                "scored_prompt": request.prompt,
+                "choice_lead": choice.lead,
+                "sampled": choice.temperature > 0,
             },
         )
         generation = ChatGeneration(message=message, generation_info={"finish_reason": "choice"})

@@ -15,7 +15,8 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from marlang.models.local_weights import (
     load_smollm2,
     prepare_tokenizer_for_generation,
 )
-from marlang.models.scoring import KVReuseScorer, left_padded_prefill
+from marlang.models.scoring import left_padded_prefill, score_decisions
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +67,30 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """A tokenized prompt and the sampling parameters to continue it with."""
+    """A tokenized prompt, the sampling parameters to continue it with, and the adapter (an
+    agent's LoRA policy, see `LocalLM.attach_adapters`) that answers it; None: the base model."""
 
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams = SamplingParams()
+    adapter: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Candidates to score after a prompt (text), with the adapter that scores them."""
+
+    prompt: str
+    candidates: tuple[str, ...]
+    adapter: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreOutput:
+    """log p(candidate | prompt) per candidate, and the adapter's value estimate of the prompt
+    where a value head is attached."""
+
+    scores: list[float]
+    value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +169,11 @@ class LocalLM:
         self._scorer: Any = None
         self._score_calls = 0
         self._weights_id: str | None = None
+        self._weights_signature: tuple[int, ...] | None = None
         self._weights_id_lock = threading.Lock()
+        self.adapters: Any = None
+        """The agents' LoRA adapters on this model (`TeamAdapters`), once attached."""
+        self._adapter_hashes: dict[str, tuple[tuple[int, ...], str]] = {}
 
     @classmethod
     def from_spec(
@@ -175,22 +200,89 @@ class LocalLM:
 
     @property
     def weights_id(self) -> str:
-        """A content hash of the weights, part of the response cache key and of the manifest.
+        """A content hash of the base weights, part of the response cache key and of the manifest.
 
         For a model loaded from a directory (``hf:PATH``, ``local:smollm2``, or a model in the
-        local Hugging Face cache): SHA-256 over its weight, config and tokenizer files, each
-        file's hash remembered by (path, size, mtime) in the marlang cache dir so a reload
-        does not hash it again. For a model with no files (built in memory): SHA-256 over its
-        state_dict tensors. Computed once, on first use: weights changed in memory after
-        that are not seen.
+        local Hugging Face cache) and not changed since: SHA-256 over its weight, config and
+        tokenizer files, each file's hash remembered by (path, size, mtime) in the marlang
+        cache dir so a reload does not hash it again. For a model with no files (built in
+        memory), or whose weights were changed in memory (an optimizer step, a load): SHA-256
+        over its state_dict tensors. Every in-place change of a weight bumps that tensor's
+        version counter, so the id is computed again after any change, never stale. Adapters
+        attached with `attach_adapters` are not part of it: each call's cache key carries the
+        hash of the adapter that answered it (`adapter_hash`).
         """
         with self._weights_id_lock:
-            if self._weights_id is None:
-                directory = _source_dir(self.model)
+            signature = self._base_signature()
+            if self._weights_id is None or signature != self._weights_signature:
+                first = self._weights_signature is None
+                directory = _source_dir(self.base_model) if first else None
                 self._weights_id = (
                     directory_weights_id(directory) if directory is not None else None
-                ) or state_dict_weights_id(self.model)
+                ) or state_dict_weights_id(self.base_model, skip=_is_adapter_weight)
+                self._weights_signature = signature
             return self._weights_id
+
+    @property
+    def base_model(self) -> PreTrainedModel:
+        """The transformers model under any attached adapters."""
+        return self.adapters.model.get_base_model() if self.adapters is not None else self.model
+
+    def _base_signature(self) -> tuple[int, ...]:
+        # Tensor version counters move on every in-place change (optimizer steps, copy_).
+        return tuple(p._version for name, p in self.base_model.named_parameters()
+                     if not _is_adapter_weight(name))
+
+    def attach_adapters(self, adapters: Any) -> None:
+        """Serve requests with the agents' LoRA adapters (a `TeamAdapters` over this engine's
+        model): a request names its adapter, and a batch mixing agents runs in one forward."""
+        with self._compute_lock:
+            self.adapters = adapters
+            self.model = adapters.model
+            self.model.eval()
+
+    def adapter_hash(self, adapter: str | None) -> str:
+        """The content hash of the adapter an agent's calls go to (part of each call's cache
+        key); ``"base"`` for None. Hashed again only after its weights changed."""
+        if adapter is None:
+            return "base"
+        if self.adapters is None:
+            raise ValueError(f"{self.model_id}: no adapters attached, so none for {adapter!r}")
+        signature = tuple(p._version for p in self.adapters.parameters_of(adapter))
+        with self._weights_id_lock:
+            known = self._adapter_hashes.get(adapter)
+            if known is None or known[0] != signature:
+                known = self._adapter_hashes[adapter] = (signature, self.adapters.adapter_hashes()[adapter])
+            return known[1]
+
+    def _values(self, adapters: Sequence[str | None], hidden: torch.Tensor) -> list[float | None]:
+        """Each row's value estimate by its agent's value head (None: base rows, no head)."""
+        heads = self.adapters.value_heads if self.adapters is not None else {}
+        out: list[float | None] = []
+        for i, agent in enumerate(adapters):
+            if agent is None or self.adapters.adapter_for(agent) not in heads:
+                out.append(None)
+            else:
+                out.append(float(self.adapters.value(agent, hidden[i])))
+        return out
+
+    @contextmanager
+    def exclusive(self) -> Iterator[PreTrainedModel]:
+        """Hold the model alone (no generation or scoring meanwhile), e.g. for a training
+        step; it is back in eval mode afterwards."""
+        with self._compute_lock:
+            try:
+                yield self.model
+            finally:
+                self.model.eval()
+
+    def _forward_kwargs(self, adapters: Sequence[str | None]) -> dict[str, Any]:
+        """Per-row adapter names for a mixed batch (PEFT: eval mode only)."""
+        if self.adapters is None:
+            if any(a is not None for a in adapters):
+                raise ValueError(f"{self.model_id}: a request names an adapter but none is attached")
+            return {}
+        return {"adapter_names": self.adapters.adapter_names(list(adapters))}
 
     @property
     def generate_calls(self) -> int:
@@ -227,32 +319,49 @@ class LocalLM:
             outputs.extend(self._generate_batch(requests[start : start + self.max_batch_size]))
         return outputs
 
-    def score(self, prompt: str, candidates: Sequence[str]) -> list[float]:
-        """log p(candidate | prompt) for each candidate, the prompt run once (KV reuse)."""
-        return self.score_batch([(prompt, candidates)])[0]
+    def score(self, prompt: str, candidates: Sequence[str], adapter: str | None = None) -> list[float]:
+        """log p(candidate | prompt) for each candidate: the prompt and all candidates in one
+        packed pass (see `score_decisions`)."""
+        return self.score_requests([ScoreRequest(prompt, tuple(candidates), adapter)])[0].scores
 
     def score_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
-        """`score` for several (prompt, candidates) pairs in one batched pass.
+        """`score` for several (prompt, candidates) pairs in one batched pass."""
+        requests = [ScoreRequest(p, tuple(c)) for p, c in items]
+        return [out.scores for out in self.score_requests(requests)]
 
-        Serialized with generation by the same lock; each pair is one served request.
+    def score_requests(self, requests: Sequence[ScoreRequest]) -> list[ScoreOutput]:
+        """Score requests in batches of at most `max_batch_size`, each batch one forward with
+        every row's own adapter; with value heads attached, each row's value too.
+
+        Serialized with generation by the same lock; each request is one served request.
         """
-        if self._scorer is None:
-            self._scorer = KVReuseScorer(self.model, self.tokenizer)
-        outputs: list[list[float]] = []
-        for start in range(0, len(items), self.max_batch_size):
-            chunk = list(items[start : start + self.max_batch_size])
-            with self._compute_lock:
-                outputs.extend(self._scorer.score_many(chunk))
+        outputs: list[ScoreOutput] = []
+        for start in range(0, len(requests), self.max_batch_size):
+            chunk = list(requests[start : start + self.max_batch_size])
+            items = [(self.encode(r.prompt), [self.encode(c) for c in r.candidates]) for r in chunk]
+            for r, (prompt_ids, cands) in zip(chunk, items, strict=True):
+                if not prompt_ids or not cands or not all(cands):
+                    raise ValueError(f"cannot score {list(r.candidates)!r} after {r.prompt[-40:]!r}: "
+                                     "prompt and candidates need tokens")
+            with self._compute_lock, torch.inference_mode():
+                scored = score_decisions(self.model, items, self._pad_id,
+                                         **self._forward_kwargs([r.adapter for r in chunk]))
+                values: list[float | None] = [None] * len(chunk)
+                if self.adapters is not None:
+                    values = self._values([r.adapter for r in chunk], scored.prompt_hidden)
+            outputs.extend(ScoreOutput(s.tolist(), v) for s, v in zip(scored.scores, values, strict=True))
             with self._stats_lock:
                 self._score_calls += 1
                 self._requests_served += len(chunk)
         return outputs
 
-    async def ascore(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+    async def ascore(self, prompt: str, candidates: Sequence[str], adapter: str | None = None) -> list[float]:
         """`score`, batched with the other scoring requests pending on this event loop."""
-        return await self._batcher(self._score_batchers, self.score_batch).submit(
-            (prompt, tuple(candidates))
-        )
+        return (await self.ascore_request(ScoreRequest(prompt, tuple(candidates), adapter))).scores
+
+    async def ascore_request(self, request: ScoreRequest) -> ScoreOutput:
+        """One scoring request, batched with the others pending on this event loop."""
+        return await self._batcher(self._score_batchers, self.score_requests).submit(request)
 
     def _batcher(self, batchers: Any, run_batch: Any) -> _LoopBatcher:
         loop = asyncio.get_running_loop()
@@ -280,7 +389,7 @@ class LocalLM:
     def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationOutput]:
         with self._compute_lock, torch.inference_mode():
             rows = [_RowState(r, self._make_generator(r.sampling)) for r in requests]
-            self._decode(rows)
+            self._decode(rows, self._forward_kwargs([r.adapter for r in requests]))
         with self._stats_lock:
             self._generate_calls += 1
             self._requests_served += len(rows)
@@ -305,14 +414,15 @@ class LocalLM:
             generator.manual_seed(sampling.seed)
         return generator
 
-    def _decode(self, rows: list[_RowState]) -> None:
+    def _decode(self, rows: list[_RowState], forward_kwargs: dict[str, Any]) -> None:
         """Left-padded prefill, then one token per step for the rows still running.
 
         Finished rows are dropped from the batch and its KV cache, so a long answer does not
-        make short ones pay for its steps.
+        make short ones pay for its steps. ``forward_kwargs`` may name each row's adapter.
         """
+        names = forward_kwargs.get("adapter_names")
         logits, cache, attention_mask, position_ids = left_padded_prefill(
-            self.model, [row.request.prompt_ids for row in rows], self._pad_id
+            self.model, [row.request.prompt_ids for row in rows], self._pad_id, **forward_kwargs
         )
         next_positions = position_ids[:, -1] + 1
         active = list(range(len(rows)))
@@ -330,6 +440,7 @@ class LocalLM:
                     tokens[keep],
                 )
                 active = [active[j] for j in running]
+            step_kwargs = {"adapter_names": [names[i] for i in active]} if names is not None else {}
             attention_mask = torch.cat(
                 [attention_mask, attention_mask.new_ones((len(active), 1))], dim=1
             )
@@ -339,6 +450,7 @@ class LocalLM:
                 position_ids=next_positions[:, None],
                 past_key_values=cache,
                 use_cache=True,
+                **step_kwargs,
             ).logits[:, -1, :]
             next_positions = next_positions + 1
 
@@ -447,11 +559,19 @@ def directory_weights_id(directory: str | Path, cache_dir: Path | None = None) -
     return digest.hexdigest()[:WEIGHTS_ID_LENGTH]
 
 
-def state_dict_weights_id(model: torch.nn.Module) -> str:
-    """SHA-256 over a model's state_dict: names, dtypes, shapes and tensor bytes."""
+def _is_adapter_weight(name: str) -> bool:
+    """Names of LoRA weights and value heads (an attached `TeamAdapters`), not base weights."""
+    return "lora_" in name or "value_head" in name
+
+
+def state_dict_weights_id(model: torch.nn.Module, skip: Callable[[str], bool] | None = None) -> str:
+    """SHA-256 over a model's state_dict (names, dtypes, shapes and tensor bytes), leaving out
+    the tensors whose names ``skip`` says."""
     digest = hashlib.sha256()
     with torch.no_grad():
         for name, tensor in sorted(model.state_dict().items()):
+            if skip is not None and skip(name):
+                continue
             flat = tensor.detach().reshape(-1).contiguous().cpu()
             digest.update(f"{name}\0{flat.dtype}\0{tuple(tensor.shape)}\n".encode())
             digest.update(flat.view(torch.uint8).numpy())

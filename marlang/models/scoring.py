@@ -1,18 +1,31 @@
 """Action scoring: log p(candidate | prompt) for every candidate action string (the GLAM policy).
 
-`KVReuseScorer` runs the prompt once and scores all candidates in one more forward pass
-over its key/value cache; `PerCandidateScorer` and `RepeatedPromptScorer` are the plain
-reference implementations it is tested and benchmarked against.
+A candidate's score is the sum of its tokens' log-probabilities after the prompt (no length
+normalisation, as in GLAM/lamorel).
+
+- `KVReuseScorer` runs the prompt once and scores all candidates in one more forward pass
+  over its key/value cache: the fast path for acting.
+- `score_decisions` (and its scorer wrapper `PackedScorer`) scores a batch of decisions in
+  ONE forward pass without any cache, each prompt and its candidates packed into one row
+  under a block-causal mask, and also returns the final hidden state at each prompt's last
+  token (for a value head): the path for training, where gradients flow and gradient
+  checkpointing drops KV caches. `KVReuseScorer` routes to it in that case.
+- `PerCandidateScorer` and `RepeatedPromptScorer` are the plain reference implementations
+  the others are tested and benchmarked against.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+PACKED_ATTENTION = frozenset({"sdpa", "eager"})
+"""Attention implementations that accept custom (block-causal) 4D attention masks."""
 
 
 @runtime_checkable
@@ -102,9 +115,15 @@ class KVReuseScorer(CausalLMScorer):
 
     The default picks ``"packed"`` where the model's attention takes custom 4D masks
     (``sdpa``, ``eager``) and ``"batched"`` elsewhere (e.g. flash-attention).
+
+    Under gradient checkpointing in training mode transformers drops the cache between the
+    two passes (each checkpointed layer is called with ``past_key_values=None``), which would
+    crash the packed layout and make the batched one score candidates without their prompt.
+    In that state every call is routed to the cache-free `score_decisions` instead (same
+    scores, one pass).
     """
 
-    PACKED_ATTENTION = frozenset({"sdpa", "eager"})
+    PACKED_ATTENTION = PACKED_ATTENTION
     """Attention implementations that accept the packed layout's custom 4D mask."""
 
     def __init__(
@@ -128,7 +147,8 @@ class KVReuseScorer(CausalLMScorer):
         self.layout = layout
 
     def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
-        if self.layout == "packed":
+        # Where the cache would be dropped, _score_ids_batch scores without one.
+        if self.layout == "packed" or _drops_kv_cache(self.model):
             return self._score_ids_batch([(prompt_ids, candidate_ids)])[0]
         device = self.device
         cache = DynamicCache(config=self.model.config)
@@ -151,7 +171,7 @@ class KVReuseScorer(CausalLMScorer):
         With the packed layout the prompts run as one left-padded batch and all candidates
         in one more pass (one packed row per prompt); otherwise one prompt at a time.
         """
-        if self.layout != "packed":
+        if self.layout != "packed" and not _drops_kv_cache(self.model):
             return [self.score(prompt, candidates) for prompt, candidates in items]
         if not all(candidates for _, candidates in items):
             raise ValueError("score_many needs at least one candidate for every prompt")
@@ -162,6 +182,8 @@ class KVReuseScorer(CausalLMScorer):
     def _score_ids_batch(
         self, items: list[tuple[list[int], list[list[int]]]]
     ) -> list[torch.Tensor]:
+        if _drops_kv_cache(self.model):
+            return score_decisions(self.model, items, self._pad_id).scores
         device, dtype = self.device, self.model.dtype
         n_rows = len(items)
         lengths = [len(p) for p, _ in items]
@@ -276,14 +298,248 @@ class RepeatedPromptScorer(CausalLMScorer):
         return _sum_token_logprobs(logits, cand_ids, cand_mask)
 
 
+class PackedScorer(CausalLMScorer):
+    """Scores with `score_decisions`: one cache-free forward pass, differentiable.
+
+    The scorer for training: it follows the caller's grad mode (``score_tensor``,
+    ``score_batch``) and works under gradient checkpointing. ``score_batch`` also returns the
+    final hidden state at each prompt's last token, for a value head.
+    """
+
+    def score_ids(self, prompt_ids: list[int], candidate_ids: list[list[int]]) -> torch.Tensor:
+        return score_decisions(self.model, [(prompt_ids, candidate_ids)], self._pad_id).scores[0]
+
+    def score_batch(
+        self, items: Sequence[tuple[str, Sequence[str]]], **forward_kwargs: Any
+    ) -> ScoredDecisions:
+        """`score_decisions` on (prompt, candidates) texts, tokenized as `score` does."""
+        tokenized = [self._tokenize(prompt, candidates) for prompt, candidates in items]
+        return score_decisions(self.model, tokenized, self._pad_id, **forward_kwargs)
+
+    def score_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
+        """`score` for several (prompt, candidates) pairs in one pass, under inference mode."""
+        if not all(candidates for _, candidates in items):
+            raise ValueError("score_many needs at least one candidate for every prompt")
+        with torch.inference_mode():
+            return [t.tolist() for t in self.score_batch(items).scores]
+
+
+@dataclass
+class ScoredDecisions:
+    """What `score_decisions` returns, one entry per decision (item)."""
+
+    scores: list[torch.Tensor]
+    """Per item, ``[n_candidates]`` float32: the summed log-probs of its candidates."""
+    prompt_hidden: torch.Tensor
+    """``[n_items, hidden]``: the final-layer hidden state (after the final norm) at each
+    prompt's last token, the state the first candidate token is predicted from."""
+
+
+def score_decisions(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    pad_id: int,
+    *,
+    layout: Literal["packed", "repeated"] | None = None,
+    **forward_kwargs: Any,
+) -> ScoredDecisions:
+    """Score a batch of decisions in one forward pass, with no KV cache, differentiably.
+
+    Each item is ``(prompt_ids, [candidate_ids, ...])``; the prompt and every candidate must
+    be non-empty (an item without candidates gets empty scores, and its hidden state). A
+    candidate's score is the sum of log p(token) over its tokens after the prompt, computed
+    in float32 (no length normalisation). Runs in the caller's grad mode, so the scores and
+    hidden states carry gradients unless the caller disabled them, and works with gradient
+    checkpointing in training mode (it never relies on a cache).
+
+    Layouts:
+
+    - ``"packed"`` (default where the attention takes custom 4D masks: sdpa, eager): one row
+      per item, the prompt followed by all its candidates side by side. A block-causal 4D
+      mask lets each candidate token see the whole prompt and its own earlier tokens only,
+      and its position id continues after the prompt (``prompt_len + j``), so each candidate
+      is scored exactly as if it alone followed the prompt. Rows are right-padded. The mask
+      is ``[items, 1, width, width]`` in the model's dtype: fine for decision-sized rows.
+    - ``"repeated"`` (the fallback elsewhere, e.g. flash-attention): one row per candidate,
+      prompt + candidate, right-padded under a plain 2D mask. Same numbers, more compute.
+
+    ``forward_kwargs`` go to ``model(...)`` unchanged. Per-row arguments are per item, as
+    there is one packed row per item: PEFT's mixed-adapter ``adapter_names`` has one name
+    per item (the repeated layout repeats it for each candidate's row; PEFT accepts it only
+    in eval mode). Logits are computed only at the positions that
+    predict candidate tokens, by applying ``model.get_output_embeddings()`` to the gathered
+    final hidden states; so with mixed-adapter batches the output embedding must not carry
+    adapters (it runs outside ``model(...)``, where PEFT routes rows to their adapter).
+    """
+    if not items:
+        raise ValueError("score_decisions needs at least one item")
+    for prompt_ids, candidates in items:
+        if not prompt_ids:
+            raise ValueError("The prompt is empty: candidates need something to be scored after")
+        if any(len(c) == 0 for c in candidates):
+            raise ValueError("Candidates with no tokens cannot be scored")
+    attention = getattr(model.config, "_attn_implementation", None)
+    if layout is None:
+        layout = "packed" if attention in PACKED_ATTENTION else "repeated"
+    elif layout not in ("packed", "repeated"):
+        raise ValueError(f"layout must be 'packed' or 'repeated', got {layout!r}")
+    device = model.get_input_embeddings().weight.device
+    if layout == "packed":
+        batch = _packed_batch(items, pad_id, model.dtype)
+    else:
+        batch = _repeated_batch(items, pad_id)
+        names = forward_kwargs.get("adapter_names")
+        if names is not None:  # PEFT's per-row adapters: one row per candidate here
+            forward_kwargs["adapter_names"] = [
+                name
+                for name, (_, cands) in zip(names, items, strict=True)
+                for _ in range(max(1, len(cands)))
+            ]
+    out = model(
+        input_ids=batch.input_ids.to(device),
+        attention_mask=batch.attention_mask.to(device),
+        position_ids=None if batch.position_ids is None else batch.position_ids.to(device),
+        use_cache=False,
+        output_hidden_states=True,
+        # The model's own logits are not used: keep it from projecting every position.
+        **{"logits_to_keep": 1, **forward_kwargs},
+    )
+    # In transformers' causal LMs the last hidden state is taken after the final norm, i.e.
+    # exactly what the output embedding (lm_head) is applied to.
+    hidden = out.hidden_states[-1]
+    rows, cols = batch.prompt_last.to(hidden.device).unbind(-1)
+    prompt_hidden = hidden[rows, cols]
+    n_candidates = [len(candidates) for _, candidates in items]
+    if batch.targets.numel() == 0:  # only items without candidates
+        empty = hidden.new_zeros(0, dtype=torch.float32)
+        return ScoredDecisions([empty for _ in items], prompt_hidden)
+    rows, cols = batch.predictors.to(hidden.device).unbind(-1)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+    from trl.trainer.utils import selective_log_softmax  # trl is slow to import
+
+    # A leading batch dim of 1: trl's unfused path (no GPU/triton) loops over the first dim.
+    token_logprobs = selective_log_softmax(logits[None], batch.targets.to(hidden.device)[None])[0]
+    flat = torch.zeros(sum(n_candidates), device=hidden.device, dtype=torch.float32)
+    flat = flat.index_add(0, batch.owners.to(hidden.device), token_logprobs)
+    return ScoredDecisions(list(flat.split(n_candidates)), prompt_hidden)
+
+
+@dataclass
+class _ScoringBatch:
+    """Inputs of one scoring pass and where to read the results from it (on the CPU)."""
+
+    input_ids: torch.Tensor  # [rows, width]
+    attention_mask: torch.Tensor  # [rows, 1, width, width] additive, or [rows, width] 0/1
+    position_ids: torch.Tensor | None  # [rows, width]; None: the model's default 0, 1, ...
+    prompt_last: torch.Tensor  # [items, 2]: (row, column) of each prompt's last token
+    predictors: torch.Tensor  # [tokens, 2]: (row, column) predicting each candidate token
+    targets: torch.Tensor  # [tokens]: the candidate tokens, in candidate order
+    owners: torch.Tensor  # [tokens]: index of each token's candidate, counted over all items
+
+
+def _packed_batch(
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], pad_id: int, dtype: torch.dtype
+) -> _ScoringBatch:
+    """One row per item: prompt, then every candidate, under a block-causal 4D mask."""
+    widths = [len(p) + sum(len(c) for c in cands) for p, cands in items]
+    width = max(widths)
+    input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    position_ids = torch.zeros((len(items), width), dtype=torch.long)
+    # Segment of each column: 0 prompt, i + 1 the i-th candidate, -1 padding.
+    segment = torch.full((len(items), width), -1, dtype=torch.long)
+    prompt_last, predictors, targets, owners = [], [], [], []
+    owner = 0
+    for b, (prompt, cands) in enumerate(items):
+        n = len(prompt)
+        input_ids[b, :n] = torch.tensor(prompt, dtype=torch.long)
+        position_ids[b, :n] = torch.arange(n)
+        segment[b, :n] = 0
+        prompt_last.append((b, n - 1))
+        start = n
+        for i, cand in enumerate(cands):
+            m = len(cand)
+            input_ids[b, start : start + m] = torch.tensor(cand, dtype=torch.long)
+            position_ids[b, start : start + m] = torch.arange(n, n + m)
+            segment[b, start : start + m] = i + 1
+            # Token 0 is predicted from the prompt's last position, token j from token j - 1.
+            predictors += [(b, n - 1)] + [(b, start + j - 1) for j in range(1, m)]
+            targets += cand
+            owners += [owner] * m
+            owner += 1
+            start += m
+    column = torch.arange(width)
+    causal = column[:, None] >= column[None, :]  # [query, key]
+    seg_q, seg_k = segment[:, :, None], segment[:, None, :]
+    allowed = causal & (seg_q >= 0) & ((seg_k == 0) | (seg_k == seg_q))
+    # Padding queries attend to themselves only: a fully masked row would give NaNs.
+    allowed |= torch.eye(width, dtype=torch.bool)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return _ScoringBatch(
+        input_ids=input_ids,
+        attention_mask=mask[:, None],
+        position_ids=position_ids,
+        prompt_last=torch.tensor(prompt_last, dtype=torch.long),
+        predictors=torch.tensor(predictors, dtype=torch.long).reshape(-1, 2),
+        targets=torch.tensor(targets, dtype=torch.long),
+        owners=torch.tensor(owners, dtype=torch.long),
+    )
+
+
+def _repeated_batch(
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], pad_id: int
+) -> _ScoringBatch:
+    """One right-padded row per candidate, prompt + candidate (the prompt alone if none)."""
+    rows: list[tuple[list[int], list[int]]] = []
+    prompt_last = []
+    for prompt, cands in items:
+        prompt_last.append((len(rows), len(prompt) - 1))  # read from the item's first row
+        rows += [(list(prompt), list(c)) for c in cands] or [(list(prompt), [])]
+    width = max(len(p) + len(c) for p, c in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    predictors, targets, owners = [], [], []
+    owner = 0
+    for r, (prompt, cand) in enumerate(rows):
+        n = len(prompt) + len(cand)
+        input_ids[r, :n] = torch.tensor(prompt + cand, dtype=torch.long)
+        attention_mask[r, :n] = 1
+        if cand:
+            predictors += [(r, len(prompt) - 1 + j) for j in range(len(cand))]
+            targets += cand
+            owners += [owner] * len(cand)
+            owner += 1
+    return _ScoringBatch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=None,
+        prompt_last=torch.tensor(prompt_last, dtype=torch.long),
+        predictors=torch.tensor(predictors, dtype=torch.long).reshape(-1, 2),
+        targets=torch.tensor(targets, dtype=torch.long),
+        owners=torch.tensor(owners, dtype=torch.long),
+    )
+
+
+def _drops_kv_cache(model: PreTrainedModel) -> bool:
+    """Whether transformers will drop a KV cache passed to ``model``: gradient checkpointing
+    is on and the model is training (checkpointed layers then get ``past_key_values=None``)."""
+    if not model.training:
+        return False
+    # transformers 5 renamed the property (the old name warns); 4.x only has the old one.
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    return bool(checkpointing)
+
+
 def left_padded_prefill(
-    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int, **forward_kwargs: Any
 ) -> tuple[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor]:
     """Run token-id prompts of different lengths as one left-padded batch.
 
     Every row ends at the last column, so the returned logits ``[n, vocab]`` are each
     prompt's next-token logits. Also returns the KV cache, the 0/1 attention mask and the
     position ids (counting real tokens only), for the passes that continue the rows.
+    ``forward_kwargs`` go to ``model(...)`` (e.g. PEFT's per-row ``adapter_names``).
     """
     device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
@@ -302,6 +558,7 @@ def left_padded_prefill(
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
+        **forward_kwargs,
     ).logits[:, -1, :]
     return logits, cache, attention_mask, position_ids
 

@@ -1,0 +1,116 @@
+"""The local engine serving agents' LoRA adapters: mixed-adapter batches equal per-agent
+calls, the response cache follows the weights and adapter of every call (never stale after
+an update), and scoring agents sample from the softmax over legal-action scores."""
+
+import math
+
+import pytest
+import torch
+from langchain_core.messages import HumanMessage
+from scipy.stats import chisquare
+
+from marlang.models import SQLiteResponseCache
+from marlang.models.local_engine import GenerationRequest, SamplingParams, ScoreRequest
+from marlang.testing import tiny_chat_model, tiny_local_lm
+from marlang.trainers.adapters import TeamAdapters, ValueHeadOptions
+
+AGENTS = ["agent_0", "agent_1"]
+ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
+
+
+def team_engine(seed: int = 0):
+    engine = tiny_local_lm()
+    team = TeamAdapters(engine.model, AGENTS, base_id="tiny", value_head=ValueHeadOptions(), seed=seed)
+    with torch.no_grad():  # LoRA B starts at zero: make the agents' policies differ
+        gen = torch.Generator().manual_seed(seed + 1)
+        for name, p in team.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    engine.attach_adapters(team)
+    return engine, team
+
+
+def test_a_mixed_adapter_batch_scores_and_generates_as_each_agent_alone():
+    engine, _ = team_engine()
+    prompt = "<|im_start|>user\nMission: pick up the key.<|im_end|>\n<|im_start|>assistant\nAction:"
+    cands = tuple(" " + a for a in ACTIONS)
+    rows = [ScoreRequest(prompt, cands, a) for a in ["agent_0", "agent_1", None, "agent_1"]]
+    together = engine.score_requests(rows)
+    alone = [engine.score_requests([r])[0] for r in rows]
+    for t, a in zip(together, alone, strict=True):
+        assert t.scores == pytest.approx(a.scores, abs=1e-5)
+        assert (t.value is None) == (a.value is None)
+        if t.value is not None:
+            assert t.value == pytest.approx(a.value, abs=1e-5)
+    assert together[0].scores != pytest.approx(together[1].scores, abs=1e-3)  # adapters differ
+    assert together[2].value is None and together[0].value is not None
+    ids = engine.encode(prompt)
+    sampling = SamplingParams(max_tokens=6)
+    reqs = [GenerationRequest(ids, sampling, a) for a in ["agent_0", "agent_1", None]]
+    batch = engine.generate(reqs)
+    assert [o.token_ids for o in batch] == [engine.generate([r])[0].token_ids for r in reqs]
+
+
+def test_the_cache_is_never_stale_after_the_weights_change(tmp_path):
+    engine = tiny_local_lm()
+    cache = SQLiteResponseCache(tmp_path / "r.sqlite")
+    model = tiny_chat_model(engine, cache=cache, max_tokens=8)
+    msgs = [HumanMessage("Say something about keys.")]
+    first = model.invoke(msgs).content
+    model.invoke(msgs)
+    assert (cache.hits, cache.misses) == (1, 1)
+    with torch.no_grad():  # an optimizer step, in place
+        engine.model.lm_head.weight.mul_(-1.0)
+    again = model.invoke(msgs)
+    assert cache.misses == 2 and not again.response_metadata.get("cached")
+    assert again.content != first
+
+
+def test_the_cache_is_keyed_by_the_adapter_that_answers(tmp_path):
+    engine, team = team_engine()
+    cache = SQLiteResponseCache(tmp_path / "r.sqlite")
+    model = tiny_chat_model(engine, cache=cache, max_tokens=8)
+    msgs = [HumanMessage("Say something about keys.")]
+    a0 = model.invoke(msgs, adapter="agent_0").content
+    a1 = model.invoke(msgs, adapter="agent_1").content
+    assert cache.misses == 2 and a0 != a1
+    model.invoke(msgs, adapter="agent_0")
+    assert cache.hits == 1
+    with torch.no_grad():  # agent_0's update: its calls miss, agent_1's still hit
+        for p in team.parameters_of("agent_0"):
+            p.add_(0.3)
+    model.invoke(msgs, adapter="agent_0")
+    assert (cache.hits, cache.misses) == (1, 3)
+    model.invoke(msgs, adapter="agent_1")
+    assert cache.hits == 2
+
+
+def test_choosing_samples_from_the_softmax_over_scores():
+    """A chi-square test: sampled choices follow softmax(scores / T) on a fixed prompt."""
+    engine = tiny_local_lm()
+    model = tiny_chat_model(engine)
+    msgs = [HumanMessage("Mission: pick up the key. Which action?")]
+    temperature = 2.0
+    counts = {a: 0 for a in ACTIONS}
+    n = 600
+    meta = None
+    for seed in range(n):
+        reply = model.invoke(msgs, choices=ACTIONS, choice_prefix="Action: ", temperature=temperature, seed=seed)
+        counts[reply.content] += 1
+        meta = reply.response_metadata
+    scores = torch.tensor([meta["choice_logprobs"][a] for a in ACTIONS], dtype=torch.float64)
+    probs = torch.softmax(scores / temperature, -1)
+    assert meta["sampled"] and meta["choice_lead"] == " "
+    last = ACTIONS.index(reply.content)
+    assert meta["policy_logprob"] == pytest.approx(float(torch.log_softmax(scores / temperature, -1)[last]))
+    observed = [counts[a] for a in ACTIONS]
+    expected = (probs * n).tolist()
+    assert min(expected) > 5, "the fixed prompt should leave every action a fair chance"
+    assert chisquare(observed, expected).pvalue > 0.001
+    # greedy: the argmax, log pi normalised at temperature 1
+    greedy = model.invoke(msgs, choices=ACTIONS, choice_prefix="Action: ")
+    best = max(ACTIONS, key=lambda a: greedy.response_metadata["choice_logprobs"][a])
+    assert greedy.content == best and not greedy.response_metadata["sampled"]
+    logz = math.log(sum(math.exp(v) for v in greedy.response_metadata["choice_logprobs"].values()))
+    assert greedy.response_metadata["policy_logprob"] == pytest.approx(
+        greedy.response_metadata["choice_logprobs"][best] - logz)
