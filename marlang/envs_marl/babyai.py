@@ -17,7 +17,9 @@ from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core.verifier import GoToInstr, PickupInstr, PutNextInstr
 
 from marlang.envs_marl.base import NumericTextEnv, StepOutcome, rank_sign
-from marlang.envs_text.babyai import ACTIONS, BabyAITextEnv
+from marlang.envs_text.babyai import BabyAITextEnv
+from marlang.envs_text.babyai_agent import ACTIONS
+from marlang.envs_text.babyai_levels import BABYAI_LEVELS
 from marlang.types import TextObservation
 
 PSEUDO_REWARD = 0.1
@@ -361,7 +363,7 @@ BABYAI_NUMERIC_IDS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class BabyAINumericFactory:
-    """Registry factory: builds the wrapped text env by its id, then wraps it."""
+    """Registry factory: builds the wrapped text env from its BabyAI level, then wraps it."""
 
     env_id: str
     text_id: str
@@ -375,9 +377,8 @@ class BabyAINumericFactory:
         pseudo_reward: bool = False,
         **level_options: Any,
     ) -> BabyAINumericEnv:
-        from marlang.envs_text.registry import make
-
-        babyai = make(self.text_id, n_agents=n_agents, max_steps=max_steps, **level_options)
+        level = BABYAI_LEVELS[self.text_id]
+        babyai = level(n_agents=n_agents, max_steps=max_steps, **level_options)
         return BabyAINumericEnv(
             babyai,
             observation_mode=observation_mode,

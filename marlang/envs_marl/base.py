@@ -48,7 +48,7 @@ Credit assignment and references
     ``agent`` (its own contribution to the team goal), -1 if worse, 0 if tied: the reference
     ranking heuristic. ``scripted_team()``: an object with ``reset()`` and
     ``act(observations) -> {agent: action}`` (reads the env itself, so it works in both
-    modes); ``narrator()``: the generic narrator of ``marlang.envs_text.narration``.
+    modes); ``narrator()``: the generic ``marlang.envs_text.narrator.Narrator``.
 
 Subclass hooks
     ``_reset_world(seed: int | None, options: dict | None) -> None``: start a new episode.
@@ -75,6 +75,7 @@ import numpy as np
 from gymnasium.spaces import Box, Discrete, Space
 from pettingzoo import ParallelEnv
 
+from marlang.envs_text.narrator import Narrator
 from marlang.envs_text.spaces import (
     TextObservationSpace,
     check_joint_action,
@@ -238,10 +239,8 @@ class NumericTextEnv(ParallelEnv, ABC):
         """Structured facts for ``TextObservation.data`` (positions, carried items, ...)."""
         return {}
 
-    def narrator(self) -> Any:
+    def narrator(self) -> Narrator:
         """Tells this env's episodes in words (the generic narrator)."""
-        from marlang.envs_text.narration import Narrator
-
         return Narrator(self)
 
     # ----------------------------------------------------------------- PettingZoo API

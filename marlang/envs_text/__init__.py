@@ -10,16 +10,12 @@ import os
 # pygame (imported by minigrid) prints a banner on import; library users did not ask for it.
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
-from marlang.envs_text.babyai import (
-    ACTIONS,
-    AGENT_COLORS,
-    AgentState,
-    BabyAITextEnv,
-)
+from marlang.envs_text.babyai import AGENT_COLORS, BabyAITextEnv
+from marlang.envs_text.babyai_agent import ACTIONS, AgentState
+from marlang.envs_text.babyai_levels import BabyAILevelFactory
 from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam, make_scripted_team
 from marlang.envs_text.babyai_text import LocalView, observe
 from marlang.envs_text.registry import (
-    BabyAILevelFactory,
     EnvRegistry,
     EnvSpec,
     list_envs,

@@ -12,20 +12,22 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 from minigrid.core.actions import Actions
-from minigrid.core.constants import DIR_TO_VEC, OBJECT_TO_IDX, TILE_PIXELS
+from minigrid.core.constants import OBJECT_TO_IDX, TILE_PIXELS
 from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from minigrid.envs.babyai.core.verifier import Instr, PickupInstr, PutNextInstr, SeqInstr
 from minigrid.utils.rendering import downsample
 from pettingzoo import ParallelEnv
 
+from marlang.envs_text.babyai_agent import ACTION_INDEX, ACTIONS, AgentState
+from marlang.envs_text.babyai_narration import BabyAINarrator
+from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam
 from marlang.envs_text.babyai_text import DIRECTION_NAMES, LocalView, object_record, observe
 from marlang.envs_text.spaces import (
     ActionStringSpace,
@@ -37,16 +39,7 @@ from marlang.envs_text.spaces import (
 )
 from marlang.types import TextObservation
 
-if TYPE_CHECKING:
-    from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam
-    from marlang.envs_text.narration import BabyAINarrator
-
 logger = logging.getLogger(__name__)
-
-ACTIONS: tuple[str, ...] = ("turn left", "turn right", "go forward", "pick up", "drop", "toggle")
-"""Legal action strings; position i is minigrid action i (``done`` is not offered)."""
-
-ACTION_INDEX: Mapping[str, int] = MappingProxyType({name: i for i, name in enumerate(ACTIONS)})
 
 AGENT_COLORS: tuple[tuple[int, int, int], ...] = (
     (255, 0, 0),  # agent_0: minigrid's own red agent
@@ -61,21 +54,6 @@ AGENT_COLORS: tuple[tuple[int, int, int], ...] = (
 """Triangle colours of agent_0, agent_1, ... in ``render()`` (cycled beyond eight agents)."""
 
 MIN_AGENTS = 2
-
-
-@dataclass(frozen=True)
-class AgentState:
-    """One agent's body: where it stands, where it faces, what it holds."""
-
-    position: tuple[int, int]
-    direction: int
-    """minigrid direction: 0 east, 1 south, 2 west, 3 north."""
-    carrying: WorldObj | None = None
-
-    @property
-    def front(self) -> tuple[int, int]:
-        dx, dy = DIR_TO_VEC[self.direction]
-        return self.position[0] + int(dx), self.position[1] + int(dy)
 
 
 def _direction_index(direction: Any) -> int:
@@ -425,14 +403,11 @@ class BabyAITextEnv(ParallelEnv):
 
     def narrator(self) -> BabyAINarrator:
         """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
-        from marlang.envs_text.narration import BabyAINarrator
-
+    
         return BabyAINarrator(self)
 
     def scripted_team(self) -> ScriptedBabyAITeam:
         """The scripted reference team for this env (see ``ScriptedBabyAITeam``)."""
-        from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam
-
         return ScriptedBabyAITeam(self)
 
     # ----------------------------------------------------------------- internals

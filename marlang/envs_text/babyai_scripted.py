@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 import numpy as np
 from minigrid.core.actions import Actions
@@ -17,7 +18,7 @@ from minigrid.core.world_object import Wall
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from minigrid.utils.baby_ai_bot import BabyAIBot, DisappearedBoxError
 
-from marlang.envs_text.babyai import ACTIONS, AgentState, BabyAITextEnv
+from marlang.envs_text.babyai_agent import ACTIONS, AgentState
 from marlang.types import TextObservation
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,24 @@ _NEEDS_FRONT_CELL = (Actions.forward, Actions.drop, Actions.toggle)
 _MAX_RETREAT = 12
 # What BabyAIBot raises when the world no longer matches its plan.
 _BOT_ERRORS = (AssertionError, DisappearedBoxError, IndexError)
+
+
+class BabyAIWorld(Protocol):
+    """What the team reads of its env (``BabyAITextEnv``): the agents, their bodies, the level,
+    who stands where, and the level as one agent's body sees it."""
+
+    possible_agents: list[str]
+    agents: list[str]
+
+    @property
+    def agent_states(self) -> Mapping[str, AgentState]: ...
+
+    @property
+    def level(self) -> RoomGridLevel: ...
+
+    def agent_at(self, position: Cell) -> str | None: ...
+
+    def embodied(self, agent: str) -> contextlib.AbstractContextManager[RoomGridLevel]: ...
 
 
 class ScriptedBabyAITeam:
@@ -49,7 +68,7 @@ class ScriptedBabyAITeam:
     ``env.step(team.act(obs))`` until the episode ends.
     """
 
-    def __init__(self, env: BabyAITextEnv, driver: str = "agent_0"):
+    def __init__(self, env: BabyAIWorld, driver: str = "agent_0"):
         if driver not in env.possible_agents:
             raise ValueError(f"driver must be one of {env.possible_agents}, got {driver!r}")
         self.env = env
@@ -348,6 +367,6 @@ def _idle_action(state: AgentState) -> str:
     return "pick up" if state.carrying is not None else "drop"
 
 
-def make_scripted_team(env: BabyAITextEnv, driver: str = "agent_0") -> ScriptedBabyAITeam:
+def make_scripted_team(env: BabyAIWorld, driver: str = "agent_0") -> ScriptedBabyAITeam:
     """The scripted reference team for ``env`` (same as ``env.scripted_team()``)."""
     return ScriptedBabyAITeam(env, driver=driver)

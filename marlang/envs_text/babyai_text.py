@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from minigrid.core.world_object import WorldObj
 from minigrid.minigrid_env import MiniGridEnv
 
-if TYPE_CHECKING:
-    from marlang.envs_text.babyai import AgentState
+from marlang.envs_text.babyai_agent import AgentState
 
 DIRECTION_NAMES: tuple[str, ...] = ("east", "south", "west", "north")
 """Compass names of minigrid's directions 0..3 (x grows east, y grows south)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from marlang.envs_text.overcooked_narration import OvercookedNarrator
 from marlang.envs_text.overcooked_package import (
     Action,
     Direction,
@@ -42,9 +43,6 @@ from marlang.envs_text.spaces import (
     check_render_mode,
 )
 from marlang.types import TextObservation
-
-if TYPE_CHECKING:
-    from marlang.envs_text.narration import OvercookedNarrator
 
 LAYOUTS: dict[str, str] = {
     "cramped-room": "cramped_room",
@@ -323,8 +321,7 @@ class OvercookedTextEnv(ParallelEnv):
 
     def narrator(self) -> OvercookedNarrator:
         """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
-        from marlang.envs_text.narration import OvercookedNarrator
-
+    
         return OvercookedNarrator(self)
 
     def scripted_team(self) -> Any:

@@ -11,13 +11,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
+from marlang.envs_text.pistonball_narration import PistonballNarrator
 from marlang.envs_text.spaces import (
     ActionStringSpace,
     StepResult,
@@ -27,9 +28,6 @@ from marlang.envs_text.spaces import (
     is_integer,
 )
 from marlang.types import TextObservation
-
-if TYPE_CHECKING:
-    from marlang.envs_text.narration import PistonballNarrator
 
 logger = logging.getLogger(__name__)
 
@@ -303,8 +301,7 @@ class PistonballTextEnv(ParallelEnv):
 
     def narrator(self) -> PistonballNarrator:
         """Tells this env's episodes in words for learners (``marlang.envs_text.narration``)."""
-        from marlang.envs_text.narration import PistonballNarrator
-
+    
         return PistonballNarrator(self)
 
     def scripted_team(self) -> PistonballRuleTeam:

@@ -1,6 +1,7 @@
 """Registry of text environments: build any of them by id, list them, add your own.
 
-``make("babyai/pickup", n_agents=2)`` is how configs and the CLI get an environment.
+``make("babyai/pickup", n_agents=2)`` is how configs and the CLI get an environment. The
+registry sits on top of ``envs_text`` and ``envs_marl``: it imports the envs, no env imports it.
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ import difflib
 import inspect
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from minigrid.envs.babyai import BlockedUnlockPickup, GoToLocal, PutNextLocal, UnlockPickup
-from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from pettingzoo import ParallelEnv
 
-from marlang.envs_text.babyai import BabyAITextEnv
+from marlang.envs_marl.registration import register_marl_envs
+from marlang.envs_text.babyai_levels import BABYAI_ENVS
+from marlang.envs_text.task_envs import TASK_ENVS
 
 logger = logging.getLogger(__name__)
 
@@ -119,111 +120,6 @@ def _check_parameters(env_id: str, factory: EnvFactory, kwargs: Mapping[str, Any
             )
 
 
-# ---------------------------------------------------------------------- built-in BabyAI levels
-
-
-@dataclass(frozen=True)
-class BabyAILevelFactory:
-    """Builds a ``BabyAITextEnv`` around one minigrid BabyAI level class.
-
-    ``level_kwargs`` are fixed constructor arguments; ``options`` are the level constructor
-    arguments users may override through ``make`` (with their defaults).
-    """
-
-    env_id: str
-    level_class: type[RoomGridLevel]
-    max_steps: int | None = None
-    """Default step limit; ``None`` keeps the level's own."""
-    level_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def _check_options(self, arguments: Mapping[str, Any], given: Mapping[str, Any]) -> None:
-        for name, value in given.items():
-            if isinstance(self.options[name], bool):
-                expected, valid = "True or False", type(value) is bool
-            else:
-                expected = "a positive integer"
-                valid = type(value) is int and value >= 1
-            if not valid:
-                raise ValueError(f"{self.env_id}: {name} must be {expected}, got {value!r}")
-        room_size = arguments.get("room_size")
-        if room_size is not None and room_size < 5:
-            raise ValueError(f"{self.env_id}: room_size must be >= 5, got {room_size}")
-        for name in ("num_dists", "num_objs"):
-            if name in arguments and room_size is not None:
-                # Past ~40% of the floor, minigrid's rejection sampling slows to a crawl.
-                least, most = (2 if name == "num_objs" else 1), (room_size - 2) ** 2 * 2 // 5
-                if not least <= arguments[name] <= most:
-                    raise ValueError(
-                        f"{self.env_id}: {name} must be between {least} and {most} for "
-                        f"room_size={room_size}, got {arguments[name]}"
-                    )
-
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        render_mode: str | None = None,
-        **options: Any,
-    ) -> BabyAITextEnv:
-        unknown = sorted(set(options) - set(self.options))
-        if unknown:
-            valid = ["n_agents", "max_steps", "render_mode", *self.options]
-            raise ValueError(
-                f"{self.env_id} has no parameter {unknown[0]!r}; valid parameters: {', '.join(valid)}"
-            )
-        level_arguments = {**self.level_kwargs, **self.options, **options}
-        self._check_options(level_arguments, options)
-        try:
-            level = self.level_class(**level_arguments)
-        except (AssertionError, ValueError) as error:
-            raise ValueError(f"{self.env_id}: invalid level options {options}: {error}") from error
-        return BabyAITextEnv(
-            level,
-            n_agents=n_agents,
-            max_steps=self.max_steps if max_steps is None else max_steps,
-            render_mode=render_mode,
-            env_id=self.env_id,
-        )
-
-
-BABYAI_ENVS: tuple[tuple[BabyAILevelFactory, str], ...] = (
-    (
-        BabyAILevelFactory("babyai/goto-obj", GoToLocal, options={"room_size": 8, "num_dists": 8}),
-        "Go to an object among distractors in one 8x8 room (BabyAI GoToLocal); max 64 steps",
-    ),
-    (
-        BabyAILevelFactory("babyai/pickup", BlockedUnlockPickup),
-        (
-            "Move the ball blocking a locked door, take its key, open it, pick up the box "
-            "(BabyAI BlockedUnlockPickup); max 576 steps"
-        ),
-    ),
-    (
-        # minigrid 3.x loses this level's intended 8 * room_size**2 limit (it checks
-        # `max is None`), which leaves 72 steps; restore the intended one.
-        BabyAILevelFactory(
-            "babyai/unlock-pickup", UnlockPickup, max_steps=8 * 6**2, options={"distractors": False}
-        ),
-        (
-            "Take the key, unlock the door, pick up the box in the next room "
-            "(BabyAI UnlockPickup); max 288 steps"
-        ),
-    ),
-    (
-        BabyAILevelFactory(
-            "babyai/put-next", PutNextLocal, options={"room_size": 8, "num_objs": 8}
-        ),
-        (
-            "Put one object next to another in one 8x8 room with 8 objects "
-            "(BabyAI PutNextLocal); max 128 steps"
-        ),
-    ),
-)
-"""Built-in multi-agent BabyAI envs and their descriptions."""
-
-
 # ---------------------------------------------------------------------- Overcooked, Pistonball
 
 
@@ -262,15 +158,23 @@ OVERCOOKED_ENVS: tuple[tuple[str, str], ...] = (
         "Overcooked-AI Asymmetric Advantages: two kitchens, each cook near different things",
     ),
     ("coordination-ring", "Overcooked-AI Coordination Ring: a one-cell-wide ring the cooks share"),
-    ("forced-coordination", "Overcooked-AI Forced Coordination: items must be passed over the counter"),
-    ("counter-circuit", "Overcooked-AI Counter Circuit (one order): a loop around a central counter"),
+    (
+        "forced-coordination",
+        "Overcooked-AI Forced Coordination: items must be passed over the counter",
+    ),
+    (
+        "counter-circuit",
+        "Overcooked-AI Counter Circuit (one order): a loop around a central counter",
+    ),
 )
-"""Built-in Overcooked layouts (ids ``overcooked/<name>``); 400 ticks, subgoal actions by default."""
+"""Built-in Overcooked layouts (ids ``overcooked/<name>``); 400 ticks, subgoal actions by
+default."""
 
 
 @dataclass(frozen=True)
 class PistonballFactory:
-    """Builds a ``PistonballTextEnv``; ``n_pistons`` fixes the team size (else ``n_agents`` does)."""
+    """Builds a ``PistonballTextEnv``; ``n_pistons`` fixes the team size (else ``n_agents``
+    does)."""
 
     env_id: str
     n_pistons: int | None = None
@@ -294,7 +198,8 @@ class PistonballFactory:
         if self.n_pistons is not None and n_agents != self.n_pistons:
             raise ValueError(
                 f"{self.env_id} has {self.n_pistons} pistons, so n_agents must be "
-                f"{self.n_pistons} (got {n_agents}); the id 'pistonball' takes any number from 2 to 20"
+                f"{self.n_pistons} (got {n_agents}); the id 'pistonball' takes any number from 2 "
+                "to 20"
             )
         return PistonballTextEnv(
             n_agents, max_steps=max_steps, render_mode=render_mode, env_id=self.env_id,
@@ -310,7 +215,9 @@ def _default_registry() -> EnvRegistry:
         registry.register(factory.env_id, factory, description)
     for layout, description in OVERCOOKED_ENVS:
         env_id = f"overcooked/{layout}"
-        registry.register(env_id, OvercookedLayoutFactory(env_id, layout), f"{description}; 400 ticks")
+        registry.register(
+            env_id, OvercookedLayoutFactory(env_id, layout), f"{description}; 400 ticks"
+        )
     for n in (5, 10, 20):
         registry.register(
             f"pistonball/n{n}",
@@ -323,12 +230,9 @@ def _default_registry() -> EnvRegistry:
         PistonballFactory("pistonball"),
         "PettingZoo Pistonball with n_agents pistons (2 to 20): ball to the left wall; 125 cycles",
     )
-    from marlang.envs_marl.registration import register_marl_envs  # builds on this package
-
     register_marl_envs(registry)
-    from marlang.envs_text.cooperative_tasks import register_task_envs
-
-    register_task_envs(registry)
+    for env_id, factory, description in TASK_ENVS:
+        registry.register(env_id, factory, description)
     return registry
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from marlang.envs_text.narration import (
+from marlang.envs_text.narrator import (
     After,
     Narrator,
-    _agents,
-    _message_lines,
-    _plural,
-    _said,
-    _short,
+    agents_of,
+    message_lines,
+    plural,
+    said_by,
+    shorten,
 )
 from marlang.types import Step, Trajectory
 
@@ -35,7 +35,7 @@ class CooperativeTaskNarrator(Narrator):
 
     def header(self, trajectory: Trajectory) -> list[str]:
         data = _first_data(trajectory)
-        agents = _agents(trajectory)
+        agents = agents_of(trajectory)
         structure = data.get("structure", getattr(self.env, "structure", "sequential"))
         if structure == "sequential":
             order = (
@@ -50,9 +50,9 @@ class CooperativeTaskNarrator(Narrator):
         turns = data.get("max_turns", getattr(self.env, "max_steps", "?"))
         head = (
             f"{trajectory.env_id}, task {data.get('task_id', '?')}: agents {', '.join(agents)}; "
-            f"{order}; up to {_plural(int(turns), 'turn') if isinstance(turns, int) else turns}."
+            f"{order}; up to {plural(int(turns), 'turn') if isinstance(turns, int) else turns}."
         )
-        lines = [head, f"Task: {_short(str(data.get('problem', '')), TASK_CHARS)}"]
+        lines = [head, f"Task: {shorten(str(data.get('problem', '')), TASK_CHARS)}"]
         judged = {
             "code": "tests passed k/n (hidden tests)",
             "math": "whether the final answer is correct",
@@ -81,7 +81,7 @@ class CooperativeTaskNarrator(Narrator):
         verdict = _verdict(step)
         if verdict:
             lines.append(f"  -> {verdict}; reward {_reward(step):+g}")
-        lines += _message_lines(step)
+        lines += message_lines(step)
         return "\n".join(lines)
 
     def _answer(self, step: Step, agent: str) -> str:
@@ -89,7 +89,7 @@ class CooperativeTaskNarrator(Narrator):
         answer = decision.action if decision is not None else ""
         if _format(step) == "code":
             return _code_block(answer)
-        return f"    {_short(answer, ANSWER_CHARS)}"
+        return f"    {shorten(answer, ANSWER_CHARS)}"
 
     def step_summary(self, step: Step, agent: str, after: After = None) -> str:
         turn = _turn(step)
@@ -102,12 +102,12 @@ class CooperativeTaskNarrator(Narrator):
         else:
             decision = step.decisions.get(agent)
             answer = decision.action if decision is not None else ""
-            text = f"turn {turn}: {agent} ({role}) answered '{_short(answer, ANSWER_CHARS)}'"
+            text = f"turn {turn}: {agent} ({role}) answered '{shorten(answer, ANSWER_CHARS)}'"
         parts = [text]
         verdict = _verdict(step)
         if verdict:
             parts.append(f"{verdict}, reward {_reward(step):+g}")
-        parts += _said(step, agent)
+        parts += said_by(step, agent)
         return "; ".join(parts)
 
     def agent_summary(self, trajectory: Trajectory, agent: str) -> list[str]:
@@ -120,12 +120,14 @@ class CooperativeTaskNarrator(Narrator):
             else:
                 answered += 1
         return [
-            f"{agent} totals: {_plural(answered, 'answer')}, {_plural(invalid, 'invalid answer')}."
+            f"{agent} totals: {plural(answered, 'answer')}, {plural(invalid, 'invalid answer')}."
         ]
 
     def summary(self, trajectory: Trajectory) -> list[str]:
         lines = [
-            line for agent in _agents(trajectory) for line in self.agent_summary(trajectory, agent)
+            line
+            for agent in agents_of(trajectory)
+            for line in self.agent_summary(trajectory, agent)
         ]
         per_turn = [_verdict(step) for step in trajectory.steps if _judged(step)]
         if per_turn:
@@ -139,13 +141,13 @@ class CooperativeTaskNarrator(Narrator):
         if trajectory.success:
             head = f"success: solved on turn {turns} ({last})"
         else:
-            head = f"failure: not solved after {_plural(turns, 'judged turn')} (last: {last})"
+            head = f"failure: not solved after {plural(turns, 'judged turn')} (last: {last})"
         invalid = sum(
             bool(info.get("invalid")) for step in trajectory.steps for info in step.infos.values()
         )
         return (
             f"Outcome: {head}; team return {trajectory.team_return:.3g}; "
-            f"{_plural(trajectory.n_steps, self.step_noun)}; {_plural(invalid, 'invalid answer')}."
+            f"{plural(trajectory.n_steps, self.step_noun)}; {plural(invalid, 'invalid answer')}."
         )
 
 
@@ -223,12 +225,12 @@ def _verdict(step: Step) -> str:
             text += f", levelled reward {levelled.get('total', 0):g}/{levelled.get('max', 4):g}"
         return text
     answer = str(info.get("answer", ""))
-    shown = f"answer '{_short(answer, 80)}'" if answer.strip() else "no final answer"
+    shown = f"answer '{shorten(answer, 80)}'" if answer.strip() else "no final answer"
     if "f1" in info:
         exact = "exact match" if info.get("exact_match") else "no exact match"
         return f"{shown}: F1 {float(info.get('f1', 0.0)):.2f}, {exact}"
     verdict = "correct" if info.get("correct") else "not correct"
-    votes = f" ({_plural(int(info['votes']), 'vote')})" if "votes" in info else ""
+    votes = f" ({plural(int(info['votes']), 'vote')})" if "votes" in info else ""
     return f"{shown}{votes}: {verdict}"
 
 
@@ -248,5 +250,5 @@ def _code_block(code: str) -> str:
     text = "\n".join(f"    {line}" for line in shown)
     left = len(lines) - len(shown)
     if left > 0:
-        text += f"\n    ... ({_plural(left, 'more line')})"
+        text += f"\n    ... ({plural(left, 'more line')})"
     return text

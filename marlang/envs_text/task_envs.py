@@ -1,0 +1,131 @@
+"""The cooperative task envs by id (``code/humaneval``, ``code/mbpp``, ``code/coophumaneval``,
+``math/math``, ``qa/hotpotqa``): factories that build them over a dataset loaded once per
+process. The registry imports this module; the task envs never import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+from marlang.envs_text.cooperative_tasks import load_problems
+
+
+@dataclass(frozen=True)
+class CodeTaskFactory:
+    """Builds a ``CodeTaskEnv`` over one coding dataset (problems loaded once per process)."""
+
+    env_id: str
+    task: str
+
+    def __call__(
+        self,
+        n_agents: int = 2,
+        *,
+        max_steps: int | None = None,
+        structure: str = "sequential",
+        feedback: str = "level_feedback",
+        memory: str = "full",
+        sandbox_slice: int | str | None = 1,
+        expert_model: Any = None,
+        reward: str = "tests",
+        split: str | None = None,
+        dataset: str | None = None,
+        dataset_config: str | None = None,
+        data_files: Any = None,
+        limit: int | None = None,
+        sandbox_workers: int | None = None,
+        timeout: float = 10.0,
+        test_timeout: float = 3.0,
+        render_mode: str | None = None,
+    ) -> ParallelEnv:
+        from marlang.envs_text.coding_tasks import CodeTaskEnv
+
+        def problems() -> tuple[Any, ...]:
+            return load_problems(
+                self.task, split=split, dataset=dataset, dataset_config=dataset_config,
+                data_files=data_files, limit=limit,
+            )
+
+        return CodeTaskEnv(
+            problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
+            feedback=feedback, memory=memory, sandbox_slice=sandbox_slice,
+            expert_model=expert_model, reward=reward, sandbox_workers=sandbox_workers,
+            timeout=timeout, test_timeout=test_timeout, render_mode=render_mode,
+            env_id=self.env_id,
+        )
+
+
+@dataclass(frozen=True)
+class ReasoningTaskFactory:
+    """Builds a ``MathTaskEnv`` (``task="math"``) or ``QATaskEnv`` (``task="hotpotqa"``)."""
+
+    env_id: str
+    task: str
+
+    def __call__(
+        self,
+        n_agents: int = 2,
+        *,
+        max_steps: int | None = None,
+        structure: str = "sequential",
+        feedback: str = "level_feedback",
+        memory: str = "full",
+        expert_model: Any = None,
+        split: str | None = None,
+        dataset: str | None = None,
+        dataset_config: str | None = None,
+        data_files: Any = None,
+        limit: int | None = None,
+        render_mode: str | None = None,
+    ) -> ParallelEnv:
+        from marlang.envs_text.reasoning_tasks import MathTaskEnv, QATaskEnv
+
+        env_class = MathTaskEnv if self.task == "math" else QATaskEnv
+
+        def problems() -> tuple[Any, ...]:
+            return load_problems(
+                self.task, split=split, dataset=dataset, dataset_config=dataset_config,
+                data_files=data_files, limit=limit,
+            )
+
+        return env_class(
+            problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
+            feedback=feedback, memory=memory, expert_model=expert_model,
+            render_mode=render_mode, env_id=self.env_id,
+        )
+
+
+TASK_ENVS: tuple[tuple[str, CodeTaskFactory | ReasoningTaskFactory, str], ...] = (
+    (
+        "code/humaneval",
+        CodeTaskFactory("code/humaneval", "humaneval"),
+        (
+            "HumanEval: a team writes Python functions run against hidden tests (164, offline); "
+            "2 turns"
+        ),
+    ),
+    (
+        "code/mbpp",
+        CodeTaskFactory("code/mbpp", "mbpp"),
+        "MBPP (sanitized): a team writes Python functions run against hidden tests; 2 turns",
+    ),
+    (
+        "code/coophumaneval",
+        CodeTaskFactory("code/coophumaneval", "coophumaneval"),
+        "CoopHumanEval: HumanEval-style problems made for helper + main cooperation; 2 turns",
+    ),
+    (
+        "math/math",
+        ReasoningTaskFactory("math/math", "math"),
+        "MATH: a team solves competition math problems, final answer in \\boxed{}; 1 turn",
+    ),
+    (
+        "qa/hotpotqa",
+        ReasoningTaskFactory("qa/hotpotqa", "hotpotqa"),
+        "HotPotQA (distractor): multi-hop questions over Wikipedia paragraphs, F1 reward; 1 turn",
+    ),
+)
+"""The cooperative task envs: id, factory, one-line description."""
