@@ -2,6 +2,11 @@
 
 Every section forbids unknown keys, so a typo fails fast with a message naming the key
 and the valid ones (see :func:`describe_validation_error`).
+
+Names that higher layers implement (``env.id``, ``protocol.name``, ``learning.method`` and a
+method's own ``learning.*`` keys) are checked against the registries of :mod:`marlang.registry`,
+the one layer below this module: config never imports envs, graphs, learners or trainers. A
+learning method given as an entry point is imported when a config names it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from marlang.registry import CONFIG_CHECKS, ENVS, LEARNERS, PROTOCOLS, EntryPointError, LearnerSpec
 
 
 class ConfigError(ValueError):
@@ -45,11 +52,8 @@ class EnvConfig(_Section):
     @field_validator("id")
     @classmethod
     def _known_env(cls, v: str) -> str:
-        from marlang.envs_text import list_envs
-
-        valid = list(list_envs())
-        if v not in valid:
-            raise ValueError(f"unknown env id {v!r}; valid choices: {', '.join(valid)}")
+        if v not in ENVS:
+            raise ValueError(f"unknown env id {v!r}; valid choices: {', '.join(sorted(ENVS))}")
         return v
 
     @field_validator("n_agents", mode="after")
@@ -57,9 +61,7 @@ class EnvConfig(_Section):
     def _default_agents(cls, v: int | None, info: Any) -> int:
         if v is not None or "id" not in info.data:
             return v if v is not None else 2
-        from marlang.envs_text.registry import default_agents
-
-        return default_agents(info.data["id"])
+        return int(ENVS.entry(info.data["id"]).metadata.get("default_agents", 2))
 
 
 class ModelConfig(_Section):
@@ -83,6 +85,9 @@ class ModelConfig(_Section):
     cache: bool = Field(True, description="Use the persistent SQLite response cache.")
     cache_path: str | None = Field(None, description="SQLite file; default: the user cache directory.")
     max_concurrency: int = Field(16, ge=1, description="Most LLM calls in flight at once.")
+    adapters: str | None = Field(
+        None, description="Play a trained team back: a run directory (its latest accepted adapters) or "
+        "RUN_DIR/adapters/<iteration>; agents without a saved adapter act with the base model.")
 
     @field_validator("spec")
     @classmethod
@@ -103,11 +108,8 @@ class ProtocolConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known_protocol(cls, v: str) -> str:
-        from marlang.graphs.protocols import list_protocols
-
-        valid = list(list_protocols())
-        if v not in valid:
-            raise ValueError(f"unknown protocol {v!r}; valid choices: {', '.join(valid)}")
+        if v not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {v!r}; valid choices: {', '.join(PROTOCOLS)}")
         return v
 
     @property
@@ -161,18 +163,13 @@ class LearningConfig(_Section):
     @field_validator("method")
     @classmethod
     def _known_method(cls, v: str) -> str:
-        from marlang.learners import list_learners
-
-        valid = list(list_learners())
-        if v not in valid:
-            raise ValueError(f"unknown learning method {v!r}; valid choices: {', '.join(valid)}")
+        if v not in LEARNERS:
+            raise ValueError(f"unknown learning method {v!r}; valid choices: {', '.join(LEARNERS)}")
         return v
 
     @model_validator(mode="after")
     def _method_keys(self) -> LearningConfig:
-        from marlang.learners import learner_entry
-
-        entry = learner_entry(self.method)
+        entry = learning_method(self.method)
         extra = dict(self.model_extra or {})
         valid = ["method", "iterations", "rollouts", *entry.options_model.model_fields]
         for key in extra:
@@ -198,9 +195,17 @@ class LearningConfig(_Section):
 
     @property
     def label(self) -> str:
-        from marlang.learners import learner_entry
+        return learning_method(self.method).label(self.options)
 
-        return learner_entry(self.method).label(self.options)
+
+def learning_method(name: str) -> LearnerSpec:
+    """The registered learning method ``name``, loaded (a one-line ``ValueError`` if its entry
+    point cannot be imported). Its ``check_config(config)`` is the method's own whole-config
+    check (see :class:`marlang.registry.LearnerSpec`)."""
+    try:
+        return LEARNERS.load(name)
+    except EntryPointError as err:
+        raise ValueError(f"learning.method {name!r}: {err}") from None
 
 
 class RunConfig(_Section):
@@ -236,9 +241,12 @@ class ExperimentConfig(_Section):
                 raise ValueError(
                     f"protocol.speakers: unknown agent {bad[0]!r}; valid choices: {', '.join(names)}"
                 )
-        from marlang.trainers.neural.methods import check_neural_pairing
-
-        check_neural_pairing(self)  # neural agents <-> a neural learning.method
+        for name in CONFIG_CHECKS:  # e.g. neural agents <-> a neural learning.method
+            try:
+                check = CONFIG_CHECKS.load(name)
+            except EntryPointError as err:
+                raise ValueError(f"config check {name!r}: {err}") from None
+            check(self)
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")

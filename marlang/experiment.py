@@ -196,6 +196,7 @@ class Experiment:
             env=narrator_env,
             actors=self.agents,
             trajectory=runtime.trajectory,
+            run_dir=self.run_dir.path,
             instructions={a: _instructions(a, c.env.n_agents, world) for a in c.agent_names()},
         )
         return entry.factory(options, context)
@@ -255,15 +256,23 @@ class Experiment:
         from marlang.models import UsageRecorder
 
         c = self.config
+        if not self.scripted:
+            try:  # settings the learner cannot train fail here, before anything is created
+                learner_entry(c.learning.method).check_config(c)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
         narrator_env = self._make_env()
-        self._prepare_directory(narrator_env)
+        self._check_directory()
         self.agents = {}
         decide: Any = None
+        adapters: dict[str, str] = {}
         if not self.scripted:
             self.model = self._build_model()
             self.agents = self._build_agents(self.model, _world(narrator_env))
+            adapters = self._play_back_adapters()
             protocol_graph = build_protocol(c.protocol.name, self.agents, c.protocol)
             decide = protocol_decider(protocol_graph)
+        self._create_directory(narrator_env, adapters)
         self.recorder = UsageRecorder()
         limiter = asyncio.Semaphore(c.model.max_concurrency)
         ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder], "limiter": limiter}
@@ -333,8 +342,9 @@ class Experiment:
             initial_policies=self._initial_policies(), cache=self.cache)
         return runtime.finalize()
 
-    def _prepare_directory(self, env: Any = None) -> None:
-        """Create the run directory, or check that a resumed run measures the same thing."""
+    def _check_directory(self) -> None:
+        """Refuse a run directory that holds a run (unless resuming), or a resume that would
+        measure something else; writes nothing but the repair of a torn episodes file."""
         rd = self.run_dir
         if rd.exists() and not self.resume:
             raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to continue it "
@@ -344,8 +354,45 @@ class Experiment:
             dicts = rd.load_episode_dicts(repair=True)
             rd.rewrite_metrics([d["metrics"] for d in dicts])
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
+
+    def _create_directory(self, env: Any, adapters: dict[str, str]) -> None:
+        """Write config and manifest (once the model is built, so the manifest names its
+        weights). A resume keeps the original start and command and appends its own."""
+        rd = self.run_dir
         model_id = self.config.model.spec if not self.scripted else "scripted"
-        rd.create(self.config.to_yaml(), self.manifest(model_id, env))
+        manifest = self.manifest(model_id, env)
+        if adapters:
+            manifest["adapters"] = adapters
+        previous = rd.read_json("manifest.json") if rd.exists() else None
+        if previous:
+            saved = previous.get("adapters") or {}
+            if saved != adapters:
+                changed = sorted(set(saved) | set(adapters), key=str)
+                first = next(a for a in changed if saved.get(a) != adapters.get(a))
+                raise ConfigError(f"cannot resume: the adapter of {first} is {saved.get(first) or '(none)'} in the saved "
+                                  f"run but {adapters.get(first) or '(none)'} now; start a new run directory instead")
+            resumes = [*previous.get("resumes", []), {"at": manifest["started"], "command": manifest["command"]}]
+            manifest.update(started=previous.get("started", manifest["started"]),
+                            command=previous.get("command", manifest["command"]), resumes=resumes)
+        rd.create(self.config.to_yaml(), manifest)
+
+    def _play_back_adapters(self) -> dict[str, str]:
+        """``model.adapters``: the agents act with trained adapters (those that have one)."""
+        spec = getattr(self.config.model, "adapters", None)
+        if not spec:
+            return {}
+        from marlang.trainers.playback import attach_trained_adapters
+
+        engine = getattr(self.model, "engine", None)
+        if engine is None:
+            raise ConfigError(f"model.adapters needs a local model (local:... or hf:...), not {self.config.model.spec!r}")
+        try:
+            hashes = attach_trained_adapters(engine, spec, list(self.agents))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        for name, agent in self.agents.items():
+            agent.adapter = name if name in hashes else None
+        return {a: h for a, h in hashes.items() if a in self.agents}
 
     def _initial_policies(self) -> dict[str, str]:
         c = self.config

@@ -41,6 +41,11 @@ EVAL_EPISODE_BASE = 1_000_000
 their env seeds never repeat a training episode's."""
 
 
+TEST_EPISODE_BASE = 2_000_000
+"""Episode ids (and env seeds, after the run seed) of held-out evaluation episodes
+(phase ``test``): the same seeds at every evaluation, none of them a training seed."""
+
+
 @dataclass
 class RunResult:
     """What a finished (or paused) invocation of a run reports."""

@@ -110,9 +110,20 @@ class RunRuntime:
         ``rollouts`` of them (both kept in the training checkpoint, so a resume with another
         ``run.parallel`` plays the same episodes and never trains on another iteration's)."""
         c = self.config
+        await self.evaluate_policy(policy)
         count = max(1, min(rollouts, c.run.episodes - first_episode))
         plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
         await self._play(plan, policy, phase="train")
+        return list(plan.episodes)
+
+    async def evaluate_policy(self, policy: PolicyState, final: bool = False) -> list[int]:
+        """Play the learner's held-out evaluation episodes of ``policy`` (phase ``test``)."""
+        if self.learner is None or self.scripted:
+            return []
+        plan = self.learner.evaluation_plan(policy.iteration, self.config.run.seed, final=final)
+        if plan is None:
+            return []
+        await self._play(plan, policy, phase="test")
         return list(plan.episodes)
 
     async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
@@ -196,6 +207,8 @@ class RunRuntime:
         if candidate.extra:
             new.extra.update(candidate.extra)
         new.iteration = i + 1
+        if new.iteration >= self.total_iterations():
+            await self.evaluate_policy(new, final=True)  # the trained policy's held-out evaluation
         rd = self.run_dir
         self.recorder.append_csv(rd.llm_calls_file)
         if self.learner is not None and self.learner.uses_policies:
@@ -210,6 +223,7 @@ class RunRuntime:
         episodes = self.trajectories(state.get("episodes") or [])
         row = iteration_row(i, episodes, rd.read_llm_calls(), candidate.counters, evaluation,
                             accepted=[r["accepted"] for r in policy_rows + adapter_rows])
+        row.update(self._test_columns(i))
         rd.append_iteration_csv(row)
         rd.write_json("learner_state.json", new.to_dict())
         logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
@@ -272,6 +286,27 @@ class RunRuntime:
         await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
                                for e, s, g in todo))
 
+    def _test_rows(self) -> dict[int, list[dict[str, Any]]]:
+        """Held-out evaluation episodes' metric rows, by the iteration of the policy played."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for d in self.run_dir.load_episode_dicts():
+            if d.get("phase") == "test":
+                out.setdefault(int(d.get("iteration", 0)), []).append(d["metrics"])
+        return out
+
+    def _test_columns(self, iteration: int) -> dict[str, Any]:
+        """``iterations.csv`` columns of the held-out evaluation of the policy that played
+        ``iteration``'s rollouts (none where the learner does not evaluate)."""
+        from marlang.report import mean_ci, wilson_ci
+
+        rows = self._test_rows().get(iteration)
+        if not rows:
+            return {}
+        ret = mean_ci([r["return"] for r in rows])
+        sr = wilson_ci(sum(1 for r in rows if r["success"]), len(rows))
+        return {"test_episodes": len(rows), "test_return_mean": ret["mean"], "test_return_ci95": ret["ci95"],
+                "test_success_rate": sr["mean"]}
+
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the episodes and iterations on disk."""
         dicts = sorted(self.run_dir.load_episode_dicts(), key=lambda d: d["episode"])
@@ -282,6 +317,13 @@ class RunRuntime:
         summary["model"] = self.config.model.spec if not self.scripted else "scripted"
         summary["learner"] = "none" if self.scripted else self.config.learning.method
         summary["max_steps"] = self.config.env.max_steps
+        tests = self._test_rows()
+        if tests:
+            # Held-out evaluation (greedy, unseen seeds): the policy before training and the
+            # last one evaluated, reported apart from the training rollouts.
+            first, last = min(tests), max(tests)
+            summary["evaluation"] = {"iteration": last, **summarize_episodes(tests[last])}
+            summary["evaluation_initial"] = {"iteration": first, **summarize_episodes(tests[first])}
         iterations = self.run_dir.read_iterations()
         if iterations:
             summary["iterations"] = iterations

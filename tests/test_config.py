@@ -41,8 +41,8 @@ def test_round_trips_through_yaml(tmp_path):
                                       "choices: none, bidirectional, unidirectional, alternating")),
         (["env.id=babyai/dance"], "invalid value for 'env.id': unknown env id 'babyai/dance'; valid choices: "),
         (["model.spec=gpt4"], "invalid value for 'model.spec': unknown model spec 'gpt4'; valid forms: local:..."),
-        (["learning.method=ppo"],
-         "invalid value for 'learning.method': unknown learning method 'ppo'; valid choices: none, langmarl, reflexion"),
+        (["learning.method=dqn"],
+         "invalid value for 'learning.method': unknown learning method 'dqn'; valid choices: none, langmarl, reflexion"),
         (["learning.method=reflexion", "learning.credit=global"],
          ("unknown config key 'learning.credit' for learning.method 'reflexion'; valid keys here: method, iterations, "
          "rollouts, memory_size, model")),

@@ -87,9 +87,21 @@ class Learner:
         episodes = tuple(range(first_episode, first_episode + count))
         return RolloutPlan(episodes, tuple(seed + e for e in episodes), tuple(None for _ in episodes))
 
+    def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
+        """Held-out evaluation episodes of the policy of ``iteration`` (played before its
+        rollouts, and after the last update: ``final``), or None (the default: no
+        evaluation). Their env seeds are never a training episode's; the policy acts
+        greedily (``prepare_rollout(state, "test")``)."""
+        return None
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Raise a one-line ``ValueError`` for settings this learner cannot train (called
+        before the run directory is created)."""
+
     async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
         """Make the acting models act with ``state`` before episodes are played (``phase``:
-        ``train`` or ``eval``). Weight-space learners load the committed adapters here and
+        ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)). Weight-space learners load the committed adapters here and
         switch between sampling (train) and greedy (eval) decisions."""
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
@@ -127,6 +139,11 @@ class LearnerEntry:
         if self.learner_class is not None:
             return self.learner_class.label(options)
         return "?"
+
+    def check_config(self, config: Any) -> None:
+        """The learner's own check of a whole config (one-line ``ValueError``)."""
+        if self.learner_class is not None:
+            self.learner_class.check_config(config)
 
 
 _LEARNERS: dict[str, LearnerEntry] = {}

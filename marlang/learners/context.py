@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from marlang.agents.llm_agent import CallContext
@@ -32,6 +33,8 @@ class LearnerContext:
     instructions: dict[str, str] = field(default_factory=dict)
     """Per agent: the fixed part of its prompt (role, output format) that updates never
     rewrite; shown to the learner's LLM calls as context."""
+    run_dir: Path | None = None
+    """The run directory (weight-space learners write ``adapters/<iteration>/`` there)."""
     before_calls: Callable[[], Awaitable[None]] | None = None
     """Awaited before each of the learner's model calls (the run makes its checkpoint
     durable first, so a killed run never makes an answered call again)."""

@@ -1,0 +1,520 @@
+"""GLAM-style PPO for teams of LLM agents (``learning.method: ppo``), one LoRA adapter per agent.
+
+The policy of an agent is the softmax over its legal actions' scores, log p(action | prompt)
+summed over the action's tokens; its value head reads the last prompt token's hidden state
+(or, with ``value: central``, one head reads every agent's). Rollouts sample actions from the
+policy with the committed adapters; an update builds per-agent GAE advantages from each
+agent's own rewards, then runs epochs of clipped-ratio minibatches, one agent's adapter at a
+time, and writes the adapters, value heads and optimizer state under ``adapters/<iteration>/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from marlang.learners.base import Learner, LearnerOptions, register_learner
+from marlang.rundir import TEST_EPISODE_BASE
+from marlang.trainers.adapters import CENTRAL, LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.trainers.ppo_samples import DecisionSample, build_samples
+from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+
+logger = logging.getLogger(__name__)
+
+GLAM_REFERENCE = {
+    "clip": 0.2, "epochs": 4, "gamma": 0.99, "lam": 0.99, "entropy_coef": 0.01, "value_coef": 0.5,
+    "max_grad_norm": 0.5, "lora": {"r": 16, "alpha": 32, "targets": ["q_proj", "v_proj"]},
+}
+"""lamorel's PPO settings for GLAM (the reference the README compares the defaults with)."""
+
+SEED_OFFSET = 7919
+"""Separates the update's minibatch shuffling from other uses of the run seed."""
+
+
+class PPOOptions(LearnerOptions):
+    """``learning.*`` keys of PPO (GLAM's values unless said otherwise)."""
+
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
+    epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
+    minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
+    clip: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
+    gamma: float = Field(0.99, gt=0, le=1)
+    lam: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
+    entropy_coef: float = Field(0.01, ge=0)
+    value_coef: float = Field(0.5, ge=0)
+    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
+    max_skip_norm: float = Field(
+        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
+    steps: int | None = Field(
+        None, ge=1,
+        description="Environment steps per update across the iteration's K rollouts: each "
+        "episode is cut off (and bootstrapped) after steps / K steps; None: whole episodes.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the softmax policy.")
+    sharing: Literal["per_agent", "shared"] = Field(
+        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
+    value: Literal["agent", "central"] = Field(
+        "agent", description="agent: a value head per agent; central: one head reads every agent's state.")
+    lora: LoraOptions = Field(default_factory=LoraOptions)
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
+    gradient_checkpointing: bool = False
+    train_messages: Literal[False, "reinforce"] = Field(
+        False, description="reinforce: also train the message tokens with the step's advantage.")
+    eval_episodes: int = Field(
+        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
+    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
+    reward_hook: str | None = Field(
+        None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
+        "agent, replacing the env's (shaped per-agent rewards).")
+    seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
+
+
+class PPOLearner(Learner):
+    """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
+
+    name: ClassVar[str] = "ppo"
+    options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    uses_adapters: ClassVar[bool] = True
+
+    def __init__(self, options: LearnerOptions, context: Any) -> None:
+        super().__init__(options, context)
+        self.team: TeamAdapters | None = None
+        self.engine: Any = None
+        self.optimizers: dict[str, Any] = {}
+        self._chat_models: dict[str, Any] = {}
+
+    @classmethod
+    def label(cls, options: Any) -> str:
+        return "ppo (central value)" if options.value == "central" else "ppo"
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """One-line errors for settings PPO cannot train, before anything is created."""
+        spec = config.model.spec
+        if not spec.startswith(("local:", "hf:")):
+            raise ValueError(
+                f"learning.method 'ppo' trains local weights, and model.spec {spec!r} has none here; "
+                "use local:smollm2 or hf:PATH")
+        if config.agents.action_selection == "generate":
+            raise ValueError(
+                "learning.method 'ppo' needs agents.action_selection 'score' (or 'auto'): its policy is "
+                "the softmax over the legal actions' scores")
+        if config.model.adapters:
+            raise ValueError(
+                "learning.method 'ppo' trains its own adapters; model.adapters plays a trained team back "
+                "(to train further, --resume the run that trained them)")
+        if config.env.id.startswith(("code/", "math/", "qa/")):
+            raise ValueError(
+                f"learning.method 'ppo' needs legal-action lists, and env.id {config.env.id!r} answers in "
+                "free text; use learning.method magrpo or grpo there")
+
+    # the adapters --------------------------------------------------------------------------
+    def setup(self) -> TeamAdapters:
+        """Build the team's adapters on the actors' local model (once) and attach them."""
+        if self.team is not None:
+            return self.team
+        import torch
+
+        options: Any = self.options
+        actors = self.context.actors
+        if not actors:
+            raise ValueError("learning.method 'ppo' needs LLM agents (agents.kind: llm)")
+        chat = next(iter(actors.values())).model
+        engine = getattr(chat, "engine", None)
+        if engine is None:
+            raise ValueError(
+                f"learning.method 'ppo' trains local weights; the agents' model {type(chat).__name__} has none")
+        device = options.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = getattr(torch, options.dtype)
+        base_id = f"{engine.model_id}@{engine.weights_id}"
+        value_heads = ValueHeadOptions(per_agent=True, central=options.value == "central")
+        self.team = TeamAdapters(engine.model, list(self.context.agents), base_id=base_id,
+                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
+                                 dtype=dtype, device=device, seed=options.seed)
+        if options.gradient_checkpointing:
+            self.team.model.get_base_model().gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+        engine.attach_adapters(self.team)
+        self.engine = engine
+        self._initial = self.team.state_dict()
+        self.optimizers = {unit: torch.optim.AdamW(self._unit_parameters(unit), lr=options.lr)
+                           for unit in self._units()}
+        return self.team
+
+    def _units(self) -> list[str]:
+        """What has its own optimizer: each adapter (with its head), and the central head."""
+        assert self.team is not None
+        units = [self.team.agents[0]] if self.team.sharing == "shared" else list(self.team.agents)
+        return [*units, CENTRAL] if CENTRAL in self.team.value_heads else units
+
+    def _unit_parameters(self, unit: str) -> list[Any]:
+        assert self.team is not None
+        if unit == CENTRAL:
+            return list(self.team.value_heads[CENTRAL].parameters())
+        return self.team.parameters_of(unit)
+
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
+        """Act with ``state``'s committed adapters: sample from the softmax in training
+        rollouts (never replayed from the cache), take the best action in evaluation."""
+        team = self.setup()
+        await asyncio.to_thread(self._load_state, state)
+        options: Any = self.options
+        for name, actor in self.context.actors.items():
+            if name not in self._chat_models:
+                self._chat_models[name] = actor.model
+            base = self._chat_models[name]
+            actor.adapter = name
+            actor.action_selection = "score"
+            if phase == "train":
+                actor.action_temperature = options.temperature
+                actor.model = base.model_copy(update={"cache": False})
+            else:
+                actor.action_temperature = 0.0
+                actor.model = base
+        del team
+
+    def _load_state(self, state: PolicyState) -> None:
+        """Bring the in-memory adapters and optimizers to ``state`` (after a resume, or after a
+        candidate that was not committed)."""
+        import torch
+
+        assert self.team is not None and self.engine is not None
+        wanted = {a: r["hash"] for a, r in state.adapters.items()}
+        path = state.extra.get("ppo_state")
+        with self.engine.exclusive():
+            if not wanted:
+                if self.team.adapter_hashes() != self._initial_hashes():
+                    self.team.load_state_dict(self._initial)
+                return
+            current = self.team.adapter_hashes()
+            if all(current.get(a) == h for a, h in wanted.items()) and path == self._loaded_path:
+                return
+            if path is None or not Path(path).is_file():
+                raise FileNotFoundError(f"PPO state {path!r} of iteration {state.iteration} is missing")
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+            self.team.load_state_dict(saved["weights"])
+            for unit, opt_state in saved["optimizers"].items():
+                if unit in self.optimizers:
+                    self.optimizers[unit].load_state_dict(opt_state)
+            self._loaded_path = path
+
+    _loaded_path: str | None = None
+
+    def _initial_hashes(self) -> dict[str, str]:
+        if not hasattr(self, "_initial_hash_cache"):
+            assert self.team is not None
+            current = self.team.state_dict()
+            self.team.load_state_dict(self._initial)
+            self._initial_hash_cache = self.team.adapter_hashes()
+            self.team.load_state_dict(current)
+        return self._initial_hash_cache
+
+    # rollouts --------------------------------------------------------------------------------
+    def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
+        options: Any = self.options
+        plan = super().rollout_plan(iteration, first_episode, count, seed)
+        if options.steps is None:
+            return plan
+        return RolloutPlan(plan.episodes, plan.seeds, plan.groups, max_steps=max(1, -(-options.steps // count)))
+
+    def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
+        """``eval_episodes`` greedy episodes on the same held-out seeds at every evaluation
+        (before training, every ``eval_every`` updates, and after the last)."""
+        options: Any = self.options
+        n = options.eval_episodes
+        if n == 0 or (iteration % options.eval_every and not final):
+            return None
+        ids = tuple(TEST_EPISODE_BASE + iteration * n + j for j in range(n))
+        seeds = tuple(seed + TEST_EPISODE_BASE + j for j in range(n))
+        return RolloutPlan(ids, seeds, tuple(None for _ in ids))
+
+    # the update ------------------------------------------------------------------------------
+    async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
+        self.setup()
+        await asyncio.to_thread(self._load_state, state)
+        samples = await self._samples(trajectories)
+        stats = await asyncio.to_thread(self._train, samples, state.iteration)
+        directory = self._adapters_dir(state.iteration)
+        hashes, path = await asyncio.to_thread(self._save, directory)
+        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
+                for a in self.context.agents}
+        return Candidate(adapters=refs, extra={"ppo_state": str(path)},
+                         records=stats["records"], counters=stats["counters"])
+
+    def _adapters_dir(self, iteration: int) -> Path:
+        root = self.context.run_dir
+        if root is None:
+            root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
+            self.context.run_dir = root
+        return Path(root) / "adapters" / str(iteration)
+
+    async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
+        options: Any = self.options
+        hook = _load_hook(options.reward_hook) if options.reward_hook else None
+        boots: dict[tuple[int, str], float] = {}
+        for traj in trajectories:
+            last = traj.steps[-1] if traj.steps else None
+            if last is None or not last.truncated or last.terminated:
+                continue
+            for agent in self.context.agents:
+                boots[(traj.episode, agent)] = await self._bootstrap_value(traj, agent)
+        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, lam=options.lam,
+                                bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
+        if options.value == "central":
+            await asyncio.to_thread(self._central_old_values, samples, trajectories, boots)
+        return samples
+
+    async def _bootstrap_value(self, traj: Trajectory, agent: str) -> float:
+        """V of a truncated episode's final observation, from the agent's value head (the
+        observation in the acting prompt, without the episode's step history)."""
+        obs = traj.final_observations.get(agent)
+        actor = self.context.actors.get(agent)
+        if obs is None or actor is None or len(obs.legal_actions) < 2:
+            return 0.0
+        from marlang.agents.llm_agent import CallContext
+        from marlang.models.local_engine import ScoreRequest
+
+        messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
+        prompt = self.engine.format_chat([_chat_dict(m) for m in messages]) + "Action:"
+        request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
+        out = await asyncio.to_thread(self.engine.score_requests, [request])
+        return float(out[0].value or 0.0)
+
+    def _central_old_values(self, samples: list[DecisionSample], trajectories: list[Trajectory],
+                            boots: dict[tuple[int, str], float]) -> None:
+        """With a central value, old values (and GAE) come from the central head over every
+        agent's prompt state at the step."""
+        options: Any = self.options
+        hidden = self._prompt_states(samples)
+        import torch
+
+        assert self.team is not None
+        with torch.no_grad():
+            for s in samples:
+                s.old_value = float(self.team.value(CENTRAL, hidden[(s.episode, s.t)]))
+        by_timeline: dict[tuple[int, str], list[DecisionSample]] = {}
+        for s in samples:
+            by_timeline.setdefault((s.episode, s.agent), []).append(s)
+        from marlang.trainers.ppo_samples import gae
+
+        for (episode, agent), timeline in by_timeline.items():
+            adv, ret = gae([s.reward for s in timeline], [s.old_value for s in timeline],
+                           boots.get((episode, agent), 0.0), options.gamma, options.lam)
+            for s, a, r in zip(timeline, adv, ret, strict=True):
+                s.advantage, s.ret = a, r
+        self._central_inputs = hidden
+
+    def _prompt_states(self, samples: list[DecisionSample]) -> dict[tuple[int, int], Any]:
+        """Every step's concatenated per-agent prompt states (each under its own adapter, no
+        gradient): what the central value head reads."""
+        import torch
+
+        from marlang.models.scoring import score_decisions
+
+        assert self.team is not None and self.engine is not None
+        steps: dict[tuple[int, int], dict[str, str]] = {}
+        for s in samples:
+            steps.setdefault((s.episode, s.t), {}).update(s.observations)
+        keys = list(steps)
+        out: dict[tuple[int, int], Any] = {}
+        agents = list(self.team.agents)
+        with self.engine.exclusive(), torch.no_grad():
+            rows = [(k, a, steps[k].get(a)) for k in keys for a in agents]
+            for start in range(0, len(rows), 16):
+                chunk = rows[start:start + 16]
+                items = [(self.engine.encode(p or " "), []) for _, _, p in chunk]
+                scored = score_decisions(self.team.model, items, self.engine._pad_id,
+                                         adapter_names=self.team.adapter_names([a for _, a, _ in chunk]))
+                for (k, a, p), h in zip(chunk, scored.prompt_hidden, strict=True):
+                    out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
+        return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
+
+    def _train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
+        """Epochs of clipped PPO minibatches, one adapter at a time."""
+
+        options: Any = self.options
+        team, engine = self.team, self.engine
+        assert team is not None and engine is not None
+        rng = random.Random(options.seed * SEED_OFFSET + iteration)
+        by_unit: dict[str, list[DecisionSample]] = {}
+        for s in samples:
+            unit = team.agents[0] if team.sharing == "shared" else s.agent
+            by_unit.setdefault(unit, []).append(s)
+        totals: dict[str, dict[str, float]] = {}
+        counters = {"decisions": len(samples), "minibatches": 0, "skipped_minibatches": 0}
+        for _epoch in range(options.epochs):
+            batches = []
+            for unit, rows in by_unit.items():
+                order = rows[:]
+                rng.shuffle(order)
+                batches += [(unit, order[i:i + options.minibatch_size])
+                            for i in range(0, len(order), options.minibatch_size)]
+            rng.shuffle(batches)
+            for unit, batch in batches:
+                with engine.exclusive():
+                    result = self._step(unit, batch)
+                counters["minibatches"] += 1
+                if result is None:
+                    counters["skipped_minibatches"] += 1
+                    continue
+                acc = totals.setdefault(unit, {})
+                for k, v in result.items():
+                    acc[k] = acc.get(k, 0.0) + v
+                acc["steps"] = acc.get("steps", 0.0) + 1
+        if options.value == "central":
+            self._fit_central(samples)
+        records = []
+        for agent in self.context.agents:
+            unit = team.agents[0] if team.sharing == "shared" else agent
+            acc = totals.get(unit, {})
+            n = acc.get("steps", 0.0)
+            records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),
+                            **{k: (acc[k] / n if n else None) for k in
+                               ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+                                "clip_fraction", "grad_norm")}})
+        if samples:
+            counters["advantage_mean"] = sum(s.advantage for s in samples) / len(samples)
+        return {"records": records, "counters": counters}
+
+    def _step(self, unit: str, batch: list[DecisionSample]) -> dict[str, float] | None:
+        """One gradient step on ``unit``'s adapter; None (nothing changed) when the loss or
+        the gradient is not finite, or the gradient norm exceeds ``max_skip_norm``."""
+        import torch
+
+        from marlang.models.scoring import score_decisions
+
+        options: Any = self.options
+        team, engine = self.team, self.engine
+        assert team is not None and engine is not None
+        optimizer = self.optimizers[unit]
+        params = self._unit_parameters(unit)
+        with team.training(unit):
+            items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
+            scored = score_decisions(team.model, items, engine._pad_id)
+            logits = [sc / options.temperature for sc in scored.scores]
+            new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index]
+                                    for lg, s in zip(logits, batch, strict=True)])
+            entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
+            old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=new_logp.device)
+            adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=new_logp.device)
+            ratio = torch.exp(new_logp - old_logp)
+            surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
+            policy_loss = -surrogate.mean()
+            loss = policy_loss - options.entropy_coef * entropy.mean()
+            value_loss = torch.zeros((), device=new_logp.device)
+            if options.value == "agent":
+                values = team.value(unit, scored.prompt_hidden)
+                old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
+                ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
+                clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+                value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
+                loss = loss + options.value_coef * value_loss
+            optimizer.zero_grad(set_to_none=True)
+            if not torch.isfinite(loss):
+                logger.warning("PPO: non-finite loss on %s; minibatch skipped", unit)
+                return None
+            loss.backward()
+            norm = clip_gradients(params, options.max_grad_norm)
+            if not math.isfinite(norm) or norm > options.max_skip_norm:
+                logger.warning("PPO: gradient norm %s on %s; minibatch skipped", norm, unit)
+                optimizer.zero_grad(set_to_none=True)
+                return None
+            optimizer.step()
+        with torch.no_grad():
+            approx_kl = float((old_logp - new_logp).mean())
+            clip_fraction = float(((ratio - 1).abs() > options.clip).float().mean())
+        return {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                "entropy": entropy.mean().item(), "approx_kl": approx_kl, "clip_fraction": clip_fraction,
+                "grad_norm": norm}
+
+    def _fit_central(self, samples: list[DecisionSample]) -> None:
+        """The central value head's epochs on the rollout's prompt states (clipped value loss)."""
+        import torch
+
+        options: Any = self.options
+        team = self.team
+        assert team is not None
+        hidden = getattr(self, "_central_inputs", {})
+        if not hidden or not samples:
+            return
+        optimizer = self.optimizers[CENTRAL]
+        params = self._unit_parameters(CENTRAL)
+        rng = random.Random(options.seed * SEED_OFFSET + 1)
+        for _ in range(options.epochs):
+            order = samples[:]
+            rng.shuffle(order)
+            for i in range(0, len(order), options.minibatch_size):
+                batch = order[i:i + options.minibatch_size]
+                x = torch.stack([hidden[(s.episode, s.t)] for s in batch])
+                values = team.value(CENTRAL, x)
+                old_v = torch.tensor([s.old_value for s in batch], device=values.device)
+                ret = torch.tensor([s.ret for s in batch], device=values.device)
+                clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+                loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
+                optimizer.zero_grad(set_to_none=True)
+                if not torch.isfinite(loss):
+                    continue
+                loss.backward()
+                norm = clip_gradients(params, options.max_grad_norm)
+                if math.isfinite(norm) and norm <= options.max_skip_norm:
+                    optimizer.step()
+
+    def _save(self, directory: Path) -> tuple[dict[str, str], Path]:
+        """Adapters (PEFT format, value heads beside them) and the PPO state (weights and
+        optimizers, for resuming), each written atomically."""
+        import torch
+
+        assert self.team is not None and self.engine is not None
+        with self.engine.exclusive():
+            hashes = self.team.save(directory)
+            state = {"weights": self.team.state_dict(),
+                     "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
+            path = directory / "ppo_state.pt"
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ppo_state.", suffix=".partial")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    torch.save(state, fh)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        self._loaded_path = str(path)
+        return hashes, path
+
+
+def clip_gradients(params: list[Any], max_norm: float) -> float:
+    """Scale the gradients of ``params`` (a list: a generator would be used up by the norm)
+    so their global norm is at most ``max_norm``; returns the norm before clipping."""
+    import torch
+
+    grads = [p for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
+
+
+def _chat_dict(message: Any) -> dict[str, str]:
+    from marlang.models.local_chat import _to_chat_dict
+
+    return _to_chat_dict(message)
+
+
+def _load_hook(spec: str) -> Any:
+    from marlang.trainers.neural.reward_hook import load_reward_hook
+
+    return load_reward_hook(spec)
+
+
+register_learner("ppo", PPOLearner, "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads")

@@ -1,0 +1,150 @@
+"""PPO on the learner seam with a tiny random model: a real update writes adapters and
+optimizer state, rollouts act (sampling) with the committed adapters, evaluations are greedy
+on held-out seeds, and the pieces (GAE, clipping) do what they say."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from marlang.config import ConfigError, build_config
+from marlang.experiment import Experiment
+from marlang.rundir import TEST_EPISODE_BASE, RunDirectory
+from marlang.testing import tiny_chat_model
+from marlang.trainers.ppo import clip_gradients
+from marlang.trainers.ppo_samples import gae
+
+
+def ppo_config(**learning):
+    return build_config({
+        "env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 3},
+        "agents": {"chain_of_thought": False, "action_selection": "score"},
+        "model": {"cache": False},
+        "learning": {"method": "ppo", "iterations": 2, "rollouts": 2, "epochs": 2, "minibatch_size": 4,
+                     "eval_episodes": 2, "lr": 1e-3, "lora": {"r": 4, "alpha": 8}, **learning},
+        "run": {"parallel": 2, "progress": False},
+    })
+
+
+def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
+    result = Experiment(ppo_config(), tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    rd = RunDirectory(result.run_dir)
+    state = rd.read_json("learner_state.json")
+    assert state["iteration"] == 2 and set(state["adapters"]) == {"agent_0", "agent_1"}
+    assert state["versions"] == {"agent_0": 2, "agent_1": 2}
+    for agent, ref in state["adapters"].items():
+        assert ref["path"].endswith(f"adapters/1/{agent}")
+        files = {p.name for p in (result.run_dir / "adapters" / "1" / agent).iterdir()}
+        assert {"adapter_config.json", "adapter_model.safetensors", "value_head.safetensors"} <= files
+    assert (result.run_dir / "adapters" / "1" / "ppo_state.pt").is_file()
+    episodes = rd.load_episode_dicts()
+    train = [d for d in episodes if d["phase"] == "train"]
+    test = [d for d in episodes if d["phase"] == "test"]
+    assert len(train) == 4
+    # held-out evaluation: before training, after each update, on the same unseen seeds
+    assert sorted(d["iteration"] for d in test) == [0, 0, 1, 1, 2, 2]
+    assert {d["seed"] for d in test} == {TEST_EPISODE_BASE, TEST_EPISODE_BASE + 1}
+    assert not {d["seed"] for d in test} & {d["seed"] for d in train}
+    for d in train:
+        for step in d["steps"]:
+            for dec in step["decisions"].values():
+                assert dec["sampled"] and dec["prompt"] and dec["logprob"] <= 0 and dec["value"] is not None
+                assert len(dec["scores"]) == len(step["observations"]["agent_0"]["legal_actions"])
+    for d in test:
+        assert not any(dec["sampled"] for s in d["steps"] for dec in s["decisions"].values())
+    # iteration 1's rollouts acted with iteration 0's adapters: their values differ from the
+    # untrained heads' on the same first observation
+    first_values = {d["iteration"]: d["steps"][0]["decisions"]["agent_0"]["value"] for d in train}
+    assert first_values[0] != first_values[1]
+    rows = rd.read_iterations()
+    assert [r["iteration"] for r in rows] == [0, 1]
+    assert all(r["decisions"] > 0 and r["skipped_minibatches"] == 0 for r in rows)
+    updates = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert {u["agent"] for u in updates} == {"agent_0", "agent_1"}
+    assert all(u["policy_loss"] is not None and u["accepted"] for u in updates)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["evaluation"]["iteration"] == 2 and summary["evaluation"]["episodes"] == 2
+    assert summary["evaluation_initial"]["iteration"] == 0
+
+
+def test_ppo_refuses_what_it_cannot_train_before_creating_anything(tmp_path):
+    cfg = build_config({"model": {"spec": "openai:gpt-4o-mini"}, "learning": {"method": "ppo"}})
+    with pytest.raises(ConfigError, match="trains local weights.*'openai:gpt-4o-mini'"):
+        Experiment(cfg, tmp_path / "a").run()
+    cfg = build_config({"agents": {"action_selection": "generate"}, "learning": {"method": "ppo"}})
+    with pytest.raises(ConfigError, match="action_selection 'score'"):
+        Experiment(cfg, tmp_path / "b").run()
+    cfg = build_config({"env": {"id": "code/humaneval"}, "learning": {"method": "ppo"}})
+    with pytest.raises(ConfigError, match="free text"):
+        Experiment(cfg, tmp_path / "c").run()
+    assert not any(tmp_path.iterdir())
+
+
+def test_gae_matches_the_recursion_by_hand():
+    adv, ret = gae([1.0, 0.0, 2.0], [0.5, 0.2, 0.1], last_value=0.3, gamma=0.9, lam=0.8)
+    d2 = 2.0 + 0.9 * 0.3 - 0.1
+    d1 = 0.0 + 0.9 * 0.1 - 0.2
+    d0 = 1.0 + 0.9 * 0.2 - 0.5
+    a2 = d2
+    a1 = d1 + 0.9 * 0.8 * a2
+    a0 = d0 + 0.9 * 0.8 * a1
+    assert adv == pytest.approx([a0, a1, a2])
+    assert ret == pytest.approx([a0 + 0.5, a1 + 0.2, a2 + 0.1])
+
+
+def test_gradient_clipping_really_clips():
+    params = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))]
+    params[0].grad = torch.tensor([3.0, 4.0, 0.0])
+    params[1].grad = torch.tensor([0.0, 12.0])
+    norm = clip_gradients(params, 0.5)
+    assert norm == pytest.approx(13.0)
+    after = torch.cat([p.grad for p in params]).norm()
+    assert after == pytest.approx(0.5, rel=1e-4)
+
+
+def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
+    from marlang.testing import tiny_local_lm
+
+    trained = Experiment(ppo_config(iterations=1, eval_episodes=0), tmp_path / "train",
+                         chat_model=tiny_chat_model(max_tokens=8)).run()
+    state = RunDirectory(trained.run_dir).read_json("learner_state.json")
+    play = build_config({"env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 3},
+                         "agents": {"chain_of_thought": False, "action_selection": "score"},
+                         "model": {"cache": False, "adapters": str(trained.run_dir)},
+                         "learning": {"method": "none"}, "run": {"episodes": 1, "progress": False}})
+    result = Experiment(play, tmp_path / "play", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert set(manifest["adapters"]) == {"agent_0", "agent_1"}
+    assert manifest["weights_id"]
+    # the played-back agents score as the trained ones did: values come from trained heads
+    step = RunDirectory(result.run_dir).load_episode_dicts()[0]["steps"][0]
+    assert all(d["value"] is not None for d in step["decisions"].values())
+    assert state["adapters"]["agent_0"]["path"].endswith("adapters/0/agent_0")
+    # one iteration's directory works too; a team without those agents is refused in one line
+    again = play.model_copy(deep=True)
+    again.model.adapters = str(trained.run_dir / "adapters" / "0")
+    Experiment(again, tmp_path / "play2", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
+    # a team may mix trained and untrained agents: agent_2 acts with the base model
+    trio = build_config({**play.model_dump(mode="json"), "env": {"id": "babyai/goto-obj", "n_agents": 3,
+                                                                "max_steps": 2}})
+    mixed = Experiment(trio, tmp_path / "trio", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
+    first = RunDirectory(mixed.run_dir).load_episode_dicts()[0]["steps"][0]["decisions"]
+    assert first["agent_0"]["value"] is not None and first["agent_2"]["value"] is None
+    stranger = tmp_path / "stranger"
+    shutil.copytree(trained.run_dir / "adapters" / "0", stranger)
+    (stranger / "agent_1").rename(stranger / "agent_7")
+    odd = play.model_copy(deep=True)
+    odd.model.adapters = str(stranger)
+    with pytest.raises(ConfigError, match="agent_7, which this team does not have"):
+        Experiment(odd, tmp_path / "odd", chat_model=tiny_chat_model(tiny_local_lm())).run()
+    assert not (tmp_path / "odd").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = play.model_copy(deep=True)
+    nothing.model.adapters = str(empty)
+    with pytest.raises(ConfigError, match="holds no adapters"):
+        Experiment(nothing, tmp_path / "none", chat_model=tiny_chat_model(tiny_local_lm())).run()
+    other = play.model_copy(deep=True)
+    with pytest.raises(ConfigError, match="trained on base model"):
+        Experiment(other, tmp_path / "other", chat_model=tiny_chat_model(tiny_local_lm(seed=5))).run()
