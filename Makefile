@@ -31,6 +31,7 @@ demo: $(STAMP)
 	$(BIN)/marlang report runs/demo
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -38,6 +39,8 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check marlang tests benchmarks
+	# the package's import layers and no cycles ([tool.importlinter] in pyproject.toml)
+	$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -57,9 +57,10 @@ Subclass hooks
     time limit: the base class truncates at ``max_steps``), success and extra infos.
 
 Registration
-    Env modules build on ``marlang.envs_text``, whose registry registers these ids while it
-    is being imported: register them through ``marlang.envs_marl.registration.LazyEnvFactory``
-    (it imports the module on first use), never by importing an env module from the registry.
+    ``marlang.envs_marl.registration`` registers these ids into ``marlang.envs_text``'s
+    registry when ``marlang.registry.ENVS`` is first read (``envs_marl`` sits above
+    ``envs_text``; nothing in ``envs_text`` imports it). Add an env there, through a
+    ``LazyEnvFactory`` (it imports the env module, and its packages, on first use).
 """
 
 from __future__ import annotations

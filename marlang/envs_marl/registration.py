@@ -1,7 +1,10 @@
 """Adds the ``envs_marl`` ids to an env registry without importing the env modules yet.
 
-The env modules build on ``marlang.envs_text``, whose registry calls ``register_marl_envs``
-while it is being imported, so each id is registered through a ``LazyEnvFactory``.
+``envs_marl`` sits above ``envs_text``: its envs build on text envs, and its ids go into the
+text envs' ``DEFAULT_REGISTRY`` from here. ``marlang.registry.ENVS`` (the ids configs validate
+against) names :func:`register_builtin_envs` as a source, called before it is first read; the
+env modules load their packages (lbforaging, rware, ...) only when an env is built, so each id
+is registered through a ``LazyEnvFactory``.
 """
 
 from __future__ import annotations
@@ -187,6 +190,13 @@ GRIDWORLD_ENVS: tuple[tuple[str, str, str, str], ...] = (
 )
 """(id, module, its env factory function, description) of the two-agent worlds built from the
 LCA and LLM-MCA papers' descriptions."""
+
+
+def register_builtin_envs() -> None:
+    """Register every ``envs_marl`` id in ``marlang.envs_text``'s ``DEFAULT_REGISTRY``."""
+    from marlang.envs_text.registry import DEFAULT_REGISTRY
+
+    register_marl_envs(DEFAULT_REGISTRY)
 
 
 def register_marl_envs(registry: Any) -> None:

@@ -1,7 +1,14 @@
 """Registry of text environments: build any of them by id, list them, add your own.
 
 ``make("babyai/pickup", n_agents=2)`` is how configs and the CLI get an environment. The
-registry sits on top of ``envs_text`` and ``envs_marl``: it imports the envs, no env imports it.
+registry sits on top of the ``envs_text`` envs: it imports them, no env imports it.
+
+``DEFAULT_REGISTRY`` (behind ``make``, ``register_env`` and ``list_envs``) stores its ids in
+``marlang.registry.ENVS``, below ``marlang.config``, so configs validate ``env.id`` (and take
+its default agent count) without importing envs. That registry calls two sources before it
+is first read: :func:`register_builtin_envs` here (BabyAI, Overcooked, Pistonball, task envs)
+and ``marlang.envs_marl.registration.register_builtin_envs`` (``envs_marl`` sits above
+``envs_text`` and registers its ids into ``DEFAULT_REGISTRY``; this module never imports it).
 """
 
 from __future__ import annotations
@@ -15,9 +22,9 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from marlang.envs_marl.registration import register_marl_envs
 from marlang.envs_text.babyai_levels import BABYAI_ENVS
 from marlang.envs_text.task_envs import TASK_ENVS
+from marlang.registry import ENVS, Registry
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +44,14 @@ class EnvSpec:
 
 
 class EnvRegistry:
-    """Maps env ids to factories. ``make``/``register_env``/``list_envs`` use a default one."""
+    """Maps env ids to factories. ``make``/``register_env``/``list_envs`` use a default one.
 
-    def __init__(self) -> None:
-        self._specs: dict[str, EnvSpec] = {}
+    ``store`` holds the ids (a ``marlang.registry.Registry``; the default one's is
+    ``marlang.registry.ENVS``, which configs read); a new registry gets an empty store of its own.
+    """
+
+    def __init__(self, store: Registry | None = None) -> None:
+        self._store = store if store is not None else Registry("env id")
 
     def register(
         self,
@@ -60,25 +71,31 @@ class EnvRegistry:
             raise TypeError(f"factory for {env_id!r} must be callable, got {factory!r}")
         if not isinstance(description, str) or not description.strip():
             raise ValueError(f"description for {env_id!r} must be a non-empty string")
-        if env_id in self._specs and not overwrite:
+        if env_id in self._store and not overwrite:
             raise ValueError(
                 f"env id {env_id!r} is already registered; pass overwrite=True to replace it"
             )
-        self._specs[env_id] = EnvSpec(env_id, factory, description.strip(), default_agents)
+        self._store.register(
+            env_id, factory, description.strip(), default_agents=default_agents
+        )
 
     def unregister(self, env_id: str) -> None:
         """Remove ``env_id`` (``ValueError`` listing valid ids if it is not registered)."""
         self.spec(env_id)
-        del self._specs[env_id]
+        self._store.unregister(env_id)
 
     def spec(self, env_id: str) -> EnvSpec:
         """The spec registered under ``env_id``; ``ValueError`` listing valid ids if unknown."""
-        if env_id not in self._specs:
-            valid = ", ".join(sorted(self._specs)) or "(none)"
-            close = difflib.get_close_matches(str(env_id), self._specs, n=1)
+        if env_id not in self._store:
+            ids = self._store.names()
+            valid = ", ".join(sorted(ids)) or "(none)"
+            close = difflib.get_close_matches(str(env_id), ids, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown environment id {env_id!r}; valid ids: {valid}.{hint}")
-        return self._specs[env_id]
+        entry = self._store.entry(env_id)
+        return EnvSpec(
+            env_id, entry.load(), entry.description, entry.metadata.get("default_agents", 2)
+        )
 
     def make(self, env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv:
         """Build the env registered under ``env_id`` with ``n_agents`` agents (default: its own)."""
@@ -90,13 +107,14 @@ class EnvRegistry:
 
     def list(self) -> dict[str, str]:
         """Registered ids (sorted) mapped to their one-line descriptions."""
-        return {env_id: self._specs[env_id].description for env_id in sorted(self._specs)}
+        described = self._store.describe()
+        return {env_id: described[env_id] for env_id in sorted(described)}
 
     def __contains__(self, env_id: object) -> bool:
-        return env_id in self._specs
+        return env_id in self._store
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self._store)
 
 
 def _check_parameters(env_id: str, factory: EnvFactory, kwargs: Mapping[str, Any]) -> None:
@@ -209,8 +227,14 @@ class PistonballFactory:
         )
 
 
-def _default_registry() -> EnvRegistry:
-    registry = EnvRegistry()
+DEFAULT_REGISTRY = EnvRegistry(ENVS)
+"""The registry behind ``make``, ``register_env`` and ``list_envs`` (its ids: ``ENVS``)."""
+
+
+def register_builtin_envs(registry: EnvRegistry | None = None) -> None:
+    """Register the ``envs_text`` ids (BabyAI, Overcooked, Pistonball, task envs) in
+    ``registry`` (default: ``DEFAULT_REGISTRY``, which calls this before it is first read)."""
+    registry = DEFAULT_REGISTRY if registry is None else registry
     for factory, description in BABYAI_ENVS:
         registry.register(factory.env_id, factory, description)
     for layout, description in OVERCOOKED_ENVS:
@@ -230,14 +254,8 @@ def _default_registry() -> EnvRegistry:
         PistonballFactory("pistonball"),
         "PettingZoo Pistonball with n_agents pistons (2 to 20): ball to the left wall; 125 cycles",
     )
-    register_marl_envs(registry)
     for env_id, factory, description in TASK_ENVS:
         registry.register(env_id, factory, description)
-    return registry
-
-
-DEFAULT_REGISTRY = _default_registry()
-"""The registry behind ``make``, ``register_env`` and ``list_envs``."""
 
 
 def make(env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv:

@@ -4,13 +4,16 @@ Every protocol graph takes ``{"observations": {agent: TextObservation}}`` and re
 ``transcript`` (list of :class:`Message`) and one :class:`Decision` per agent. The call
 context (episode, step, callbacks) travels in ``config["configurable"]["marlang_ctx"]``.
 Independent calls (concurrent messages, every final action) fan out with ``Send``.
+
+The names live in ``marlang.registry.PROTOCOLS``, below ``marlang.config``, so configs validate
+``protocol.name`` without importing this module: the builtins are declared there by entry
+point (``"marlang.graphs.protocols:build_alternating"``); :func:`register_protocol` adds one.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Protocol, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -18,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from marlang.agents.llm_agent import CallContext
+from marlang.registry import PROTOCOLS
 from marlang.types import Decision, Message, TextObservation
 
 
@@ -57,28 +61,24 @@ ProtocolBuilder = Callable[[Mapping[str, ConversingAgent], Any], Any]
 """``builder(agents, protocol_config) -> compiled LangGraph`` following :class:`ProtocolState`."""
 
 
-@dataclass(frozen=True)
-class ProtocolEntry:
-    builder: ProtocolBuilder
-    description: str
+_PROTOCOLS = PROTOCOLS
+"""The registry behind these functions (``marlang.registry.PROTOCOLS``)."""
 
 
-_PROTOCOLS: dict[str, ProtocolEntry] = {}
-
-
-def register_protocol(name: str, builder: ProtocolBuilder, description: str = "") -> None:
-    """Make a protocol graph selectable by ``protocol.name`` in configs."""
-    _PROTOCOLS[name] = ProtocolEntry(builder, description)
+def register_protocol(name: str, builder: ProtocolBuilder | str, description: str = "") -> None:
+    """Make a protocol graph selectable by ``protocol.name`` in configs. ``builder`` may be an
+    entry point ``"package.module:function"``, imported when the protocol is first built."""
+    PROTOCOLS.register(name, builder, description)
 
 
 def list_protocols() -> dict[str, str]:
-    return {name: entry.description for name, entry in _PROTOCOLS.items()}
+    return PROTOCOLS.describe()
 
 
 def build_protocol(name: str, agents: Mapping[str, ConversingAgent], config: Any) -> Any:
-    if name not in _PROTOCOLS:
-        raise ValueError(f"unknown protocol {name!r}; valid choices: {', '.join(_PROTOCOLS)}")
-    return _PROTOCOLS[name].builder(agents, config)
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; valid choices: {', '.join(PROTOCOLS)}")
+    return PROTOCOLS.load(name)(agents, config)
 
 
 def call_context(config: RunnableConfig) -> CallContext:
@@ -199,13 +199,6 @@ def build_alternating(agents: Mapping[str, ConversingAgent], config: Any = None)
     g.add_edge("act", END)
     return g.compile(name=f"protocol:alternating-{rounds}")
 
-
-register_protocol("none", build_no_communication, "no communication: every agent acts on its own observation")
-register_protocol("bidirectional", build_bidirectional, "every agent sends a message, then all act (FAMA)")
-register_protocol("unidirectional", build_unidirectional, "only protocol.speakers send; the others listen, then all act")
-register_protocol(
-    "alternating", build_alternating, "agents propose in turn for protocol.rounds rounds, then all act with CoT"
-)
 
 
 async def run_protocol(graph: Any, observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:

@@ -1,5 +1,7 @@
 """Learning methods on one seam: ``none`` (static prompting), ``reflexion``, ``langmarl``,
-and any registered with :func:`register_learner`."""
+the neural ``mappo``/``ippo``/``qmix``/``vdn`` and ``ppo`` (``marlang.trainers``), and any
+registered with :func:`register_learner`. All are named in ``marlang.registry.LEARNERS`` (by
+entry point for the builtins), so this package never imports the trainers above it."""
 
 from marlang.learners.base import (
     Candidate,
@@ -14,7 +16,6 @@ from marlang.learners.base import (
 from marlang.learners.context import LearnerContext
 from marlang.learners.langmarl import LangMARLLearner, LangMARLOptions, parse_credits
 from marlang.learners.reflexion import ReflexionLearner, ReflexionOptions
-from marlang.trainers.neural import methods as _neural_methods  # noqa: F401  registers mappo, ippo, qmix, vdn
 
 __all__ = [
     "Candidate",

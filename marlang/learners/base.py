@@ -1,9 +1,16 @@
-"""The learner seam: what every learning method shares, and the registry that names them.
+"""The learner seam: what every learning method shares, and the functions that name them.
 
 A learner turns K trajectories played with the current policy state into a proposed next
 state (a `Candidate`). The training graph (``marlang/graphs/training.py``) drives the loop:
 rollout, the learner's update subgraph, accept or roll back, review, commit; one run
 directory, one resume.
+
+The names live in ``marlang.registry.LEARNERS``, below ``marlang.config``, so configs validate
+``learning.method`` and its keys without importing this package. The builtins (``none``,
+``langmarl``, ``reflexion``, the neural ``mappo``/``ippo``/``qmix``/``vdn``, ``ppo``) are
+declared there by entry point (``"marlang.trainers.ppo:PPOLearner"``) and imported on first
+use; :func:`register_learner` adds or replaces one at runtime, and :func:`learner_entry`
+gives any of them as a :class:`LearnerEntry`.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict
 
+from marlang.registry import LEARNERS
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
@@ -146,33 +154,44 @@ class LearnerEntry:
             self.learner_class.check_config(config)
 
 
-_LEARNERS: dict[str, LearnerEntry] = {}
-
-
 def register_learner(
     name: str,
-    learner: type[Learner] | Callable[[LearnerOptions, Any], Learner],
+    learner: type[Learner] | Callable[[LearnerOptions, Any], Learner] | str,
     description: str = "",
     options_model: type[LearnerOptions] | None = None,
 ) -> None:
-    """Make a learner selectable by ``learning.method``. ``learner`` is a `Learner` subclass
-    (its ``options_model`` validates the method's ``learning.*`` keys) or a factory
-    ``(options, context) -> Learner`` with ``options_model`` given."""
-    if isinstance(learner, type) and issubclass(learner, Learner):
+    """Make a learner selectable by ``learning.method`` (in configs too). ``learner`` is a
+    `Learner` subclass (its ``options_model`` validates the method's ``learning.*`` keys), a
+    factory ``(options, context) -> Learner`` with ``options_model`` given, or the entry point
+    ``"package.module:LearnerClass"`` of a subclass, imported when the method is first used."""
+    if isinstance(learner, str):
+        LEARNERS.register(name, learner, description)
+    elif isinstance(learner, type) and issubclass(learner, Learner):
         model = options_model or learner.options_model
-        _LEARNERS[name] = LearnerEntry(learner, model, description, learner)
+        LEARNERS.register(
+            name, LearnerEntry(learner, model, description, learner), description,
+            agents_kind=getattr(learner, "agents_kind", "llm"),
+        )
     else:
-        _LEARNERS[name] = LearnerEntry(learner, options_model or LearnerOptions, description)
+        entry = LearnerEntry(learner, options_model or LearnerOptions, description)
+        LEARNERS.register(name, entry, description, agents_kind="llm")
 
 
 def list_learners() -> dict[str, str]:
-    return {name: entry.description for name, entry in _LEARNERS.items()}
+    return LEARNERS.describe()
 
 
 def learner_entry(name: str) -> LearnerEntry:
-    if name not in _LEARNERS:
-        raise ValueError(f"unknown learning.method {name!r}; valid choices: {', '.join(_LEARNERS)}")
-    return _LEARNERS[name]
-
-
-register_learner("none", Learner, "static prompting: policies never change (the CoT baseline)")
+    """The learner registered as ``name`` (its module imported if it was declared by entry
+    point); ``ValueError`` naming the valid choices if there is none."""
+    if name not in LEARNERS:
+        raise ValueError(f"unknown learning.method {name!r}; valid choices: {', '.join(LEARNERS)}")
+    found = LEARNERS.load(name)
+    if isinstance(found, LearnerEntry):
+        return found
+    if isinstance(found, type) and issubclass(found, Learner):
+        return LearnerEntry(found, found.options_model, LEARNERS.entry(name).description, found)
+    raise TypeError(
+        f"learning.method {name!r} is registered as {found!r}: "
+        "not a Learner subclass or LearnerEntry"
+    )

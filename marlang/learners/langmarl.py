@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import Field
 
 from marlang.config import ModelConfig
-from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, register_learner
+from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState
 from marlang.learners.langmarl_graph import build_langmarl_update, run_update
 from marlang.learners.langmarl_parsing import TEAM, clean_policy, match_agent, parse_credits
 from marlang.types import Trajectory
@@ -150,6 +150,3 @@ def outcome_text(traj: Trajectory) -> str:
     verdict = "the mission was accomplished" if traj.success else "the mission was not accomplished"
     return f"{verdict} after {traj.n_steps} steps; team return {traj.team_return:g}"
 
-
-register_learner("langmarl", LangMARLLearner,
-                 "centralized language critic, per-agent credit, language gradients, policy rewrites")

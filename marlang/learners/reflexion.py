@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from marlang.config import ModelConfig
-from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, register_learner
+from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState
 from marlang.types import Trajectory
 
 
@@ -64,5 +64,3 @@ class ReflexionLearner(Learner):
         afters = [s.observations for s in traj.steps[1:]] + [traj.final_observations or None]
         return [step_summary(env, s, agent, after) for s, after in zip(traj.steps, afters)]
 
-
-register_learner("reflexion", ReflexionLearner, "agents write a lesson after each episode into a bounded memory")

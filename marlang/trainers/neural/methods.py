@@ -1,6 +1,8 @@
 """The neural learning methods (``learning.method: mappo | ippo | qmix | vdn``): their options
-models, their entries in marlang's learner registry, and the config checks that pair them with
-``agents.kind: neural``. Light on purpose: nothing here imports torch or BenchMARL.
+models, their learner classes (``marlang.registry`` names them by entry point), and the config
+check that pairs them with ``agents.kind: neural`` (``check_neural_pairing``, which
+``marlang.registry.CONFIG_CHECKS`` names for ``marlang.config``). Light on purpose: nothing
+here imports torch or BenchMARL.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, register_learner
+from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
+from marlang.registry import LEARNERS
 from marlang.types import Trajectory
 
 if TYPE_CHECKING:
@@ -204,25 +207,23 @@ NEURAL_LEARNERS: dict[str, type[NeuralLearner]] = {
     "qmix": QMIXLearner,
     "vdn": VDNLearner,
 }
-
-register_learner("mappo", MAPPOLearner, "neural (BenchMARL): multi-agent PPO with a centralized critic on the state")
-register_learner("ippo", IPPOLearner, "neural (BenchMARL): independent PPO, one critic per agent's observation")
-register_learner("qmix", QMIXLearner, "neural (BenchMARL): Q-learning with a monotonic mixing network")
-register_learner("vdn", VDNLearner, "neural (BenchMARL): Q-learning of per-agent values summed into the team value")
+"""The neural methods; ``marlang.registry`` declares them as ``learning.method`` by entry point
+(``"marlang.trainers.neural.methods:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
 
 
 def is_neural_method(method: str) -> bool:
-    """Whether ``learning.method`` trains neural agents (``agents.kind: neural``)."""
-    from marlang.learners import learner_entry
-
-    return getattr(learner_entry(method).learner_class, "agents_kind", "llm") == "neural"
+    """Whether ``learning.method`` trains neural agents (``agents.kind: neural``): its
+    registry metadata ``agents_kind`` says so without importing it; a method registered by
+    entry point without that metadata is imported to read its class's ``agents_kind``."""
+    kind = LEARNERS.entry(method).metadata.get("agents_kind")
+    if kind is None:
+        kind = getattr(learner_entry(method).learner_class, "agents_kind", "llm")
+    return kind == "neural"
 
 
 def neural_methods() -> list[str]:
     """The registered methods that train neural agents."""
-    from marlang.learners import list_learners
-
-    return [m for m in list_learners() if is_neural_method(m)]
+    return [m for m in LEARNERS if is_neural_method(m)]
 
 
 def numeric_env_ids() -> list[str]:
@@ -278,7 +279,5 @@ def check_neural_pairing(config: ExperimentConfig) -> None:
 
 
 def _all_methods() -> list[str]:
-    from marlang.learners import list_learners
-
-    return list(list_learners())
+    return LEARNERS.names()
 
