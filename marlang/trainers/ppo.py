@@ -243,7 +243,7 @@ class PPOLearner(Learner):
         self.setup()
         await asyncio.to_thread(self._load_state, state)
         samples = await self._samples(trajectories)
-        stats = await asyncio.to_thread(self._train, samples, state.iteration)
+        stats = await asyncio.to_thread(self._seeded_train, samples, state.iteration)
         directory = self._adapters_dir(state.iteration)
         hashes, path = await asyncio.to_thread(self._save, directory)
         refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
@@ -338,6 +338,17 @@ class PPOLearner(Learner):
                 for (k, a, p), h in zip(chunk, scored.prompt_hidden, strict=True):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
+
+    def _seeded_train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
+        """`_train` with torch's random state (LoRA dropout) seeded by the iteration, so an
+        update re-run after a crash gives the same adapters."""
+        import torch
+
+        options: Any = self.options
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(options.seed * SEED_OFFSET + iteration)
+            return self._train(samples, iteration)
 
     def _train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
         """Epochs of clipped PPO minibatches, one adapter at a time."""

@@ -148,3 +148,57 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
     other = play.model_copy(deep=True)
     with pytest.raises(ConfigError, match="trained on base model"):
         Experiment(other, tmp_path / "other", chat_model=tiny_chat_model(tiny_local_lm(seed=5))).run()
+
+
+def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, monkeypatch):
+    """The update is re-run from the committed adapters and optimizer state on the same
+    rollouts: the result equals an uninterrupted run's, and no rollout is played twice."""
+    from marlang.trainers import ppo
+
+    cfg = ppo_config(eval_episodes=0)
+    whole = Experiment(cfg, tmp_path / "whole", chat_model=tiny_chat_model(max_tokens=8)).run()
+    expected = RunDirectory(whole.run_dir).read_json("learner_state.json")["adapters"]
+
+    original = ppo.PPOLearner._train
+    calls = {"n": 0}
+
+    def dies_in_second_update(self, samples, iteration):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # as a kill would, mid-update
+        return original(self, samples, iteration)
+
+    monkeypatch.setattr(ppo.PPOLearner, "_train", dies_in_second_update)
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    monkeypatch.setattr(ppo.PPOLearner, "_train", original)
+    played = len(RunDirectory(tmp_path / "run").load_episode_dicts())
+    resumed = Experiment(cfg, tmp_path / "run", resume=True, chat_model=tiny_chat_model(max_tokens=8)).run()
+    assert resumed.episodes_run == 0 and played == 4
+    got = RunDirectory(resumed.run_dir).read_json("learner_state.json")["adapters"]
+    assert {a: r["hash"] for a, r in got.items()} == {a: r["hash"] for a, r in expected.items()}
+
+
+def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter(tmp_path, monkeypatch):
+    from marlang.trainers import ppo_samples
+
+    original = ppo_samples.build_samples
+
+    def poisoned(*args, **kwargs):
+        samples = original(*args, **kwargs)
+        for s in samples:
+            s.advantage = float("nan")
+        return samples
+
+    monkeypatch.setattr("marlang.trainers.ppo.build_samples", poisoned)
+    cfg = ppo_config(iterations=1, eval_episodes=0)
+    result = Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    (row,) = RunDirectory(result.run_dir).read_iterations()
+    assert row["skipped_minibatches"] == row["minibatches"] > 0
+    from safetensors.torch import load_file
+
+    for agent in ("agent_0", "agent_1"):
+        weights = load_file(str(result.run_dir / "adapters" / "0" / agent / "adapter_model.safetensors"))
+        assert all(torch.isfinite(t).all() for t in weights.values())
+        # LoRA B starts at zero and no step was taken: the adapter is still the initial one
+        assert all(float(t.abs().max()) == 0.0 for k, t in weights.items() if "lora_B" in k)
