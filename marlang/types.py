@@ -39,13 +39,16 @@ class Message:
     sender: str
     content: str
     round: int = 0
+    prompt: str | None = None
+    """The exact text the message was generated after, where the model gives it (local
+    models): what ``learning.train_messages`` scores the message's tokens after."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Message:
-        return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k in _MESSAGE_FIELDS})
 
 
 @dataclass
@@ -325,3 +328,4 @@ class RolloutPlan:
 
 
 _DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)
+_MESSAGE_FIELDS = frozenset(Message.__dataclass_fields__)

@@ -178,9 +178,11 @@ class LLMAgent:
     async def speak(
         self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0
     ) -> Message:
-        text = await self._call(self.speak_messages(obs, transcript, ctx), ctx, "speaker", self.message_max_tokens, round)
+        meta: dict[str, Any] = {}
+        text = await self._call(self.speak_messages(obs, transcript, ctx), ctx, "speaker", self.message_max_tokens,
+                                round, metadata=meta)
         text = text.split("\n\n")[0].strip() or "(no message)"
-        return Message(sender=self.name, content=text, round=round)
+        return Message(sender=self.name, content=text, round=round, prompt=meta.get("prompt_text"))
 
     async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
         if len(obs.legal_actions) == 1:

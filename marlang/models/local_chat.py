@@ -148,6 +148,12 @@ class LocalChatModel(BaseChatModel):
         self, messages: Sequence[BaseMessage], stop: list[str] | None = None, **kwargs: Any
     ) -> GenerationRequest:
         """The engine request for these messages, with per-call params over the defaults."""
+        return self._request(messages, stop, **kwargs)[0]
+
+    def _request(
+        self, messages: Sequence[BaseMessage], stop: list[str] | None = None, **kwargs: Any
+    ) -> tuple[GenerationRequest, str]:
+        """`build_request`, and the prompt text it encodes (chat template and prefill)."""
         prefill = kwargs.pop("prefill", None) or ""
         adapter = kwargs.pop(ADAPTER_PARAM, None)
         unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
@@ -166,7 +172,7 @@ class LocalChatModel(BaseChatModel):
         # prefill: the start of the assistant's reply, which the model continues (the reply
         # returned is only the continuation).
         prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill
-        return GenerationRequest(self.engine.encode(prompt), sampling, adapter)
+        return GenerationRequest(self.engine.encode(prompt), sampling, adapter), prompt
 
     def batch(
         self,
@@ -198,8 +204,8 @@ class LocalChatModel(BaseChatModel):
     ) -> ChatResult:
         if "choices" in kwargs:
             return self._choose(messages, **kwargs)
-        request = self.build_request(messages, stop, **kwargs)
-        return self._to_result(self.engine.generate([request])[0])
+        request, prompt = self._request(messages, stop, **kwargs)
+        return self._to_result(self.engine.generate([request])[0], prompt)
 
     async def _agenerate(
         self,
@@ -211,8 +217,8 @@ class LocalChatModel(BaseChatModel):
         if "choices" in kwargs:
             request, choice = self._choice_request(messages, **kwargs)
             return self._chosen(request, choice, await self.engine.ascore_request(request))
-        request = self.build_request(messages, stop, **kwargs)
-        return self._to_result(await self.engine.agenerate(request))
+        request, prompt = self._request(messages, stop, **kwargs)
+        return self._to_result(await self.engine.agenerate(request), prompt)
 
     def _choose(self, messages: Sequence[BaseMessage], **kwargs: Any) -> ChatResult:
         """Answer with one of ``choices``, scored by log p(choice_prefix + c | messages) (GLAM).
@@ -293,7 +299,7 @@ class LocalChatModel(BaseChatModel):
         generation = ChatGeneration(message=message, generation_info={"finish_reason": "choice"})
         return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
 
-    def _to_result(self, output: GenerationOutput) -> ChatResult:
+    def _to_result(self, output: GenerationOutput, prompt: str) -> ChatResult:
         usage = UsageMetadata(
             input_tokens=output.input_tokens,
             output_tokens=output.output_tokens,
@@ -302,7 +308,9 @@ class LocalChatModel(BaseChatModel):
         message = AIMessage(
             content=output.text,
             usage_metadata=usage,
-            response_metadata={"model_name": self.model_id, "finish_reason": output.finish_reason},
+            # The exact prompt text: a weight-space learner scores the reply after it again.
+            response_metadata={"model_name": self.model_id, "finish_reason": output.finish_reason,
+                               "prompt_text": prompt},
         )
         generation = ChatGeneration(
             message=message, generation_info={"finish_reason": output.finish_reason}

@@ -391,7 +391,7 @@ class PPOLearner(Learner):
             n = acc.get("steps", 0.0)
             records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),
                             **{k: (acc[k] / n if n else None) for k in
-                               ("loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+                               ("loss", "policy_loss", "value_loss", "message_loss", "entropy", "approx_kl",
                                 "clip_fraction", "grad_norm")}})
         if samples:
             counters["advantage_mean"] = sum(s.advantage for s in samples) / len(samples)
@@ -430,6 +430,17 @@ class PPOLearner(Learner):
                 clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
                 value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
                 loss = loss + options.value_coef * value_loss
+            message_loss = torch.zeros((), device=new_logp.device)
+            spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
+            if options.train_messages == "reinforce" and spoken:
+                # REINFORCE on the message tokens: each message's log-likelihood under the
+                # speaker's adapter, weighted by the advantage of the step it was sent at.
+                message_items = [(engine.encode(p), [engine.encode(m)]) for _, p, m in spoken]
+                message_logp = torch.stack(
+                    [sc[0] for sc in score_decisions(team.model, message_items, engine._pad_id).scores])
+                weights = adv[torch.tensor([i for i, _, _ in spoken], device=adv.device)]
+                message_loss = -(weights * message_logp).sum() / len(batch)
+                loss = loss + message_loss
             optimizer.zero_grad(set_to_none=True)
             if not torch.isfinite(loss):
                 logger.warning("PPO: non-finite loss on %s; minibatch skipped", unit)
@@ -445,6 +456,7 @@ class PPOLearner(Learner):
             approx_kl = float((old_logp - new_logp).mean())
             clip_fraction = float(((ratio - 1).abs() > options.clip).float().mean())
         return {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                "message_loss": message_loss.item(),
                 "entropy": entropy.mean().item(), "approx_kl": approx_kl, "clip_fraction": clip_fraction,
                 "grad_norm": norm}
 

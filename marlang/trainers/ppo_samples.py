@@ -37,9 +37,9 @@ class DecisionSample:
     """The value target: advantage + old value."""
     observations: dict[str, str] = field(default_factory=dict)
     """Every agent's scored prompt at this step (the centralised value reads them)."""
-    transcript: str = ""
-    """The messages sent at this step (``train_messages`` trains their tokens)."""
-    message_prompt: str | None = None
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    """(prompt, text) of each message the agent sent before acting at this step
+    (``train_messages: reinforce`` trains their tokens with the step's advantage)."""
 
 
 def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
@@ -66,6 +66,8 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
             old_value=float(decision.value or 0.0),
             reward=reward,
             observations={a: d.prompt for a, d in step.decisions.items() if d.prompt is not None},
+            messages=[(m.prompt, m.content) for m in step.messages
+                      if m.sender == agent and m.prompt and m.content and m.content != "(no message)"],
         ))
     return samples
 

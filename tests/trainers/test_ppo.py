@@ -202,3 +202,19 @@ def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter
         assert all(torch.isfinite(t).all() for t in weights.values())
         # LoRA B starts at zero and no step was taken: the adapter is still the initial one
         assert all(float(t.abs().max()) == 0.0 for k, t in weights.items() if "lora_B" in k)
+
+
+def test_messages_are_spoken_with_the_speakers_adapter_and_trained_with_reinforce(tmp_path):
+    cfg = build_config({**ppo_config(iterations=1, eval_episodes=0, train_messages="reinforce").model_dump(
+        mode="json"), "protocol": {"name": "bidirectional"}, "model": {"cache": False, "temperature": 1.0}})
+    result = Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
+    step = RunDirectory(result.run_dir).load_episode_dicts()[0]["steps"][0]
+    assert [m["sender"] for m in step["messages"]] == ["agent_0", "agent_1"]
+    assert all(m["prompt"] and m["prompt"].rstrip().endswith("assistant") for m in step["messages"])
+    updates = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert all(u["message_loss"] not in (None, 0.0) for u in updates)
+    quiet = build_config({**cfg.model_dump(mode="json"), "learning": {
+        **cfg.model_dump(mode="json")["learning"], "train_messages": False}})
+    silent = Experiment(quiet, tmp_path / "quiet", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
+    updates = [json.loads(line) for line in (silent.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert all(u["message_loss"] == 0.0 for u in updates)
