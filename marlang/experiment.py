@@ -95,6 +95,12 @@ class Experiment:
     ) -> None:
         self.config = config
         self._label = label
+        from marlang.trainers.distributed import launched_rank, launched_world_size
+
+        if launched_world_size() > 1 and launched_rank() > 0:
+            # Data-parallel training (accelerate launch): process r keeps its own rollouts and
+            # adapters in RUN/rank<r>/; process 0 writes the run directory itself.
+            out_dir = Path(out_dir) / f"rank{launched_rank()}"
         self.run_dir = RunDirectory(out_dir)
         self.resume = resume
         self._chat_model = chat_model

@@ -24,6 +24,7 @@ from pydantic import Field
 from marlang.learners.base import Learner, LearnerOptions, register_learner
 from marlang.rundir import TEST_EPISODE_BASE
 from marlang.trainers.adapters import CENTRAL, LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.trainers.distributed import DataParallel, launched_rank, launched_world_size
 from marlang.trainers.ppo_samples import DecisionSample, build_samples
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
@@ -90,6 +91,7 @@ class PPOLearner(Learner):
         self.engine: Any = None
         self.optimizers: dict[str, Any] = {}
         self._chat_models: dict[str, Any] = {}
+        self.parallel: DataParallel | None = None
 
     @classmethod
     def label(cls, options: Any) -> str:
@@ -111,6 +113,9 @@ class PPOLearner(Learner):
             raise ValueError(
                 "learning.method 'ppo' trains its own adapters; model.adapters plays a trained team back "
                 "(to train further, --resume the run that trained them)")
+        if launched_world_size() > 1 and config.learning.options.value == "central":
+            raise ValueError("learning.value 'central' trains in one process; use learning.value 'agent' "
+                             "under accelerate launch")
         if config.env.id.startswith(("code/", "math/", "qa/")):
             raise ValueError(
                 f"learning.method 'ppo' needs legal-action lists, and env.id {config.env.id!r} answers in "
@@ -132,9 +137,12 @@ class PPOLearner(Learner):
         if engine is None:
             raise ValueError(
                 f"learning.method 'ppo' trains local weights; the agents' model {type(chat).__name__} has none")
+        self.parallel = DataParallel()
         device = options.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and self.parallel.active:
+            device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         dtype = getattr(torch, options.dtype)
         base_id = f"{engine.model_id}@{engine.weights_id}"
         value_heads = ValueHeadOptions(per_agent=True, central=options.value == "central")
@@ -223,9 +231,11 @@ class PPOLearner(Learner):
     def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
         options: Any = self.options
         plan = super().rollout_plan(iteration, first_episode, count, seed)
-        if options.steps is None:
-            return plan
-        return RolloutPlan(plan.episodes, plan.seeds, plan.groups, max_steps=max(1, -(-options.steps // count)))
+        world, rank = launched_world_size(), launched_rank()
+        seeds = plan.seeds if world == 1 else tuple(seed + e * world + rank for e in plan.episodes)
+        max_steps = None if options.steps is None else max(1, -(-options.steps // count))
+        # Under a launcher each process plays its own episodes (seeds apart), K per process.
+        return RolloutPlan(plan.episodes, seeds, plan.groups, max_steps=max_steps)
 
     def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
         """``eval_episodes`` greedy episodes on the same held-out seeds at every evaluation
@@ -363,20 +373,29 @@ class PPOLearner(Learner):
             by_unit.setdefault(unit, []).append(s)
         totals: dict[str, dict[str, float]] = {}
         counters = {"decisions": len(samples), "minibatches": 0, "skipped_minibatches": 0}
+        parallel = self.parallel or DataParallel()
+        # The order of the steps is the same in every process (a seed of its own); under a
+        # launcher each process fills a step with its own decisions (or none) and the
+        # gradients are summed, so every process takes the same steps.
+        order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
+        units = [u for u in self._units() if u != CENTRAL]
         for _epoch in range(options.epochs):
             batches = []
-            for unit, rows in by_unit.items():
-                order = rows[:]
+            for unit in units:
+                order = by_unit.get(unit, [])[:]
                 rng.shuffle(order)
-                batches += [(unit, order[i:i + options.minibatch_size])
-                            for i in range(0, len(order), options.minibatch_size)]
-            rng.shuffle(batches)
+                local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
+                slots = parallel.max_int(len(local))
+                batches += [(unit, local[j] if j < len(local) else []) for j in range(slots)]
+            order_rng.shuffle(batches)
             for unit, batch in batches:
                 with engine.exclusive():
                     result = self._step(unit, batch)
                 counters["minibatches"] += 1
                 if result is None:
                     counters["skipped_minibatches"] += 1
+                    continue
+                if not result:  # this process had no decisions for the step
                     continue
                 acc = totals.setdefault(unit, {})
                 for k, v in result.items():
@@ -409,6 +428,16 @@ class PPOLearner(Learner):
         assert team is not None and engine is not None
         optimizer = self.optimizers[unit]
         params = self._unit_parameters(unit)
+        parallel = self.parallel or DataParallel()
+        # Losses are sums over this process's decisions divided by the step's decisions in all
+        # processes: with the gradients summed across processes, each step is the mean over
+        # the whole minibatch, as one process would take it.
+        total = parallel.sum_int(len(batch))
+        if total == 0:
+            return None
+        if not batch:
+            optimizer.zero_grad(set_to_none=True)
+            return self._finish_step(unit, optimizer, params, True, parallel)
         with team.training(unit):
             items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
             scored = score_decisions(team.model, items, engine._pad_id)
@@ -420,15 +449,15 @@ class PPOLearner(Learner):
             adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=new_logp.device)
             ratio = torch.exp(new_logp - old_logp)
             surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
-            policy_loss = -surrogate.mean()
-            loss = policy_loss - options.entropy_coef * entropy.mean()
+            policy_loss = -surrogate.sum() / total
+            loss = policy_loss - options.entropy_coef * entropy.sum() / total
             value_loss = torch.zeros((), device=new_logp.device)
             if options.value == "agent":
                 values = team.value(unit, scored.prompt_hidden)
                 old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
                 ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
                 clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
-                value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
+                value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
                 loss = loss + options.value_coef * value_loss
             message_loss = torch.zeros((), device=new_logp.device)
             spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
@@ -439,19 +468,15 @@ class PPOLearner(Learner):
                 message_logp = torch.stack(
                     [sc[0] for sc in score_decisions(team.model, message_items, engine._pad_id).scores])
                 weights = adv[torch.tensor([i for i, _, _ in spoken], device=adv.device)]
-                message_loss = -(weights * message_logp).sum() / len(batch)
+                message_loss = -(weights * message_logp).sum() / total
                 loss = loss + message_loss
             optimizer.zero_grad(set_to_none=True)
-            if not torch.isfinite(loss):
-                logger.warning("PPO: non-finite loss on %s; minibatch skipped", unit)
+            finite = bool(torch.isfinite(loss))
+            if finite:
+                loss.backward()
+            if self._finish_step(unit, optimizer, params, finite, parallel) is None:
                 return None
-            loss.backward()
-            norm = clip_gradients(params, options.max_grad_norm)
-            if not math.isfinite(norm) or norm > options.max_skip_norm:
-                logger.warning("PPO: gradient norm %s on %s; minibatch skipped", norm, unit)
-                optimizer.zero_grad(set_to_none=True)
-                return None
-            optimizer.step()
+        norm = self._last_norm
         with torch.no_grad():
             approx_kl = float((old_logp - new_logp).mean())
             clip_fraction = float(((ratio - 1).abs() > options.clip).float().mean())
@@ -459,6 +484,32 @@ class PPOLearner(Learner):
                 "message_loss": message_loss.item(),
                 "entropy": entropy.mean().item(), "approx_kl": approx_kl, "clip_fraction": clip_fraction,
                 "grad_norm": norm}
+
+    _last_norm: float = 0.0
+
+    def _finish_step(self, unit: str, optimizer: Any, params: list[Any], finite: bool,
+                     parallel: DataParallel) -> dict[str, float] | None:
+        """Sum the gradients across processes, clip, and step, unless the loss (in any
+        process) or the gradient is not finite or the norm exceeds ``max_skip_norm``: then
+        nothing changes. Every process reaches the same verdict."""
+        import torch
+
+        options: Any = self.options
+        if parallel.sum_int(1 if finite else 0) < parallel.world_size:
+            # a process had a non-finite loss: every process skips this step
+            logger.warning("PPO: non-finite loss on %s; minibatch skipped", unit)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        parallel.sum_gradients(params)
+        norm = clip_gradients(params, options.max_grad_norm)
+        self._last_norm = norm
+        if not math.isfinite(norm) or norm > options.max_skip_norm:
+            logger.warning("PPO: gradient norm %s on %s; minibatch skipped", norm, unit)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        with torch.no_grad():
+            optimizer.step()
+        return {}
 
     def _fit_central(self, samples: list[DecisionSample]) -> None:
         """The central value head's epochs on the rollout's prompt states (clipped value loss)."""

@@ -176,7 +176,15 @@ def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, mo
     resumed = Experiment(cfg, tmp_path / "run", resume=True, chat_model=tiny_chat_model(max_tokens=8)).run()
     assert resumed.episodes_run == 0 and played == 4
     got = RunDirectory(resumed.run_dir).read_json("learner_state.json")["adapters"]
-    assert {a: r["hash"] for a, r in got.items()} == {a: r["hash"] for a, r in expected.items()}
+    from safetensors.torch import load_file
+
+    # Equal up to float rounding: rollout batches may group requests differently in time.
+    for agent in ("agent_0", "agent_1"):
+        a = load_file(f"{got[agent]['path']}/adapter_model.safetensors")
+        b = load_file(f"{expected[agent]['path']}/adapter_model.safetensors")
+        assert a.keys() == b.keys()
+        assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-4
+        assert max(float(b[k].abs().max()) for k in b if "lora_B" in k) > 1e-3  # it did train
 
 
 def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter(tmp_path, monkeypatch):
