@@ -276,6 +276,10 @@ class Experiment:
             self.model = self._build_model()
             self.agents = self._build_agents(self.model, _world(narrator_env))
             adapters = self._play_back_adapters()
+            try:  # a model the learner cannot train fails here, before anything is created
+                learner_entry(c.learning.method).check_model(self.model, c.learning.options)
+            except ValueError as err:
+                raise ConfigError(f"learning: {err}") from None
             protocol_graph = build_protocol(c.protocol.name, self.agents, c.protocol)
             decide = protocol_decider(protocol_graph)
         self._create_directory(narrator_env, adapters)

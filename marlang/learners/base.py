@@ -107,6 +107,11 @@ class Learner:
         """Raise a one-line ``ValueError`` for settings this learner cannot train (called
         before the run directory is created)."""
 
+    @classmethod
+    def check_model(cls, model: Any, options: LearnerOptions) -> None:
+        """Raise a one-line ``ValueError`` for a loaded chat model this learner cannot train
+        (called once the model is built, before the run directory is created)."""
+
     async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
         """Make the acting models act with ``state`` before episodes are played (``phase``:
         ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)). Weight-space learners load the committed adapters here and
@@ -152,6 +157,11 @@ class LearnerEntry:
         """The learner's own check of a whole config (one-line ``ValueError``)."""
         if self.learner_class is not None:
             self.learner_class.check_config(config)
+
+    def check_model(self, model: Any, options: LearnerOptions) -> None:
+        """The learner's check of the loaded chat model (one-line ``ValueError``)."""
+        if self.learner_class is not None:
+            self.learner_class.check_model(model, options)
 
 
 def register_learner(

@@ -23,7 +23,13 @@ from pydantic import Field
 
 from marlang.learners.base import Learner, LearnerOptions, register_learner
 from marlang.rundir import TEST_EPISODE_BASE
-from marlang.trainers.adapters import CENTRAL, LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.trainers.adapters import (
+    CENTRAL,
+    LoraOptions,
+    TeamAdapters,
+    ValueHeadOptions,
+    check_lora_targets,
+)
 from marlang.trainers.distributed import DataParallel, launched_rank, launched_world_size
 from marlang.trainers.ppo_samples import DecisionSample, build_samples
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -120,6 +126,14 @@ class PPOLearner(Learner):
             raise ValueError(
                 f"learning.method 'ppo' needs legal-action lists, and env.id {config.env.id!r} answers in "
                 "free text; use learning.method magrpo or grpo there")
+
+    @classmethod
+    def check_model(cls, model: Any, options: Any) -> None:
+        engine = getattr(model, "engine", None)
+        if engine is None:
+            raise ValueError(f"learning.method 'ppo' trains local weights; the agents' model "
+                             f"{type(model).__name__} has none here (use local:smollm2 or hf:PATH)")
+        check_lora_targets(engine.model, options.lora.targets)
 
     # the adapters --------------------------------------------------------------------------
     def setup(self) -> TeamAdapters:

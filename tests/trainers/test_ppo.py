@@ -226,3 +226,14 @@ def test_messages_are_spoken_with_the_speakers_adapter_and_trained_with_reinforc
     silent = Experiment(quiet, tmp_path / "quiet", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
     updates = [json.loads(line) for line in (silent.run_dir / "updates.jsonl").read_text().splitlines()]
     assert all(u["message_loss"] == 0.0 for u in updates)
+
+
+def test_a_lora_target_the_model_lacks_is_refused_before_anything_is_created(tmp_path):
+    cfg = ppo_config(lora={"r": 4, "alpha": 8, "targets": ["q_proj", "qkv_proj"]})
+    with pytest.raises(ConfigError, match="qkv_proj.*q_proj"):
+        Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model()).run()
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match="needs a local model"):
+        Experiment(ppo_config(), tmp_path / "fake", chat_model=__import__("tests.fakes").fakes.FakeRuleChatModel(
+            rule=lambda m: "Action: go forward")).run()
+    assert not (tmp_path / "fake").exists()
