@@ -2,6 +2,7 @@
 calls, the response cache follows the weights and adapter of every call (never stale after
 an update), and scoring agents sample from the softmax over legal-action scores."""
 
+import asyncio
 import math
 
 import pytest
@@ -93,11 +94,17 @@ def test_choosing_samples_from_the_softmax_over_scores():
     temperature = 2.0
     counts = {a: 0 for a in ACTIONS}
     n = 600
-    meta = None
-    for seed in range(n):
-        reply = model.invoke(msgs, choices=ACTIONS, choice_prefix="Action: ", temperature=temperature, seed=seed)
+
+    async def sample_all():
+        # concurrent calls are scored together in batches by the engine
+        return await asyncio.gather(*(model.ainvoke(msgs, choices=ACTIONS, choice_prefix="Action: ",
+                                                    temperature=temperature, seed=seed) for seed in range(n)))
+
+    replies = asyncio.run(sample_all())
+    for reply in replies:
         counts[reply.content] += 1
-        meta = reply.response_metadata
+    reply = replies[-1]
+    meta = reply.response_metadata
     scores = torch.tensor([meta["choice_logprobs"][a] for a in ACTIONS], dtype=torch.float64)
     probs = torch.softmax(scores / temperature, -1)
     assert meta["sampled"] and meta["choice_lead"] == " "
