@@ -8,6 +8,7 @@ request keeps its own sampling parameters and random generator inside the shared
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +156,10 @@ class LocalLM:
         self._eos_ids = _eos_token_ids(model, tokenizer)
         self._max_positions = getattr(model.config, "max_position_embeddings", None)
         self._compute_lock = threading.Lock()
+        # All of the model's work (batched decoding, scoring, a trainer's steps) runs on this
+        # one thread: torch's CPU allocations then come from one malloc arena instead of one
+        # per worker thread, which otherwise fragments into many GB over a training run.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marlang-engine")
         self._stats_lock = threading.Lock()
         self._generate_calls = 0
         self._requests_served = 0
@@ -265,6 +271,12 @@ class LocalLM:
             else:
                 out.append(float(self.adapters.value(agent, hidden[i])))
         return out
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the engine's compute thread (where every batch runs), off the
+        event loop: a trainer's update goes here too."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
     @contextmanager
     def exclusive(self) -> Iterator[PreTrainedModel]:
@@ -673,7 +685,7 @@ class _LoopBatcher:
                 if not batch:
                     continue
                 try:
-                    outputs = await asyncio.to_thread(self._run_batch, [r for r, _ in batch])
+                    outputs = await self._engine.run(self._run_batch, [r for r, _ in batch])
                 except Exception as exc:  # noqa: BLE001 - every caller in the batch gets the error
                     for _, future in batch:
                         if not future.done():

@@ -10,7 +10,6 @@ time, and writes the adapters, value heads and optimizer state under ``adapters/
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
@@ -52,6 +51,9 @@ class PPOOptions(LearnerOptions):
     lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
     epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
     minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Decisions per forward pass; a minibatch's gradient accumulates over them "
+        "(peak memory follows this, not minibatch_size).")
     clip: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
     gamma: float = Field(0.99, gt=0, le=1)
     lam: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
@@ -189,7 +191,7 @@ class PPOLearner(Learner):
         """Act with ``state``'s committed adapters: sample from the softmax in training
         rollouts (never replayed from the cache), take the best action in evaluation."""
         team = self.setup()
-        await asyncio.to_thread(self._load_state, state)
+        await self.engine.run(self._load_state, state)
         options: Any = self.options
         for name, actor in self.context.actors.items():
             if name not in self._chat_models:
@@ -265,11 +267,11 @@ class PPOLearner(Learner):
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         self.setup()
-        await asyncio.to_thread(self._load_state, state)
+        await self.engine.run(self._load_state, state)
         samples = await self._samples(trajectories)
-        stats = await asyncio.to_thread(self._seeded_train, samples, state.iteration)
+        stats = await self.engine.run(self._seeded_train, samples, state.iteration)
         directory = self._adapters_dir(state.iteration)
-        hashes, path = await asyncio.to_thread(self._save, directory)
+        hashes, path = await self.engine.run(self._save, directory)
         refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
                 for a in self.context.agents}
         return Candidate(adapters=refs, extra={"ppo_state": str(path)},
@@ -295,7 +297,7 @@ class PPOLearner(Learner):
         samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, lam=options.lam,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
-            await asyncio.to_thread(self._central_old_values, samples, trajectories, boots)
+            await self.engine.run(self._central_old_values, samples, trajectories, boots)
         return samples
 
     async def _bootstrap_value(self, traj: Trajectory, agent: str) -> float:
@@ -311,7 +313,7 @@ class PPOLearner(Learner):
         messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
         prompt = self.engine.format_chat([_chat_dict(m) for m in messages]) + "Action:"
         request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
-        out = await asyncio.to_thread(self.engine.score_requests, [request])
+        out = await self.engine.run(self.engine.score_requests, [request])
         return float(out[0].value or 0.0)
 
     def _central_old_values(self, samples: list[DecisionSample], trajectories: list[Trajectory],
@@ -435,8 +437,6 @@ class PPOLearner(Learner):
         the gradient is not finite, or the gradient norm exceeds ``max_skip_norm``."""
         import torch
 
-        from marlang.models.scoring import score_decisions
-
         options: Any = self.options
         team, engine = self.team, self.engine
         assert team is not None and engine is not None
@@ -452,52 +452,76 @@ class PPOLearner(Learner):
         if not batch:
             optimizer.zero_grad(set_to_none=True)
             return self._finish_step(unit, optimizer, params, True, parallel)
+        sums = {k: 0.0 for k in ("loss", "policy_loss", "value_loss", "message_loss", "entropy",
+                                 "approx_kl", "clip_fraction")}
+        optimizer.zero_grad(set_to_none=True)
+        finite = True
         with team.training(unit):
-            items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
-            scored = score_decisions(team.model, items, engine._pad_id)
-            logits = [sc / options.temperature for sc in scored.scores]
-            new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index]
-                                    for lg, s in zip(logits, batch, strict=True)])
-            entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
-            old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=new_logp.device)
-            adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=new_logp.device)
-            ratio = torch.exp(new_logp - old_logp)
-            surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
-            policy_loss = -surrogate.sum() / total
-            loss = policy_loss - options.entropy_coef * entropy.sum() / total
-            value_loss = torch.zeros((), device=new_logp.device)
-            if options.value == "agent":
-                values = team.value(unit, scored.prompt_hidden)
-                old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
-                ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
-                clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
-                value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
-                loss = loss + options.value_coef * value_loss
-            message_loss = torch.zeros((), device=new_logp.device)
-            spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
-            if options.train_messages == "reinforce" and spoken:
-                # REINFORCE on the message tokens: each message's log-likelihood under the
-                # speaker's adapter, weighted by the advantage of the step it was sent at.
-                message_items = [(engine.encode(p), [engine.encode(m)]) for _, p, m in spoken]
-                message_logp = torch.stack(
-                    [sc[0] for sc in score_decisions(team.model, message_items, engine._pad_id).scores])
-                weights = adv[torch.tensor([i for i, _, _ in spoken], device=adv.device)]
-                message_loss = -(weights * message_logp).sum() / total
-                loss = loss + message_loss
-            optimizer.zero_grad(set_to_none=True)
-            finite = bool(torch.isfinite(loss))
-            if finite:
-                loss.backward()
+            # Micro-batches accumulate the minibatch's gradient: peak memory follows
+            # micro_batch_size, the step is the same.
+            for start in range(0, len(batch), options.micro_batch_size):
+                part = batch[start:start + options.micro_batch_size]
+                terms = self._losses(unit, part, total)
+                if not torch.isfinite(terms["loss"]):
+                    finite = False
+                    break
+                terms["loss"].backward()
+                for k in sums:
+                    sums[k] += float(terms[k].detach())
             if self._finish_step(unit, optimizer, params, finite, parallel) is None:
                 return None
-        norm = self._last_norm
+        n = len(batch)
+        return {**{k: sums[k] for k in ("loss", "policy_loss", "value_loss", "message_loss")},
+                "entropy": sums["entropy"] / n, "approx_kl": sums["approx_kl"] / n,
+                "clip_fraction": sums["clip_fraction"] / n, "grad_norm": self._last_norm}
+
+    def _losses(self, unit: str, batch: list[DecisionSample], total: int) -> dict[str, Any]:
+        """PPO's loss terms of some decisions of a minibatch of ``total`` (sums / total, so
+        the parts of a minibatch add up to its mean); entropy, KL and clip counts as sums."""
+        import torch
+
+        from marlang.models.scoring import score_decisions
+
+        options: Any = self.options
+        team, engine = self.team, self.engine
+        assert team is not None and engine is not None
+        items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
+        scored = score_decisions(team.model, items, engine._pad_id)
+        logits = [sc / options.temperature for sc in scored.scores]
+        new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index] for lg, s in zip(logits, batch, strict=True)])
+        entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
+        device = new_logp.device
+        old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=device)
+        adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=device)
+        ratio = torch.exp(new_logp - old_logp)
+        surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
+        policy_loss = -surrogate.sum() / total
+        loss = policy_loss - options.entropy_coef * entropy.sum() / total
+        value_loss = torch.zeros((), device=device)
+        if options.value == "agent":
+            values = team.value(unit, scored.prompt_hidden)
+            old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
+            ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
+            clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+            value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
+            loss = loss + options.value_coef * value_loss
+        message_loss = torch.zeros((), device=device)
+        spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
+        if options.train_messages == "reinforce" and spoken:
+            # REINFORCE on the message tokens: each message's log-likelihood under the
+            # speaker's adapter, weighted by the advantage of the step it was sent at.
+            message_items = [(engine.encode(p), [engine.encode(m)]) for _, p, m in spoken]
+            message_logp = torch.stack(
+                [sc[0] for sc in score_decisions(team.model, message_items, engine._pad_id).scores])
+            weights = adv[torch.tensor([i for i, _, _ in spoken], device=device)]
+            message_loss = -(weights * message_logp).sum() / total
+            loss = loss + message_loss
         with torch.no_grad():
-            approx_kl = float((old_logp - new_logp).mean())
-            clip_fraction = float(((ratio - 1).abs() > options.clip).float().mean())
-        return {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                "message_loss": message_loss.item(),
-                "entropy": entropy.mean().item(), "approx_kl": approx_kl, "clip_fraction": clip_fraction,
-                "grad_norm": norm}
+            approx_kl = (old_logp - new_logp).sum()
+            clip_fraction = ((ratio - 1).abs() > options.clip).float().sum()
+        return {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss,
+                "message_loss": message_loss, "entropy": entropy.sum(), "approx_kl": approx_kl,
+                "clip_fraction": clip_fraction}
 
     _last_norm: float = 0.0
 
