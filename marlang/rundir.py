@@ -14,11 +14,11 @@ import numbers
 import os
 import platform
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from marlang.types import Trajectory
 
@@ -85,11 +85,17 @@ def dumps_json(data: Any, **kwargs: Any) -> str:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write then rename, so readers never see half a file."""
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write(file)`` into a temporary sibling, fsync, then rename over ``path``: readers see
+    the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from marlang.learners.base import Learner, LearnerOptions, register_learner
-from marlang.rundir import TEST_EPISODE_BASE
+from marlang.learners.base import Learner, LearnerOptions
+from marlang.rundir import TEST_EPISODE_BASE, atomic_write
 from marlang.trainers.adapters import (
     CENTRAL,
     LoraOptions,
@@ -592,16 +592,7 @@ class PPOLearner(Learner):
             state = {"weights": self.team.state_dict(),
                      "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
             path = directory / "ppo_state.pt"
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ppo_state.", suffix=".partial")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    torch.save(state, fh)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write(path, lambda fh: torch.save(state, fh))
         self._loaded_path = str(path)
         return hashes, path
 
@@ -628,5 +619,3 @@ def _load_hook(spec: str) -> Any:
 
     return load_reward_hook(spec)
 
-
-register_learner("ppo", PPOLearner, "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads")
