@@ -13,6 +13,7 @@ import bench_envs_pistonball
 import bench_langmarl
 import bench_neural
 import bench_parallel
+import bench_ppo
 import bench_sandbox
 import bench_scoring
 
@@ -20,6 +21,8 @@ import bench_scoring
 def main() -> None:
     print("== action scoring ==")
     bench_scoring.main()
+    print("\n== PPO with LoRA: packed scoring, mixed-adapter rollouts, memory ==")
+    bench_ppo.main()
     print("\n== parallel episodes ==")
     bench_parallel.main()
     print("\n== Overcooked text env ==")
