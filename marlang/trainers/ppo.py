@@ -41,6 +41,9 @@ GLAM_REFERENCE = {
 }
 """lamorel's PPO settings for GLAM (the reference the README compares the defaults with)."""
 
+INITIAL_STATE = "initial"
+"""`PPOLearner._load_state`'s name for the adapters' initial weights."""
+
 SEED_OFFSET = 7919
 """Separates the update's minibatch shuffling from other uses of the run seed."""
 
@@ -171,6 +174,7 @@ class PPOLearner(Learner):
         engine.attach_adapters(self.team)
         self.engine = engine
         self._initial = self.team.state_dict()
+        self._loaded = INITIAL_STATE
         self.optimizers = {unit: torch.optim.AdamW(self._unit_parameters(unit), lr=options.lr)
                            for unit in self._units()}
         return self.team
@@ -209,39 +213,30 @@ class PPOLearner(Learner):
 
     def _load_state(self, state: PolicyState) -> None:
         """Bring the in-memory adapters and optimizers to ``state`` (after a resume, or after a
-        candidate that was not committed)."""
+        candidate that was not committed). What is loaded is known by its source: the initial
+        weights, or the ``ppo_state.pt`` an update saved (and left in memory)."""
         import torch
 
         assert self.team is not None and self.engine is not None
-        wanted = {a: r["hash"] for a, r in state.adapters.items()}
-        path = state.extra.get("ppo_state")
+        path = state.extra.get("ppo_state") if state.adapters else None
+        source = path or INITIAL_STATE
+        if source == self._loaded:
+            return
         with self.engine.exclusive():
-            if not wanted:
-                if self.team.adapter_hashes() != self._initial_hashes():
-                    self.team.load_state_dict(self._initial)
-                return
-            current = self.team.adapter_hashes()
-            if all(current.get(a) == h for a, h in wanted.items()) and path == self._loaded_path:
-                return
-            if path is None or not Path(path).is_file():
-                raise FileNotFoundError(f"PPO state {path!r} of iteration {state.iteration} is missing")
-            saved = torch.load(path, map_location="cpu", weights_only=False)
-            self.team.load_state_dict(saved["weights"])
-            for unit, opt_state in saved["optimizers"].items():
-                if unit in self.optimizers:
-                    self.optimizers[unit].load_state_dict(opt_state)
-            self._loaded_path = path
+            if path is None:
+                self.team.load_state_dict(self._initial)
+            else:
+                if not Path(path).is_file():
+                    raise FileNotFoundError(f"PPO state {path!r} of iteration {state.iteration} is missing")
+                saved = torch.load(path, map_location="cpu", weights_only=False)
+                self.team.load_state_dict(saved["weights"])
+                for unit, opt_state in saved["optimizers"].items():
+                    if unit in self.optimizers:
+                        self.optimizers[unit].load_state_dict(opt_state)
+        self._loaded = source
 
-    _loaded_path: str | None = None
-
-    def _initial_hashes(self) -> dict[str, str]:
-        if not hasattr(self, "_initial_hash_cache"):
-            assert self.team is not None
-            current = self.team.state_dict()
-            self.team.load_state_dict(self._initial)
-            self._initial_hash_cache = self.team.adapter_hashes()
-            self.team.load_state_dict(current)
-        return self._initial_hash_cache
+    _loaded: str | None = None
+    """The source of the weights in memory (``INITIAL_STATE`` or a ``ppo_state.pt`` path)."""
 
     # rollouts --------------------------------------------------------------------------------
     def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
@@ -593,7 +588,7 @@ class PPOLearner(Learner):
                      "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
             path = directory / "ppo_state.pt"
             atomic_write(path, lambda fh: torch.save(state, fh))
-        self._loaded_path = str(path)
+        self._loaded = str(path)
         return hashes, path
 
 
