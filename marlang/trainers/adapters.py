@@ -55,6 +55,9 @@ class LoraOptions(BaseModel):
     alpha: int = 32
     dropout: float = 0.05
     targets: list[str] = ["q_proj", "v_proj"]
+    layers: int | None = None
+    """LoRA on the last ``layers`` transformer layers only (None: every layer). Nothing below
+    the lowest adapted layer needs gradients, so backward stops there: a cheaper update."""
 
     @field_validator("r")
     @classmethod
@@ -86,6 +89,13 @@ class LoraOptions(BaseModel):
             )
         if len(set(value)) != len(value):
             raise ValueError(f"lora.targets has duplicates: {value}")
+        return value
+
+    @field_validator("layers")
+    @classmethod
+    def _check_layers(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"lora.layers must be >= 1 (the last N layers) or null (all); got {value}")
         return value
 
 
@@ -145,11 +155,24 @@ def check_lora_targets(model: torch.nn.Module, targets: Sequence[str]) -> None:
             )
 
 
+def model_layer_count(model: Any) -> int:
+    """The number of transformer layers of ``model`` (its config's ``num_hidden_layers``)."""
+    config = getattr(model, "config", None)
+    count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    if not count:
+        raise ValueError(f"{type(model).__name__} does not say how many layers it has; "
+                         "set lora.layers to null")
+    return int(count)
+
+
 def _value_head(in_features: int, width: int, activation: str) -> torch.nn.Sequential:
     act = torch.nn.Tanh() if activation == "tanh" else torch.nn.ReLU()
-    return torch.nn.Sequential(
-        torch.nn.Linear(in_features, width), act, torch.nn.Linear(width, 1)
-    ).float()
+    output = torch.nn.Linear(width, 1)
+    # A zero output layer: every value is 0 before training, so the first update's advantages
+    # are the rewards' alone rather than the noise of a random head.
+    torch.nn.init.zeros_(output.weight)
+    torch.nn.init.zeros_(output.bias)
+    return torch.nn.Sequential(torch.nn.Linear(in_features, width), act, output).float()
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -245,9 +268,9 @@ class TeamAdapters:
                 torch.manual_seed(seed)
             first, *rest = self.adapters
             # autocast_adapter_dtype (PEFT's default) keeps LoRA weights fp32 on a bf16 base.
-            self.model: PeftModel = get_peft_model(base, self._lora_config(), adapter_name=first)
+            self.model: PeftModel = get_peft_model(base, self._lora_config(base), adapter_name=first)
             for name in rest:
-                self.model.add_adapter(name, self._lora_config())
+                self.model.add_adapter(name, self._lora_config(base))
             self.value_heads = self._build_value_heads()
         self.value_heads.to(device=base.device)
         # PeftModel starts in train mode around an eval-mode base; follow the base's mode.
@@ -284,12 +307,22 @@ class TeamAdapters:
                     "rename the agent"
                 )
 
-    def _lora_config(self) -> LoraConfig:
+    def _lora_config(self, base: Any) -> LoraConfig:
+        layers = None
+        if self.lora.layers is not None:
+            total = model_layer_count(base)
+            if self.lora.layers > total:
+                raise ValueError(
+                    f"lora.layers is {self.lora.layers} but the model has {total} layers; set "
+                    f"lora.layers to at most {total} (or null for all)"
+                )
+            layers = list(range(total - self.lora.layers, total))
         return LoraConfig(
             r=self.lora.r,
             lora_alpha=self.lora.alpha,
             lora_dropout=self.lora.dropout,
             target_modules=list(self.lora.targets),
+            layers_to_transform=layers,
             bias="none",
             task_type="CAUSAL_LM",
         )

@@ -52,6 +52,10 @@ class PPOOptions(LearnerOptions):
     """``learning.*`` keys of PPO (GLAM's values unless said otherwise)."""
 
     lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
+    value_lr: float = Field(
+        1e-4, gt=0, description="AdamW learning rate of the value heads. A head is trained from "
+        "scratch on a wide hidden state, where Adam's per-weight steps move its output far more than "
+        "a LoRA step moves a score: it keeps its own rate, whatever lr is.")
     epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
     minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
     micro_batch_size: int = Field(
@@ -175,8 +179,7 @@ class PPOLearner(Learner):
         self.engine = engine
         self._initial = self.team.state_dict()
         self._loaded = INITIAL_STATE
-        self.optimizers = {unit: torch.optim.AdamW(self._unit_parameters(unit), lr=options.lr)
-                           for unit in self._units()}
+        self.optimizers = {unit: torch.optim.AdamW(self._param_groups(unit)) for unit in self._units()}
         return self.team
 
     def _units(self) -> list[str]:
@@ -184,6 +187,17 @@ class PPOLearner(Learner):
         assert self.team is not None
         units = [self.team.agents[0]] if self.team.sharing == "shared" else list(self.team.agents)
         return [*units, CENTRAL] if CENTRAL in self.team.value_heads else units
+
+    def _param_groups(self, unit: str) -> list[dict[str, Any]]:
+        """``unit``'s parameters for its optimizer: LoRA weights at ``lr``, value heads at
+        ``value_lr``."""
+        assert self.team is not None
+        options: Any = self.options
+        heads = {id(p) for p in self.team.value_heads.parameters()}
+        params = self._unit_parameters(unit)
+        groups = [{"params": [p for p in params if id(p) not in heads], "lr": options.lr},
+                  {"params": [p for p in params if id(p) in heads], "lr": options.value_lr}]
+        return [g for g in groups if g["params"]]
 
     def _unit_parameters(self, unit: str) -> list[Any]:
         assert self.team is not None

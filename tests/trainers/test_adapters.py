@@ -91,7 +91,7 @@ def agent_loss(team: TeamAdapters, agent: str, ids: torch.Tensor) -> torch.Tenso
     out = team.model(input_ids=ids, output_hidden_states=True)
     hidden = out.hidden_states[-1][:, -1]
     log_probs = out.logits[:, -1].log_softmax(-1)
-    return -log_probs[:, 3].mean() + team.value(agent, hidden).pow(2).mean()
+    return -log_probs[:, 3].mean() + (team.value(agent, hidden) - 1.0).pow(2).mean()
 
 
 def logits_for(team: TeamAdapters, agent: str | None, ids: torch.Tensor) -> torch.Tensor:
@@ -336,6 +336,7 @@ def test_missing_target_module_names_the_targetable_ones() -> None:
         ({"dropout": 1.0}, "lora.dropout"),
         ({"targets": []}, "lora.targets"),
         ({"rank": 8}, "rank"),
+        ({"layers": 0}, "lora.layers"),
     ],
 )
 def test_lora_options_validate(options, match) -> None:
@@ -451,3 +452,31 @@ def test_bf16_base_keeps_adapters_and_heads_in_float32() -> None:
     assert value.dtype == torch.float32
     value.sum().backward()
     assert len(team.adapter_hashes()) == 2
+
+
+def test_lora_layers_adapt_only_the_last_layers() -> None:
+    team = make_team(agent_names(2), lora=LoraOptions(r=4, alpha=8, dropout=0.0, layers=1))
+    adapted = {name.split(".layers.")[1].split(".")[0]
+               for name, _ in team.model.named_parameters() if "lora_" in name}
+    assert adapted == {"1"}  # the tiny model has layers 0 and 1: only the last is adapted
+
+    # Nothing below the adapted layer takes part in backward: the first layer's output needs
+    # no gradient, so autograd records no graph there.
+    seen: list[bool] = []
+    first_layer = team.model.get_base_model().model.layers[0]
+    handle = first_layer.register_forward_hook(lambda _m, _i, out: seen.append(
+        (out[0] if isinstance(out, tuple) else out).requires_grad))
+    with team.training("agent_0"):
+        team.model(input_ids()).logits.sum().backward()
+    handle.remove()
+    assert seen == [False]
+
+    with pytest.raises(ValueError, match="lora.layers is 3 but the model has 2 layers"):
+        make_team(agent_names(2), lora=LoraOptions(r=4, alpha=8, layers=3))
+
+
+def test_value_heads_start_at_zero() -> None:
+    team = make_team(agent_names(2), value_head=ValueHeadOptions(width=16, central=True))
+    hidden = torch.randn(3, team.hidden_size)
+    assert torch.equal(team.value("agent_0", hidden), torch.zeros(3))
+    assert torch.equal(team.value("central", torch.randn(3, 2, team.hidden_size)), torch.zeros(3))

@@ -28,7 +28,9 @@ def ppo_config(**learning):
 
 
 def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
-    result = Experiment(ppo_config(), tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    # The hook pays every step, so the value heads (zero before training) must move.
+    config = ppo_config(reward_hook="tests.trainers.ppo_hooks:one_per_step", value_lr=1e-2)
+    result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     rd = RunDirectory(result.run_dir)
     state = rd.read_json("learner_state.json")
     assert state["iteration"] == 2 and set(state["adapters"]) == {"agent_0", "agent_1"}
@@ -53,10 +55,10 @@ def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
                 assert len(dec["scores"]) == len(step["observations"]["agent_0"]["legal_actions"])
     for d in test:
         assert not any(dec["sampled"] for s in d["steps"] for dec in s["decisions"].values())
-    # iteration 1's rollouts acted with iteration 0's adapters: their values differ from the
-    # untrained heads' on the same first observation
+    # iteration 1's rollouts acted with iteration 0's heads: the untrained heads answer 0, the
+    # trained ones (taught that every step pays 1) do not
     first_values = {d["iteration"]: d["steps"][0]["decisions"]["agent_0"]["value"] for d in train}
-    assert first_values[0] != first_values[1]
+    assert first_values[0] == 0.0 and first_values[1] > 0.0
     rows = rd.read_iterations()
     assert [r["iteration"] for r in rows] == [0, 1]
     assert all(r["decisions"] > 0 and r["skipped_minibatches"] == 0 for r in rows)
@@ -213,7 +215,9 @@ def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter
 
 
 def test_messages_are_spoken_with_the_speakers_adapter_and_trained_with_reinforce(tmp_path):
-    cfg = build_config({**ppo_config(iterations=1, eval_episodes=0, train_messages="reinforce").model_dump(
+    # the hook's rewards give the steps non-zero advantages, which weight the message terms
+    cfg = build_config({**ppo_config(iterations=1, eval_episodes=0, train_messages="reinforce",
+                                     reward_hook="tests.trainers.ppo_hooks:one_per_step").model_dump(
         mode="json"), "protocol": {"name": "bidirectional"}, "model": {"cache": False, "temperature": 1.0}})
     result = Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
     step = RunDirectory(result.run_dir).load_episode_dicts()[0]["steps"][0]
