@@ -25,10 +25,12 @@ from marlang.types import TextObservation
 PSEUDO_REWARD = 0.1
 """Team reward for each subgoal, the first time it is reached in an episode."""
 
-SUBGOALS: tuple[str, ...] = ("clear doorway", "take key", "unlock door", "take object to move")
+SUBGOALS: tuple[str, ...] = (
+    "clear doorway", "take key", "unlock door", "take object to move", "see target")
 """Subgoals the pseudo reward pays for: picking up an object (other than the key) that stood
 next to a door; picking up a key whose colour matches a locked door; unlocking a door; picking up the object
-a put-next mission moves. (The mission itself earns the level's own reward.)"""
+a put-next mission moves; a go-to mission's object coming into an agent's view (not paid when
+an agent already sees it at the start). (The mission itself earns the level's own reward.)"""
 
 VIEW_SIZE = 7
 _VIEW_VALUES = VIEW_SIZE * VIEW_SIZE * 3
@@ -180,6 +182,9 @@ class BabyAINumericEnv(NumericTextEnv):
         self.babyai._restart(seed, options)
         self._max_steps = self.babyai.max_steps
         self._reached.clear()
+        # A go-to target in view from the start is no subgoal reached by acting.
+        if self.pseudo_reward:
+            self._reached.update(("see target", key) for key in self._targets_in_view())
         self._success = False
         self._cache = {}
 
@@ -280,7 +285,24 @@ class BabyAINumericEnv(NumericTextEnv):
                 reach("clear doorway", held)
             if id(held) in to_move:
                 reach("take object to move", held)
+        for key in self._targets_in_view():
+            if ("see target", key) not in self._reached:
+                self._reached.add(("see target", key))
+                events.append("see target")
         return events
+
+    def _targets_in_view(self) -> set[int]:
+        """Ids of a go-to mission's objects some agent sees now (empty for other missions)."""
+        instrs = self.babyai.level.instrs
+        if not isinstance(instrs, GoToInstr):
+            return set()
+        seen: set[int] = set()
+        for agent in self.babyai.agent_states:
+            with self.babyai.embodied(agent) as level:
+                for obj in instrs.desc.obj_set:
+                    if obj.cur_pos is not None and level.agent_sees(*obj.cur_pos):
+                        seen.add(id(obj))
+        return seen
 
     def _next_target(self) -> tuple[WorldObj | None, tuple[int, int] | None]:
         """What the team needs to hold next (if anything) and the cell to head for."""

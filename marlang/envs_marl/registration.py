@@ -131,7 +131,7 @@ MARL_ENVS: tuple[tuple[str, str, str, int], ...] = (
         "marlang.envs_marl.babyai",
         (
             "babyai/goto-obj with numeric observations (7x7x3 view, heading, carried object) or "
-            "text; pseudo_reward option"
+            "text; pseudo_reward for bringing the target into view"
         ),
         2,
     ),

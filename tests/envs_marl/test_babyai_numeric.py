@@ -53,10 +53,23 @@ def test_put_next_pays_for_taking_the_object_to_move():
     assert solved and events == ["take object to move"]
 
 
-def test_goto_has_no_subgoals():
-    env = babyai("babyai-marl/goto-obj", pseudo_reward=True)
-    total, events, solved = run_team(env, seed=2)
-    assert solved and events == [] and 0 < total <= 1
+def test_goto_pays_once_for_bringing_the_target_into_view():
+    plain = babyai("babyai-marl/goto-obj")
+    shaped = babyai("babyai-marl/goto-obj", pseudo_reward=True)
+    seen_at_start = paid = 0
+    for seed in range(12):
+        base_total, _, _ = run_team(plain, seed)
+        total, events, solved = run_team(shaped, seed)
+        assert solved and 0 < base_total <= 1
+        shaped.reset(seed=seed)
+        target = shaped.babyai.mission.removeprefix("go to the ").removeprefix("go to a ")
+        in_view = any(f"You see a {target}" in shaped.babyai.observe(a).text for a in shaped.agents)
+        # the target already in view at the start pays nothing; otherwise seeing it pays once
+        assert events == ([] if in_view else ["see target"]), (seed, events)
+        assert total == pytest.approx(base_total + (0 if in_view else PSEUDO_REWARD))
+        seen_at_start += in_view
+        paid += not in_view
+    assert seen_at_start and paid  # both cases occur on these seeds
 
 
 def test_reference_team_solves_pickup_in_numeric_mode():
