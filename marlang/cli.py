@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 EXIT_CONFIG = 2
 EXIT_MODEL = 3
 EXIT_INTERRUPTED = 130
@@ -22,12 +20,15 @@ EXIT_INTERRUPTED = 130
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marlang", description="Multi-agent RL with language-model agents.")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    p.add_argument("--version", action="version", version=f"marlang {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run one experiment config (every setting of its grid: section, if any)")
     r.add_argument("config", nargs="?", help="YAML config (optional with --resume)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set run.episodes=5 (repeatable)")
+    r.add_argument("--unset", action="append", default=[], metavar="KEY",
+                   help="remove a key the config sets, e.g. --unset learning.memory_size (repeatable)")
     r.add_argument("--out", help="run directory (default: runs/<run.name>-<time>)")
     r.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
 
@@ -37,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="values to compare, e.g. --grid protocol=none,bidirectional,alternating-2 "
                         "(repeatable; default: the config's grid: section)")
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a key the config sets")
     c.add_argument("--out", help="comparison directory (default: runs/<run.name>-compare); rerun to resume")
     c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
 
@@ -56,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("protocols", help="list the registered conversation protocols")
     sub.add_parser("learners", help="list the registered learning methods")
     return p
+
+
+def _version() -> str:
+    from marlang import __version__
+
+    return __version__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,44 +118,103 @@ def _print_table(rows: list[list[str]], headers: list[str]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from marlang.config import ConfigError, load_config
+    from marlang.config import ConfigError, check_resume_compatible, load_config
 
     if args.resume:
         run_dir = Path(args.resume)
         saved = run_dir / "config.yaml"
         if not saved.is_file():
             raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a marlang run directory?")
-        config = load_config(saved, args.overrides)
+        config = load_config(saved, args.overrides, args.unset)
+        if args.config:
+            # The config named with --resume must be the run's (up to what a resume may change).
+            given = load_config(args.config, args.overrides, args.unset)
+            try:
+                check_resume_compatible(load_config(saved), given)
+            except ConfigError as err:
+                raise ConfigError(f"{args.config} is not the config of {run_dir}: {err}") from None
+            config = given
     else:
         if not args.config:
             raise ConfigError("run needs a CONFIG file (or --resume DIR)")
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, args.overrides, args.unset)
         if config.grid:
             # A config with a grid is a set of runs: run each setting, print one table.
             out = Path(args.out or f"runs/{config.run.name}")
             grid = [(k, list(v)) for k, v in config.grid.items()]
-            return _run_grid(_load_base(args.config, args.overrides), grid, out, reference=False)
+            return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False)
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     from marlang.experiment import Experiment
 
-    def on_interrupt(exc: BaseException) -> int:
-        n = _count_episodes(run_dir)
-        print(f"marlang: {exc}\n{n} finished episode(s) are kept in {run_dir}; continue with: "
-              f"marlang run --resume {run_dir}", file=sys.stderr)
-        return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else EXIT_MODEL
+    existed = (run_dir / "config.yaml").is_file()
+    neural = config.agents.kind == "neural"
+
+    def on_failure(message: str, interrupted: bool) -> int:
+        kept = _kept(run_dir, neural)
+        if kept is None:
+            if not existed:
+                _remove_unfinished(run_dir)
+            print(f"marlang: {message}", file=sys.stderr)
+        else:
+            print(f"marlang: {message}\n{kept} are kept in {run_dir}; continue with: "
+                  f"marlang run --resume {run_dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED if interrupted else EXIT_MODEL
 
     try:
-        result = Experiment(config, run_dir, resume=bool(args.resume)).run()
+        result = Experiment(config, run_dir, resume=bool(args.resume), notify=_notify).run()
     except KeyboardInterrupt:
-        return on_interrupt(KeyboardInterrupt("interrupted"))
+        return on_failure("interrupted", interrupted=True)
     except Exception as exc:
-        from marlang.models import ModelNotAvailableError, ModelUnreachableError
-
-        if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
-            return on_interrupt(exc)
-        raise
+        message = _model_failure(exc, config)
+        if message is None:
+            raise
+        return on_failure(message, interrupted=False)
+    if result.already_finished:
+        print(f"nothing left to do: {run_dir} has finished; to go on, raise run.episodes or "
+              "learning.iterations with --set")
     _print_result(result, config)
     return 0
+
+
+def _notify(message: str) -> None:
+    print(f"marlang: {message}", file=sys.stderr, flush=True)
+
+
+def _model_failure(exc: BaseException, config) -> str | None:
+    """One line for a model that cannot be loaded or reached or refuses the key (None for
+    any other error, which is a bug and keeps its traceback)."""
+    from marlang.models import ModelNotAvailableError, ModelUnreachableError
+
+    if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
+        return str(exc)
+    if type(exc).__name__ in ("AuthenticationError", "PermissionDeniedError") or \
+            getattr(exc, "status_code", None) in (401, 403):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"model {config.model.spec}: the server refused the API key ({first[:300]}); set the key in "
+                f"the variable model.api_key_env names ({config.model.api_key_env})")
+    return None
+
+
+def _kept(run_dir: Path, neural: bool) -> str | None:
+    """What an interrupted or failed run keeps ("3 finished episode(s)"), or None if nothing."""
+    if not (run_dir / "config.yaml").is_file():
+        return None
+    if neural:
+        from marlang.rundir import RunDirectory
+
+        batches = len(RunDirectory(run_dir).read_iterations())
+        return f"{batches} trained batch(es)" if batches else None
+    n = _count_episodes(run_dir)
+    return f"{n} finished episode(s)" if n else None
+
+
+def _remove_unfinished(run_dir: Path) -> None:
+    """Remove a run directory this command created that holds no finished episode, so a
+    fixed command starts afresh."""
+    import shutil
+
+    if (run_dir / "config.yaml").is_file():
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _print_result(result, config) -> None:
@@ -167,6 +234,10 @@ def _review(args: argparse.Namespace) -> int:
     from marlang.experiment import Experiment
 
     run_dir = Path(args.run_dir)
+    if args.accept and args.reject:
+        raise ConfigError("review: --accept and --reject contradict each other; give one of them")
+    if args.show and (args.accept or args.reject or args.edit):
+        raise ConfigError("review: --show only shows the update; drop --accept, --reject and --edit, or --show")
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: not a run directory (no config.yaml)")
     config = load_config(run_dir / "config.yaml")
@@ -194,7 +265,11 @@ def _review(args: argparse.Namespace) -> int:
         agent, sep, file = item.partition("=")
         if not sep or agent not in pending["agents"]:
             raise ConfigError(f"--edit {item!r} must be AGENT=FILE with AGENT one of {', '.join(pending['agents'])}")
+        if not Path(file).is_file():
+            raise ConfigError(f"--edit {item}: no such file: {file}")
         edits[agent] = Path(file).read_text().strip()
+        if not edits[agent]:
+            raise ConfigError(f"--edit {item}: {file} is empty; write {agent}'s new policy in it")
     decisions = {}
     for agent in pending["agents"]:
         if agent in edits:
@@ -211,14 +286,23 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def _ask_decision(agent: str) -> dict:
+    from marlang.config import ConfigError
+
     while True:
-        answer = input(f"{agent}: [a]ccept, [e]dit or [r]eject the new policy? ").strip().lower()[:1]
+        try:
+            answer = input(f"{agent}: [a]ccept, [e]dit or [r]eject the new policy? ").strip().lower()[:1]
+        except EOFError:
+            raise ConfigError("review: no answer (standard input closed); nothing was changed; answer at the "
+                              "prompt, or pass --accept, --reject or --edit AGENT=FILE") from None
         if answer == "a":
             return {"action": "accept"}
         if answer == "r":
             return {"action": "reject"}
         if answer == "e":
-            text = input(f"{agent}'s policy (one line): ").strip()
+            try:
+                text = input(f"{agent}'s policy (one line): ").strip()
+            except EOFError:
+                raise ConfigError("review: no policy given (standard input closed); nothing was changed") from None
             if text:
                 return {"action": "edit", "text": text}
 
@@ -229,18 +313,10 @@ def _count_episodes(run_dir: Path) -> int:
     return len(RunDirectory(run_dir).load_episode_dicts())
 
 
-def _load_base(config_path: str, overrides: list[str]) -> dict:
-    from marlang.config import ConfigError, apply_override, build_config, parse_value
+def _load_base(config_path: str, overrides: list[str], unset: list[str] = ()) -> dict:
+    from marlang.config import apply_overrides, build_config, read_config_file
 
-    path = Path(config_path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    base = yaml.safe_load(path.read_text()) or {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError(f"override {item!r} must look like section.key=value")
-        apply_override(base, key.strip(), parse_value(raw))
+    base = apply_overrides(read_config_file(config_path), overrides, list(unset))
     build_config(base)  # validates the base before any setting runs
     return base
 
@@ -249,7 +325,7 @@ def _compare(args: argparse.Namespace) -> int:
     from marlang.compare import parse_grid
     from marlang.config import ConfigError, build_config
 
-    base = _load_base(args.config, args.overrides)
+    base = _load_base(args.config, args.overrides, args.unset)
     cfg = build_config(base)
     grid = parse_grid(args.grid) if args.grid else [(k, list(v)) for k, v in cfg.grid.items()]
     if not grid:
@@ -260,21 +336,24 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
     from marlang.compare import run_comparison
+    from marlang.config import build_config
 
     try:
-        result = run_comparison(base, grid, out, reference=reference)
+        result = run_comparison(base, grid, out, reference=reference, notify=_notify)
     except KeyboardInterrupt:
-        print(f"marlang: interrupted; finished episodes are kept under {out}; rerun the same command to "
-              "continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        message, code = "interrupted", EXIT_INTERRUPTED
     except Exception as exc:
-        from marlang.models import ModelNotAvailableError, ModelUnreachableError
-
-        if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
-            print(f"marlang: {exc}\nfinished episodes are kept under {out}; rerun the same command to continue",
-                  file=sys.stderr)
-            return EXIT_MODEL
-        raise
+        message = _model_failure(exc, build_config(base))
+        if message is None:
+            raise
+        code = EXIT_MODEL
+    else:
+        message, code = None, 0
+    if message is not None:
+        kept = any(out.glob("*/episodes.jsonl"))
+        print(f"marlang: {message}" + (f"\nfinished episodes are kept under {out}; rerun the same command to "
+                                       "continue" if kept else ""), file=sys.stderr)
+        return code
     print(result.table)
     print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png)")
     return 0

@@ -12,6 +12,7 @@ learning method given as an entry point is imported when a config names it.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,12 @@ class ConfigError(ValueError):
     """An invalid experiment config; the message is one line naming what to fix."""
 
 
+def did_you_mean(name: str, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` naming the closest of ``choices`` to ``name``, or ``""``."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.8)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -53,7 +60,7 @@ class EnvConfig(_Section):
     @classmethod
     def _known_env(cls, v: str) -> str:
         if v not in ENVS:
-            raise ValueError(f"unknown env id {v!r}; valid choices: {', '.join(sorted(ENVS))}")
+            raise ValueError(f"unknown env id {v!r}{did_you_mean(v, ENVS)}; valid choices: {', '.join(sorted(ENVS))}")
         return v
 
     @field_validator("n_agents", mode="after")
@@ -109,7 +116,7 @@ class ProtocolConfig(_Section):
     @classmethod
     def _known_protocol(cls, v: str) -> str:
         if v not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {v!r}; valid choices: {', '.join(PROTOCOLS)}")
+            raise ValueError(f"unknown protocol {v!r}{did_you_mean(v, PROTOCOLS)}; valid choices: {', '.join(PROTOCOLS)}")
         return v
 
     @property
@@ -164,7 +171,8 @@ class LearningConfig(_Section):
     @classmethod
     def _known_method(cls, v: str) -> str:
         if v not in LEARNERS:
-            raise ValueError(f"unknown learning method {v!r}; valid choices: {', '.join(LEARNERS)}")
+            raise ValueError(f"unknown learning method {v!r}{did_you_mean(v, LEARNERS)}; "
+                             f"valid choices: {', '.join(LEARNERS)}")
         return v
 
     @model_validator(mode="after")
@@ -175,8 +183,8 @@ class LearningConfig(_Section):
         for key in extra:
             if key not in entry.options_model.model_fields:
                 raise ValueError(
-                    f"unknown config key 'learning.{key}' for learning.method {self.method!r}; "
-                    f"valid keys here: {', '.join(valid)}"
+                    f"unknown config key 'learning.{key}' for learning.method {self.method!r}"
+                    f"{did_you_mean(key, valid)}; valid keys here: {', '.join(valid)}"
                 )
         try:
             options = entry.options_model.model_validate(extra)
@@ -334,8 +342,9 @@ def describe_validation_error(err: ValidationError) -> str:
     kind = first["type"]
     if kind == "extra_forbidden":
         parent_model = _section_for(first["loc"][:-1])
-        valid = ", ".join(parent_model.model_fields) if parent_model else "?"
-        return f"unknown config key {loc!r}; valid keys here: {valid}"
+        fields = list(parent_model.model_fields) if parent_model else []
+        hint = did_you_mean(first["loc"][-1], fields)
+        return f"unknown config key {loc!r}{hint}; valid keys here: {', '.join(fields) or '?'}"
     msg = first["msg"]
     msg = msg.removeprefix("Value error, ")
     if msg.startswith(("unknown config key '", "invalid value for '")):
@@ -367,24 +376,64 @@ def build_config(data: dict[str, Any]) -> ExperimentConfig:
         raise ConfigError(describe_validation_error(err)) from None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Load a YAML config (or the defaults when ``path`` is None) and apply ``a.b=v`` overrides."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{p}: not valid YAML ({err.__class__.__name__}: {str(err).splitlines()[0]})") from None
-    data = copy.deepcopy(data)
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; a missing file, a directory or malformed YAML is a
+    :class:`ConfigError` naming the file (and the line and column of a YAML error)."""
+    p = Path(path)
+    if p.is_dir():
+        configs = sorted(str(c) for c in p.glob("*.y*ml"))
+        hint = f"; config files there: {', '.join(configs[:8])}{', ...' if len(configs) > 8 else ''}" if configs else ""
+        raise ConfigError(f"{p} is a directory, not a config file{hint}")
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: not valid YAML: {problem}{f' ({context})' if context else ''}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a config must be a mapping with sections env, model, protocol, agents, learning, run")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None = None,
+                    unset: list[str] | None = None) -> dict[str, Any]:
+    """Apply ``--unset KEY`` (first) and ``--set KEY=VALUE`` items to ``data`` in place."""
+    for key in unset or []:
+        remove_key(data, key.strip())
     for item in overrides or []:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} must look like section.key=value")
         apply_override(data, key.strip(), parse_value(raw))
-    return build_config(data)
+    return data
+
+
+def remove_key(data: dict[str, Any], dotted: str) -> None:
+    """Delete ``data[a][b]`` for ``dotted == "a.b"`` (``--unset``): the key takes its default,
+    or, for a learning method's own key, goes away. A key that is not set is an error."""
+    keys = dotted.split(".")
+    node: Any = data
+    for k in keys[:-1]:
+        node = node.get(k) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or keys[-1] not in node:
+        where = node if isinstance(node, dict) else {}
+        raise ConfigError(f"--unset {dotted}: the config does not set {dotted!r}"
+                          f"{did_you_mean(keys[-1], where)}")
+    del node[keys[-1]]
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                unset: list[str] | None = None) -> ExperimentConfig:
+    """Load a YAML config (or the defaults when ``path`` is None), remove the ``unset`` keys
+    and apply ``a.b=v`` overrides."""
+    data = copy.deepcopy(read_config_file(path)) if path is not None else {}
+    return build_config(apply_overrides(data, overrides, unset))
 
 
 # ---------------------------------------------------------------------------------------

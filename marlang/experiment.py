@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
+
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import (
     ConfigError,
@@ -64,7 +66,10 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
             params["base_url"] = m.base_url
         if os.environ.get(m.api_key_env):
             params["api_key"] = os.environ[m.api_key_env]
-    return load_chat_model(m.spec, **params), cache
+    try:
+        return load_chat_model(m.spec, **params), cache
+    except ValueError as err:  # a spec that names no model there is (local:nope): the config's fault
+        raise ConfigError(f"invalid value for 'model.spec': {err}") from None
 
 
 def _versions() -> dict[str, str]:
@@ -92,9 +97,13 @@ class Experiment:
         learner_model: Any = None,
         on_episode: Callable[[Trajectory], None] | None = None,
         label: str | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self._label = label
+        self.notify = notify or logger.warning
+        """Says what the run does when it is interrupted (the CLI prints it)."""
+        self._torn = False
         from marlang.trainers.distributed import launched_rank, launched_world_size
 
         if launched_world_size() > 1 and launched_rank() > 0:
@@ -240,6 +249,33 @@ class Experiment:
             return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
         return asyncio.run(self.arun())
 
+    def _announce_interrupts(self, in_flight: InFlightCalls) -> Callable[[], None]:
+        """Make Ctrl-C say at once what happens: asyncio's handler (installed by
+        ``asyncio.run``) cancels the run at the first Ctrl-C, but model calls already running
+        finish first; a second Ctrl-C stops at once. Returns the function that restores the
+        handler. Does nothing off the main thread or under another handler."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = signal.getsignal(signal.SIGINT)
+        if not callable(previous) or previous is signal.default_int_handler:
+            return lambda: None
+        pressed = [0]
+
+        def handler(signum: int, frame: Any) -> None:
+            pressed[0] += 1
+            if pressed[0] == 1:
+                self.notify(f"interrupted: finishing {in_flight.count} model call(s) in flight, then saving; "
+                            "Ctrl-C again to stop now")
+            else:
+                self.notify("stopping now")
+            previous(signum, frame)
+
+        signal.signal(signal.SIGINT, handler)
+        return lambda: signal.signal(signal.SIGINT, previous)
+
     def review(self, decisions: dict[str, Any]) -> RunResult:
         """Apply a reviewer's decisions to the paused update and continue the run."""
         return asyncio.run(self.arun(review=decisions))
@@ -284,8 +320,9 @@ class Experiment:
             decide = protocol_decider(protocol_graph)
         self._create_directory(narrator_env, adapters)
         self.recorder = UsageRecorder()
+        in_flight = InFlightCalls()
         limiter = asyncio.Semaphore(c.model.max_concurrency)
-        ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder], "limiter": limiter}
+        ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder, in_flight], "limiter": limiter}
         runtime = self.runtime = RunRuntime(
             config=c, run_dir=self.run_dir, setting=self.setting, make_env=self._make_env,
             initial_policies=self._initial_policies(), agents=self.agents, recorder=self.recorder,
@@ -301,9 +338,10 @@ class Experiment:
             from tqdm.auto import tqdm
 
             done = len([d for d in self.run_dir.load_episode_dicts() if d.get("phase", "train") == "train"])
-            runtime.progress = tqdm(total=c.run.episodes, initial=min(done, c.run.episodes),
-                                    desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=False)
-        paused = False
+            runtime.progress = tqdm(total=max(c.run.episodes, done), initial=done,
+                                    desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=True)
+        paused = finished = completed = False
+        restore_handler = self._announce_interrupts(in_flight)
         try:
             async with FlushingSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
                 self.learner.context.before_calls = saver.flushed
@@ -314,7 +352,17 @@ class Experiment:
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * runtime.total_iterations()}
                 waiting = any(t.interrupts for t in snapshot.tasks)
                 graph_input: Any = None
-                if review is not None:
+                rewound = False
+                if self._torn and snapshot.values and not waiting:
+                    # The episodes file lost its last record: play the last iteration again
+                    # from its start; what is on disk is kept, only the lost episode is played.
+                    async for past in graph.aget_state_history(THREAD):
+                        if past.next == ("rollout",):
+                            cfg, rewound = {**past.config, "recursion_limit": cfg["recursion_limit"]}, True
+                            break
+                if rewound:
+                    graph_input = None  # replay from the rewound checkpoint
+                elif review is not None:
                     if not waiting:
                         raise ConfigError(f"{self.run_dir.path}: no update is waiting for review")
                     graph_input = Command(resume=review)
@@ -332,14 +380,19 @@ class Experiment:
                         graph_input = "finished"
                 if graph_input not in ("paused", "finished"):
                     await graph.ainvoke(graph_input, cfg)
-                    snapshot = await graph.aget_state(cfg)
+                    snapshot = await graph.aget_state(THREAD)
                 paused = any(t.interrupts for t in snapshot.tasks)
+                finished = graph_input == "finished"
+            completed = True
         finally:
+            restore_handler()
             if runtime.progress is not None:
+                if completed and not paused and runtime.progress.n < runtime.progress.total:
+                    runtime.progress.total = runtime.progress.n  # fewer episodes than planned: end at 100%
                 runtime.progress.close()
             self.recorder.append_csv(self.run_dir.llm_calls_file)
             runtime.close()
-        return RunResult(self.run_dir.path, runtime.finalize(), runtime.played, paused)
+        return RunResult(self.run_dir.path, runtime.finalize(), runtime.played, paused, already_finished=finished)
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""
@@ -356,12 +409,19 @@ class Experiment:
         """Refuse a run directory that holds a run (unless resuming), or a resume that would
         measure something else; writes nothing but the repair of a torn episodes file."""
         rd = self.run_dir
+        if rd.exists() and not rd.load_episode_dicts() and rd.read_json("review.json") is None:
+            # Nothing was measured (e.g. the model failed at its first call): start afresh,
+            # with or without --resume, and with whatever config is given now.
+            logger.info("%s holds no finished episode: starting it afresh", rd.path)
+            rd.discard_run_files()
+            return
         if rd.exists() and not self.resume:
             raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to continue it "
                               "or --out to choose another directory")
         if self.resume and rd.exists():
             check_resume_compatible(load_config(rd.config_file), self.config)
-            dicts = rd.load_episode_dicts(repair=True)
+            self._torn = rd.repair_episodes()
+            dicts = rd.load_episode_dicts()
             rd.rewrite_metrics([d["metrics"] for d in dicts])
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
 
@@ -381,10 +441,7 @@ class Experiment:
                 first = next(a for a in changed if saved.get(a) != adapters.get(a))
                 raise ConfigError(f"cannot resume: the adapter of {first} is {saved.get(first) or '(none)'} in the saved "
                                   f"run but {adapters.get(first) or '(none)'} now; start a new run directory instead")
-            resumes = [*previous.get("resumes", []), {"at": manifest["started"], "command": manifest["command"]}]
-            manifest.update(started=previous.get("started", manifest["started"]),
-                            command=previous.get("command", manifest["command"]), resumes=resumes)
-        rd.create(self.config.to_yaml(), manifest)
+        rd.create(self.config.to_yaml(), rd.resumed_manifest(manifest))
 
     def _play_back_adapters(self) -> dict[str, str]:
         """``model.adapters``: the agents act with trained adapters (those that have one)."""
@@ -407,6 +464,31 @@ class Experiment:
     def _initial_policies(self) -> dict[str, str]:
         c = self.config
         return {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
+
+class InFlightCalls(BaseCallbackHandler):
+    """Counts the model calls started and not yet answered (what a Ctrl-C waits for)."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self._open: set[Any] = set()
+
+    @property
+    def count(self) -> int:
+        return len(self._open)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
 
 def _world(env: Any) -> str:
     from marlang.envs_text.narration import world_description

@@ -122,11 +122,25 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+def _llm_team(summary: dict[str, Any]) -> bool:
+    """Whether a summary is of language-model agents (not a neural or scripted team)."""
+    return summary.get("agents") != "neural" and summary.get("model") != "scripted"
+
+
 def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_column: str = "setting") -> str:
+    """The table of settings: without the LLM columns (calls, tokens) when no row is a team of
+    language-model agents, and without the success columns when no row's env knows success."""
     from tabulate import tabulate
 
     headers = [first_column, *TABLE_HEADERS[1:]]
-    body = tabulate(table_rows(summaries), headers=headers, tablefmt="github")
+    rows = table_rows(summaries)
+    drop = set()
+    if summaries and not any(_llm_team(s) for s in summaries.values()):
+        drop |= {"LLM calls/ep", "tokens/ep"}
+    if summaries and not any(s.get("success_defined", True) for s in summaries.values()):
+        drop |= {"success rate (95% CI)", "steps when solved"}
+    keep = [i for i, h in enumerate(headers) if h not in drop]
+    body = tabulate([[r[i] for i in keep] for r in rows], headers=[headers[i] for i in keep], tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
         "metric of the conversation-protocol paper; return: the team's reward per episode; "

@@ -13,7 +13,7 @@ import math
 import numbers
 import os
 import platform
-import tempfile
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -56,6 +56,8 @@ class RunResult:
     """Episodes played by this invocation (0 when everything was already finished)."""
     paused: bool = False
     """The run waits for ``marlang review`` (``learning.review: true``)."""
+    already_finished: bool = False
+    """The run had finished before this invocation: there was nothing left to do."""
 
 
 METRIC_FIELDS = [
@@ -92,7 +94,10 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """``write(file)`` into a temporary sibling, fsync, then rename over ``path``: readers see
     the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # Created like any other file (mode 0666 less the umask), not mkstemp's 0600: every file
+    # of a run directory has the same permissions.
+    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -139,6 +144,16 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config_yaml)
         self.write_json("manifest.json", manifest)
+
+    def resumed_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """``manifest`` for a run resumed here: the original start time and command kept, this
+        start and command appended to ``resumes``; ``manifest`` itself for a new run."""
+        previous = self.read_json("manifest.json") if self.exists() else None
+        if not previous:
+            return manifest
+        resumes = [*previous.get("resumes", []), {"at": manifest.get("started"), "command": manifest.get("command")}]
+        return {**manifest, "started": previous.get("started", manifest.get("started")),
+                "command": previous.get("command", manifest.get("command")), "resumes": resumes}
 
     def write_json(self, name: str, data: Any) -> None:
         atomic_write_text(self.path / name, dumps_json(data, indent=2, sort_keys=False, default=str) + "\n")
@@ -232,6 +247,29 @@ class RunDirectory:
             with open(self.episodes_file, "r+b") as fh:
                 fh.truncate(good_bytes)
         return good
+
+    def repair_episodes(self) -> bool:
+        """Drop a torn last line of ``episodes.jsonl``; True if there was one (its episode is
+        lost and must be played again)."""
+        if not self.episodes_file.exists():
+            return False
+        size = self.episodes_file.stat().st_size
+        self.load_episode_dicts(repair=True)
+        return self.episodes_file.stat().st_size != size
+
+    RUN_FILES = (
+        "config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv", "summary.json",
+        "iterations.csv", "updates.jsonl", "policies.jsonl", "learner_state.json", "review.json",
+        "learning_curve.png", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
+        "checkpoints.sqlite-journal",
+    )
+    """The files of a run that :meth:`discard_run_files` removes."""
+
+    def discard_run_files(self) -> None:
+        """Remove the run's own files (a run with no finished episode starts afresh); other
+        files in the directory are left alone."""
+        for name in self.RUN_FILES:
+            (self.path / name).unlink(missing_ok=True)
 
     def load_trajectories(self) -> list[Trajectory]:
         return [Trajectory.from_dict(d) for d in self.load_episode_dicts()]

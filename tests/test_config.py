@@ -36,7 +36,13 @@ def test_round_trips_through_yaml(tmp_path):
     "overrides, expected",
     [
         (["env.colour=red"], "unknown config key 'env.colour'; valid keys here: id, n_agents, max_steps, kwargs"),
-        (["runn.episodes=3"], "unknown config key 'runn'; valid keys here: env, model, protocol, agents"),
+        (["runn.episodes=3"], "unknown config key 'runn' (did you mean 'run'?); valid keys here: env, model, protocol"),
+        (["run.episods=3"], "unknown config key 'run.episods' (did you mean 'episodes'?); valid keys here: name"),
+        (["env.id=babyai/pikup"], "unknown env id 'babyai/pikup' (did you mean 'babyai/pickup'?); valid choices"),
+        (["protocol.name=bidirectonal"], "unknown protocol 'bidirectonal' (did you mean 'bidirectional'?)"),
+        (["learning.method=reflxion"], "unknown learning method 'reflxion' (did you mean 'reflexion'?)"),
+        (["learning.method=reflexion", "learning.memory_sise=2"],
+         "unknown config key 'learning.memory_sise' for learning.method 'reflexion' (did you mean 'memory_size'?)"),
         (["protocol.name=telepathy"], ("invalid value for 'protocol.name': unknown protocol 'telepathy'; valid "
                                       "choices: none, bidirectional, unidirectional, alternating")),
         (["env.id=babyai/dance"], "invalid value for 'env.id': unknown env id 'babyai/dance'; valid choices: "),

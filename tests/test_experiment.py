@@ -1,6 +1,7 @@
 """The runner on the real BabyAI-Text env with fake chat models: files, resume, learning, faults."""
 
 import json
+import signal
 
 import pytest
 
@@ -166,3 +167,94 @@ def test_action_selection_follows_the_model(tmp_path):
     with pytest.raises(ConfigError, match="agents.action_selection: 'score' needs a local model"):
         Experiment(make_config(agents={"action_selection": "score"}), tmp_path / "bad",
                    chat_model=generating).run()
+
+
+def test_a_finished_run_whose_last_episode_record_is_torn_plays_that_episode_again(tmp_path):
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 4, "parallel": 2})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    lines = rd.episodes_file.read_bytes().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    rd.episodes_file.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # the last record torn
+
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert result.episodes_run == 1
+    episodes = rd.load_episode_dicts()
+    assert sorted(d["episode"] for d in episodes) == [0, 1, 2, 3]
+    replayed = next(d for d in episodes if d["episode"] == last["episode"])
+    assert replayed["steps"] == last["steps"]  # the same episode, played again
+    assert result.summary["episodes"] == 4
+    assert sum(r["episodes"] for r in rd.read_iterations()) == 4
+    assert len(rd.metrics_file.read_text().splitlines()) == 1 + 4
+
+
+def test_a_resume_keeps_the_manifest_start_and_command_and_names_the_weights(tmp_path):
+    class FakeWeighted(FakeRuleChatModel):
+        weights_id: str = "sha256:fakeweights"
+
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 1, "parallel": 1})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeWeighted(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    first = rd.read_json("manifest.json")
+    assert first["weights_id"] == "sha256:fakeweights" and "resumes" not in first
+    longer = make_config(protocol={"name": "none"}, run={"episodes": 2, "parallel": 1})
+    Experiment(longer, tmp_path / "run", resume=True, chat_model=FakeWeighted(rule=babyai_rule)).run()
+    Experiment(longer, tmp_path / "run", resume=True, chat_model=FakeWeighted(rule=babyai_rule)).run()
+    manifest = rd.read_json("manifest.json")
+    assert manifest["started"] == first["started"] and manifest["command"] == first["command"]
+    assert len(manifest["resumes"]) == 2 and all({"at", "command"} <= set(r) for r in manifest["resumes"])
+    assert manifest["weights_id"] == "sha256:fakeweights"
+
+
+def test_every_file_of_a_run_directory_has_the_same_permissions(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        Experiment(make_config(run={"episodes": 2}), tmp_path / "run",
+                   chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert {"config.yaml", "manifest.json", "summary.json", "episodes.jsonl", "learner_state.json"} <= set(modes)
+    assert set(modes.values()) == {0o644}, modes
+
+
+def test_a_run_directory_with_no_finished_episode_starts_afresh(tmp_path):
+    def refuse(messages):
+        raise RuntimeError("the model failed at its first call")
+
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 1, "parallel": 1})
+    with pytest.raises(RuntimeError):
+        Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=refuse)).run()
+    rd = RunDirectory(tmp_path / "run")
+    assert rd.exists() and not rd.load_episode_dicts()
+    # Corrected (another setting): neither a plain run nor --resume is refused.
+    fixed = make_config(protocol={"name": "bidirectional"}, run={"episodes": 1, "parallel": 1})
+    result = Experiment(fixed, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert result.episodes_run == 1 and result.summary["setting"] == "bidirectional, reflexion"
+    assert "resumes" not in rd.read_json("manifest.json")
+    with pytest.raises(ConfigError, match="already holds a run"):  # now it holds one
+        Experiment(fixed, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+
+
+def test_ctrl_c_says_at_once_what_it_waits_for(tmp_path):
+    said = []
+
+    def stop(traj):
+        press_ctrl_c()
+        said.append(list(messages))
+
+    messages = []
+    cfg = make_config(run={"episodes": 3, "parallel": 1})
+    # as in a fresh process: Python's own SIGINT handler, which asyncio.run replaces with its own
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule), on_episode=stop,
+                       notify=messages.append).run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert said == [[messages[0]]]  # printed by the time Ctrl-C returned, not after the wait
+    assert "model call(s) in flight" in messages[0] and "Ctrl-C again to stop now" in messages[0]

@@ -9,6 +9,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from marlang.tasks.math_answers import extract_final_answer, is_placeholder_answer
+
 ANSWER_FORMATS = ("code", "math", "text")
 """What ``TextObservation.data["answer_format"]`` may ask for (``text`` when absent)."""
 
@@ -25,7 +27,8 @@ _SHORT_ANSWER_WORDS = 12
 class ExtractedAnswer:
     answer: str | None
     how: str
-    """``fenced``, ``bare``, ``boxed``, ``marker``, ``whole`` or ``none``."""
+    """``fenced``, ``bare``, ``boxed``, ``marker``, ``phrase`` (math: "the final answer is"), ``whole`` or
+    ``none``."""
     thought: str = ""
     """The reasoning before the answer, where it could be told apart."""
 
@@ -104,11 +107,19 @@ def last_boxed(text: str) -> str | None:
 
 
 def extract_math_answer(text: str) -> ExtractedAnswer:
-    """The last ``\\boxed{}`` answer, else what follows the last ``Final answer:``/``Answer:``."""
+    """The last ``\\boxed{}`` answer, else what follows the last ``Final answer:``/``Answer:``,
+    else a final-answer phrasing ("The final answer is 5."); a placeholder copied from the
+    prompt (``\\boxed{<answer>}``) is no answer."""
     boxed = last_boxed(text)
-    if boxed:
+    if boxed and not is_placeholder_answer(boxed):
         return ExtractedAnswer(boxed, "boxed", text[: max(text.rfind("\\boxed"), 0)].strip())
-    return _after_marker(text, strip_math=True) or ExtractedAnswer(None, "none", text.strip())
+    found = _after_marker(text, strip_math=True)
+    if found is not None and not is_placeholder_answer(found.answer):
+        return found
+    phrased = extract_final_answer(text)
+    if phrased is not None:
+        return ExtractedAnswer(phrased, "phrase", text.strip())
+    return ExtractedAnswer(None, "none", text.strip())
 
 
 def extract_text_answer(text: str) -> ExtractedAnswer:

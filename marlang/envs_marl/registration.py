@@ -199,11 +199,17 @@ def register_builtin_envs() -> None:
     register_marl_envs(DEFAULT_REGISTRY)
 
 
+NO_SUCCESS_MODULES = frozenset({"marlang.envs_marl.climbing", "marlang.envs_marl.rware"})
+"""Envs with no notion of success (a payoff to maximise, deliveries without end): registered
+with ``success=False``, so tables leave out their success column."""
+
+
 def register_marl_envs(registry: Any) -> None:
     """Register every ``envs_marl`` id in ``registry`` (an ``EnvRegistry``)."""
     for env_id, module, description, agents in MARL_ENVS:
+        extra = {"success": False} if module in NO_SUCCESS_MODULES else {}
         registry.register(
-            env_id, LazyEnvFactory(module, env_id), description, default_agents=agents
+            env_id, LazyEnvFactory(module, env_id), description, default_agents=agents, **extra
         )
     for env_id, module, attribute, description in GRIDWORLD_ENVS:
         registry.register(env_id, LazyEnvFactory(module, env_id, attribute), description)

@@ -132,8 +132,9 @@ class _ReasoningTaskEnv(CooperativeTaskEnv):
 class MathTaskEnv(_ReasoningTaskEnv):
     """Competition math (``MathProblem``s): the team's final answer is correct when
     ``math_answers_equal(answer, reference)``; reward 1/0 (as an improvement over the previous
-    turn), correct ends the episode. An answer holding ``\\boxed{...}`` is reduced to the
-    boxed part.
+    turn), correct ends the episode. An answer is reduced to its final answer
+    (``extract_final_answer``: the boxed part, or what follows "the final answer is"); a
+    placeholder copied from the prompt (``\\boxed{<answer>}``) is no answer.
 
     Judged steps' infos: ``answer`` (the team's), ``answer_found``, ``correct``, ``solved``,
     ``votes`` (joint), ``invalid``, ``invalid_count``, ``turn``; never the reference.
@@ -144,10 +145,19 @@ class MathTaskEnv(_ReasoningTaskEnv):
     kind: ClassVar[str] = "math"
 
     def _normalize_answer(self, text: str) -> str:
-        from marlang.tasks import extract_boxed
+        from marlang.tasks.math_answers import (
+            extract_boxed,
+            extract_final_answer,
+            is_placeholder_answer,
+        )
 
+        final = extract_final_answer(text)
+        if final is not None:
+            return final
         boxed = extract_boxed(text)
-        return boxed.strip() if boxed is not None and boxed.strip() else text.strip()
+        if is_placeholder_answer(text) or (boxed is not None and is_placeholder_answer(boxed)):
+            return ""  # the prompt's template copied back: no answer
+        return text.strip()
 
     def _same(self, a: str, b: str) -> bool:
         from marlang.tasks import math_answers_equal

@@ -61,8 +61,10 @@ class EnvRegistry:
         *,
         overwrite: bool = False,
         default_agents: int = 2,
+        success: bool = True,
     ) -> None:
-        """Add an env. ``factory(n_agents=..., **kwargs)`` must return a PettingZoo ParallelEnv."""
+        """Add an env. ``factory(n_agents=..., **kwargs)`` must return a PettingZoo ParallelEnv.
+        ``success=False``: the env has no notion of success (tables leave that column out)."""
         if not isinstance(env_id, str) or not env_id.strip() or env_id != env_id.strip():
             raise ValueError(
                 f"env_id must be a non-empty string without outer spaces, got {env_id!r}"
@@ -75,8 +77,9 @@ class EnvRegistry:
             raise ValueError(
                 f"env id {env_id!r} is already registered; pass overwrite=True to replace it"
             )
+        extra = {} if success else {"success": False}
         self._store.register(
-            env_id, factory, description.strip(), default_agents=default_agents
+            env_id, factory, description.strip(), default_agents=default_agents, **extra
         )
 
     def unregister(self, env_id: str) -> None:

@@ -213,6 +213,17 @@ def _chat_openai(
     return model, base_url or OPENAI_DEFAULT_URL
 
 
+def _litellm_missing_keys(name: str) -> list[str]:
+    """The environment variables LiteLLM needs for ``name`` and does not find (none if it
+    cannot tell)."""
+    try:
+        import litellm
+
+        return list(litellm.validate_environment(model=name).get("missing_keys") or [])
+    except Exception:  # noqa: BLE001 - an unknown provider: let the first call say what is wrong
+        return []
+
+
 def default_token_limit_field(base_url: str | None) -> str:
     """``max_completion_tokens`` for OpenAI's own API, ``max_tokens`` for any other server.
 
@@ -226,6 +237,9 @@ def default_token_limit_field(base_url: str | None) -> str:
 
 
 def _chat_litellm(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str]:
+    # LiteLLM fetches its model price list from the network when imported, warning at length
+    # where there is none; its bundled copy serves marlang as well.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from langchain_litellm import ChatLiteLLM
     except ImportError as exc:
@@ -233,6 +247,13 @@ def _chat_litellm(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str
             f"litellm:{name} needs the langchain-litellm package. Install it with: "
             f"{LITELLM_INSTALL_COMMAND}"
         ) from exc
+    if params.get("api_key") is None and params.get("base_url") is None:
+        missing = _litellm_missing_keys(name)
+        if missing:
+            raise ModelNotAvailableError(
+                f"litellm:{name} needs an API key: set {' or '.join(missing)} (or point model.api_key_env "
+                "at the variable that holds it)"
+            )
     # ChatLiteLLM has no seed/stop fields; LiteLLM takes them as completion kwargs.
     model_kwargs = {k: params.pop(k) for k in ("seed", "stop") if k in params}
     model = ChatLiteLLM(

@@ -1,6 +1,7 @@
 """MATH problems: rows to records, final-answer extraction and answer equivalence.
 
-``extract_boxed`` finds the final ``\\boxed{...}`` answer, ``normalize_math_answer`` strips
+``extract_boxed`` finds the final ``\\boxed{...}`` answer, ``extract_final_answer`` also reads
+"The final answer is 5." and refuses a copied ``<answer>`` placeholder, ``normalize_math_answer`` strips
 LaTeX presentation (units, ``\\left``, ``dfrac``, ``x=`` ...), and ``math_answers_equal``
 compares two answers as normalized strings, then as numbers.
 """
@@ -80,6 +81,50 @@ def extract_boxed(text: str | None) -> str | None:
             if depth == 0:
                 return stripped[1:position]
     return None
+
+
+# "The final answer is 5.", "Final Answer: $x=2$", "so the answer is **7**", "Answer: 12"
+_FINAL_ANSWER_PHRASE = re.compile(
+    r"(?:\bfinal\s+answer|\bthe\s+answer|^\s*\**answer)\**\s*(?:is\s*[:：]?|[:：=])\s*(?:\$\s*)?",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PLACEHOLDER = re.compile(r"^\s*(?:<[^<>]*>|\.\.\.|…|answer|your answer|final answer|\?+)\s*$", re.IGNORECASE)
+
+
+def is_placeholder_answer(answer: str | None) -> bool:
+    """Whether ``answer`` is a template's placeholder copied from the prompt (``<answer>``,
+    ``...``, ``your answer``) rather than an answer."""
+    return answer is not None and bool(_PLACEHOLDER.match(answer))
+
+
+def _answer_after_phrase(text: str) -> str | None:
+    found = list(_FINAL_ANSWER_PHRASE.finditer(text))
+    for match in reversed(found):
+        rest = text[match.end():].lstrip()
+        boxed = extract_boxed(rest)
+        if boxed is not None and rest.lstrip("$ ").startswith(_BOX_COMMANDS):
+            line = boxed
+        else:
+            line = rest.splitlines()[0] if rest else ""
+            # The answer ends at the sentence's end: a period followed by a space or the line's end.
+            line = re.split(r"(?<!\d)\.(?:\s|$)|\.\s", line, maxsplit=1)[0]
+        line = line.strip().strip("*").strip().rstrip(".").strip().strip("$").strip()
+        if line:
+            return line
+    return None
+
+
+def extract_final_answer(text: str | None) -> str | None:
+    """The final answer a solution gives: the last ``\\boxed{...}``, else what follows the last
+    "final answer is", "the answer is" or "Answer:" (to the sentence's end); None when there
+    is none, or when it is a placeholder copied from the prompt (``\\boxed{<answer>}``)."""
+    if not text:
+        return None
+    boxed = extract_boxed(text)
+    answer = boxed.strip() if boxed is not None and boxed.strip() else _answer_after_phrase(text)
+    if answer is None or is_placeholder_answer(answer):
+        return None
+    return answer
 
 
 def _strip_outer_braces(s: str) -> str:

@@ -45,6 +45,11 @@ def test_math_answers():
     found = extract_math_answer("2 + 2 = 4.\nFinal answer: $4$.")
     assert (found.answer, found.how) == ("4", "marker")
     assert extract_math_answer("I think it is large.").answer is None
+    # the common phrasing needs no re-prompt; a copied placeholder is no answer
+    found = extract_math_answer("Adding them up, the final answer is 5.")
+    assert (found.answer, found.how) == ("5", "phrase")
+    assert extract_math_answer(r"So \boxed{<answer>}").answer is None
+    assert extract_math_answer("Answer: <answer>").answer is None
 
 
 def test_text_answers():

@@ -126,3 +126,27 @@ def test_numeric_tolerance_is_relative_and_adjustable():
     assert math_answers_equal("0.3333333333", r"\frac{1}{3}")
     assert not math_answers_equal("0.3333", r"\frac{1}{3}")
     assert math_answers_equal("0.3333", r"\frac{1}{3}", rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("The final answer is 5.", "5"),
+    ("So the final answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
+    ("Final Answer: The final answer is $x=2$. I hope it is correct.", "x=2"),
+    ("Adding up, the answer is **7**.", "7"),
+    ("Answer: 12", "12"),
+    ("we get 3.5, so the final answer is 3.5.", "3.5"),
+    ("The final answer is \\boxed{42}.", "42"),
+    ("First \\boxed{3}, then corrected: \\boxed{4}", "4"),
+])
+def test_final_answer_phrasings_are_extracted(reply, expected):
+    from marlang.tasks.math_answers import extract_final_answer
+
+    assert extract_final_answer(reply) == expected
+
+
+@pytest.mark.parametrize("reply", ["\\boxed{<answer>}", "The final answer is \\boxed{<answer>}.",
+                                   "The answer is <answer>.", "\\boxed{...}", "no answer given here"])
+def test_a_copied_placeholder_is_no_answer(reply):
+    from marlang.tasks.math_answers import extract_final_answer
+
+    assert extract_final_answer(reply) is None

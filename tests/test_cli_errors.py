@@ -1,0 +1,207 @@
+"""The command's answers to bad input and odd states: one line naming what to fix, nothing
+created, nothing silently ignored."""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from marlang.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ONE_RUN = "env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\nagents: {kind: scripted}\nrun: {name: one, episodes: 1, progress: false}\n"
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    from marlang import __version__
+
+    assert capsys.readouterr().out.strip() == f"marlang {__version__}"
+
+
+def test_an_unknown_embedded_model_is_one_line_and_creates_nothing(tmp_path, capsys):
+    config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm"))
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--set", "model.spec=local:nope", "--out", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "model.spec" in line and "local:nope" in line and "local:smollm2" in line
+    assert not out.exists()
+    # A grid config (demo.yaml) loads the model before its comparison directory is made.
+    assert main(["run", str(ROOT / "configs/demo.yaml"), "--set", "model.spec=local:nope", "--out", str(out)]) == 2
+    assert "local:smollm2" in one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+def test_a_litellm_model_without_its_key_names_the_variable_once(tmp_path):
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("langchain_litellm") is None:
+        pytest.skip("langchain-litellm is not installed")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "LITELLM_LOCAL_MODEL_COST_MAP")}
+    config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm"))
+    out = tmp_path / "run"
+    # A fresh process: LiteLLM's import-time network warnings would show there.
+    proc = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(config), "--set",
+                           "model.spec=litellm:anthropic/claude-3-5-haiku-latest", "--set", "model.cache=false",
+                           "--out", str(out)], capture_output=True, text=True, check=False, cwd=ROOT, env=env)
+    assert proc.returncode == 3
+    line = one_line(proc.stderr)
+    assert line.count("ANTHROPIC_API_KEY") == 1
+    assert not out.exists()
+
+
+def test_a_refused_api_key_is_one_line_and_leaves_no_run_directory(tmp_path, capsys):
+    from marlang.testing import FakeOpenAIServer
+
+    out = tmp_path / "run"
+    with FakeOpenAIServer(fail_first=100, fail_status=401) as server:
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
+                       + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n")
+        assert main(["run", str(config), "--out", str(out)]) == 3
+    line = one_line(capsys.readouterr().err)
+    assert "API key" in line and "OPENAI_API_KEY" in line
+    assert not out.exists()  # a fixed command starts afresh
+
+
+def test_malformed_yaml_names_line_and_column_for_run_and_compare(tmp_path, capsys):
+    bad = write(tmp_path / "bad.yaml", "env:\n  id: [babyai/pickup\nrun: {episodes: 1}\n")
+    for command in ("run", "compare"):
+        assert main([command, str(bad)]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert f"{bad}:3:4: not valid YAML" in line
+
+
+def test_a_directory_given_as_the_config_says_so(capsys):
+    assert main(["run", str(ROOT / "configs")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "is a directory, not a config file" in line and "demo.yaml" in line
+    assert "not found" not in line
+
+
+def test_resume_refuses_another_config_naming_the_first_differing_key(tmp_path, capsys):
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    capsys.readouterr()
+    other = write(tmp_path / "other.yaml", ONE_RUN.replace("babyai/goto-obj", "babyai/pickup"))
+    assert main(["run", str(other), "--resume", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "'env.id'" in line and "babyai/pickup" in line and str(other) in line
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
+    # The run's own config (with a longer run) is fine, and is the one used.
+    longer = write(tmp_path / "longer.yaml", ONE_RUN.replace("episodes: 1", "episodes: 2"))
+    assert main(["run", str(longer), "--resume", str(out)]) == 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_left_to_do(tmp_path, capsys):
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    assert "nothing left to do" not in capsys.readouterr().out
+    assert main(["run", "--resume", str(out)]) == 0
+    assert "nothing left to do" in capsys.readouterr().out
+    assert main(["run", "--resume", str(out), "--set", "run.episodes=2"]) == 0
+    assert "nothing left to do" not in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def paused_run(tmp_path_factory):
+    """A LangMARL run paused for review (its update waits in review.json)."""
+    from marlang.testing import FakeOpenAIServer
+
+    root = tmp_path_factory.mktemp("paused")
+    out = root / "run"
+    with FakeOpenAIServer(reply='{"agent_0": "kept the door open", "agent_1": "wandered"}') as server:
+        config = write(root / "lm.yaml",
+                       "env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\n"
+                       f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n"
+                       "learning: {method: langmarl, rollouts: 1, iterations: 1, review: true}\n"
+                       "run: {progress: false}\n")
+        assert main(["run", str(config), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture
+def paused(paused_run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(paused_run, copy)
+    return copy
+
+
+def still_pending(run_dir: Path) -> bool:
+    return json.loads((run_dir / "review.json").read_text())["decided"] is False
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--accept", "--reject"], "--accept and --reject"),
+    (["--edit", "agent_0=/missing/policy.txt"], "/missing/policy.txt"),
+    (["--edit", "agent_9=/tmp/x.txt"], "agent_0, agent_1"),
+])
+def test_review_refuses_bad_flags_in_one_line_and_changes_nothing(paused, capsys, flags, expected):
+    capsys.readouterr()
+    assert main(["review", str(paused), *flags]) == 2
+    assert expected in one_line(capsys.readouterr().err)
+    assert still_pending(paused)
+
+
+def test_review_with_standard_input_closed_is_one_line(paused, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    capsys.readouterr()
+    assert main(["review", str(paused)]) == 2
+    assert "standard input closed" in one_line(capsys.readouterr().err)
+    assert still_pending(paused)
+
+
+def test_review_end_of_input_in_a_real_process(paused):
+    proc = subprocess.run([sys.executable, "-m", "marlang.cli", "review", str(paused)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr
+    assert "standard input closed" in proc.stderr
+
+
+def test_unset_removes_a_key_from_the_command_line(tmp_path, capsys):
+    config = write(tmp_path / "c.yaml", ONE_RUN + "learning: {method: reflexion, memory_size: 3}\n")
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--set", "learning.method=none", "--out", str(out)]) == 2
+    assert "learning.memory_size" in one_line(capsys.readouterr().err)
+    assert main(["run", str(config), "--set", "learning.method=none", "--unset", "learning.memory_size",
+                 "--out", str(out)]) == 0
+    assert "memory_size" not in (out / "config.yaml").read_text()
+    capsys.readouterr()
+    assert main(["run", str(config), "--unset", "learning.memory_sise", "--out", str(tmp_path / "x")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "learning.memory_sise" in line and "did you mean 'memory_size'" in line
+
+
+def test_progress_bars_end_at_100_percent_and_leave_a_line_per_setting(tmp_path, capsys):
+    config = write(tmp_path / "grid.yaml", "env: {id: babyai/goto-obj, n_agents: 2}\nagents: {kind: scripted}\n"
+                   "run: {name: bars, episodes: 3, parallel: 2}\ngrid: {env.max_steps: [4, 5]}\n")
+    assert main(["run", str(config), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    finals = [line.rsplit("\r", 1)[-1] for line in err.split("\n") if "bars [" in line]
+    assert len(finals) == 2, err
+    for setting, line in zip(["4 steps", "5 steps"], finals):
+        assert setting in line and "100%" in line and "3/3" in line
