@@ -5,6 +5,7 @@ training iteration into one row of ``iterations.csv`` (returns with 95% CIs, suc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -63,9 +64,11 @@ class IterationRecorder(Callback):
     """Writes one ``iterations.csv`` row per training iteration, as soon as its update is done
     (and again with ``eval_return`` when BenchMARL evaluates after it)."""
 
-    def __init__(self, run_dir: RunDirectory) -> None:
+    def __init__(self, run_dir: RunDirectory, extra: Callable[[], dict[str, Any]] | None = None) -> None:
         super().__init__()
         self.run_dir = run_dir
+        self.extra = extra
+        """Further columns of each row (a critic's, read after its update)."""
         self._batch: TensorDictBase | None = None
         self._row: dict[str, Any] = {}
         self._losses: dict[str, list[float]] = {}
@@ -107,6 +110,8 @@ class IterationRecorder(Callback):
         if self._batch is not None:
             row["train_reward_mean"] = float(self._batch.get(("next", GROUP, "reward")).mean())
         row.update({k: sum(v) / len(v) for k, v in self._losses.items()})
+        if self.extra is not None:
+            row.update(self.extra())
         row["train_seconds"] = round(self._elapsed_before + time.perf_counter() - self._started, 3)
         self.run_dir.append_iteration_csv(dict(row))
 
@@ -117,5 +122,5 @@ class IterationRecorder(Callback):
         self.run_dir.append_iteration_csv(dict(self._row))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "experiment": None, "_batch": None,
+        return {"run_dir": self.run_dir, "extra": None, "experiment": None, "_batch": None,
                 "_row": {}, "_losses": {}, "_started": 0.0, "_elapsed_before": 0.0}

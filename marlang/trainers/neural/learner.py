@@ -28,6 +28,7 @@ from benchmarl.models.mlp import MlpConfig
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
+from marlang.credit.critic import Critic, build_critic
 from marlang.report import plot_iteration_curves, summarize_episodes
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, RunResult, package_versions
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
@@ -71,6 +72,43 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """A neural run's output without the libraries' noise: no deprecation warnings from
+    torchrl/BenchMARL, torchrl's log lines plain (no ANSI colour codes) and at INFO only
+    when marlang logs at INFO (``-v``)."""
+    import warnings
+
+    torchrl_logger = logging.getLogger("torchrl")
+    saved_level = torchrl_logger.level
+    saved_formatters = [(h, h.formatter) for h in torchrl_logger.handlers]
+    for handler, _ in saved_formatters:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        torchrl_logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        torchrl_logger.setLevel(saved_level)
+        for handler, formatter in saved_formatters:
+            handler.setFormatter(formatter)
+
+
+def _round_progress_returns(experiment: BenchmarlExperiment) -> None:
+    """BenchMARL's progress bar shows the mean return it is handed at full float precision
+    (``-48.150001525878906``): hand it rounded."""
+    log_collection = experiment.logger.log_collection
+
+    def rounded(*args: Any, **kwargs: Any) -> Any:
+        value = log_collection(*args, **kwargs)
+        return round(float(value), 3) if isinstance(value, int | float) else value
+
+    experiment.logger.log_collection = rounded
 
 
 def model_name(options: NeuralOptions) -> str:
@@ -152,6 +190,7 @@ class NeuralTrainer:
         self.reward_hook = reward_hook
         if reward_hook is None and self.options.reward_hook:
             self.reward_hook = load_reward_hook(self.options.reward_hook)
+        self.critic: Critic | None = None
         self.experiment: BenchmarlExperiment | None = None
 
     @property
@@ -173,15 +212,21 @@ class NeuralTrainer:
             check_resume_compatible(load_config(rd.config_file), self.config)
         if status == "finished" and rd.summary_file.exists():
             logger.info("%s: training and evaluation already finished; nothing to train", rd.path)
-            return RunResult(rd.path, self.finalize(), 0)
+            return RunResult(rd.path, self.finalize(), 0, already_finished=True)
         checkpoint = self.latest_checkpoint() if status in ("training", "trained") else None
         if checkpoint is None:
             status = None
             shutil.rmtree(rd.path / BENCHMARL_DIR, ignore_errors=True)
             rd.iterations_file.unlink(missing_ok=True)
         self.check_env()  # a bad env fails before the run directory is made
-        rd.create(self.config.to_yaml(), self.manifest())
-        with torch_threads(self.options.threads):
+        if checkpoint is None:
+            shutil.rmtree(rd.path / "credit", ignore_errors=True)
+        try:  # learning.critic: a setting the env cannot serve fails here too
+            self.critic = build_critic(self.config, rd.path, resume=checkpoint is not None)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        rd.create(self.config.to_yaml(), rd.resumed_manifest(self.manifest()) if self.resume else self.manifest())
+        with torch_threads(self.options.threads), quiet_libraries():
             experiment = self.build_experiment(checkpoint)
             if status != "trained":
                 rd.write_json(STATE_FILE, {"status": "training"})
@@ -211,18 +256,23 @@ class NeuralTrainer:
         save_folder.mkdir(parents=True, exist_ok=True)
         algorithm, model, exp_config = benchmarl_configs(self.config, save_folder.resolve(), restore_file)
         callbacks: list[Any] = []
+        task = task_for(self.config)
         if self.reward_hook is not None:
             callbacks.append(RewardHookCallback(self.reward_hook))
+        if self.critic is not None:  # a critic is a reward hook fed by what its env observers record
+            task.observers = self.critic.observers
+            callbacks.append(RewardHookCallback(self.critic))
         # The recorder comes first: it reads the env's rewards before the hook replaces them.
-        callbacks.insert(0, IterationRecorder(self.run_dir))
+        callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None))
         callbacks.extend(self.callbacks)
         try:
             self.experiment = BenchmarlExperiment(
-                task=task_for(self.config), algorithm_config=algorithm, model_config=model,
+                task=task, algorithm_config=algorithm, model_config=model,
                 seed=self.config.run.seed, config=exp_config, callbacks=callbacks,
             )
         except ValueError as err:
             raise ConfigError(f"env: {err}") from None
+        _round_progress_returns(self.experiment)
         return self.experiment
 
     def latest_checkpoint(self) -> Path | None:
@@ -270,6 +320,7 @@ class NeuralTrainer:
             "sampling_device": resolve_device(o.sampling_device, "learning.sampling_device"),
             "threads": o.threads,
             "reward_hook": hook_name(self.reward_hook),
+            "critic": self.critic.manifest() if self.critic is not None else None,
             "versions": versions(),
         }
 
@@ -289,6 +340,8 @@ class NeuralTrainer:
             "seed": c.run.seed,
             "frames": evaluation.get("frames"),
             "evaluation": "greedy policy, env seeds run.seed + 1000000 + i",
+            "agents": "neural",
+            "success_defined": success_defined(c.env.id),
         })
         iterations = rd.read_iterations()
         if iterations:
@@ -304,6 +357,17 @@ class NeuralTrainer:
         if iterations:
             plot_iteration_curves({self.setting: iterations}, rd.path / "learning_curve.png")
         return summary
+
+
+def success_defined(env_id: str) -> bool:
+    """Whether the env has a notion of success (its registry entry's ``success`` metadata;
+    True unless it says otherwise): where it has none, tables leave the success columns out."""
+    from marlang.registry import ENVS
+
+    try:
+        return bool(ENVS.entry(env_id).metadata.get("success", True))
+    except Exception:  # noqa: BLE001 - an unregistered id: assume success is defined
+        return True
 
 
 def episode_row(episode: int, iteration: int, seed: int, td: Any) -> dict[str, Any]:

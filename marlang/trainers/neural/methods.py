@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from marlang.credit.options import CreditOptions, check_credit_config
 from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
 from marlang.registry import LEARNERS
 from marlang.types import Trajectory
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
-class NeuralOptions(LearnerOptions):
-    """``learning.*`` keys every neural method shares (BenchMARL's experiment settings)."""
+class NeuralOptions(CreditOptions):
+    """``learning.*`` keys every neural method shares (BenchMARL's experiment settings; the
+    per-agent credit keys, ``learning.critic`` and the rest, come from ``CreditOptions``)."""
 
     frames: int = Field(
         100_000, ge=1,
@@ -276,6 +278,8 @@ def check_neural_pairing(config: ExperimentConfig) -> None:
                 f"learning.{key} does not apply to learning.method {method!r}: its budget is "
                 "learning.frames (and learning.frames_per_batch per iteration)"
             )
+    # Credit reaches only losses that use per-agent rewards (MAPPO, IPPO).
+    check_credit_config(config, per_agent_loss=NEURAL_LEARNERS.get(method) in (MAPPOLearner, IPPOLearner))
 
 
 def _all_methods() -> list[str]:

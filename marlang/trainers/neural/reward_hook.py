@@ -12,8 +12,9 @@ Where it runs: BenchMARL calls ``Callback.on_batch_collected`` right after colle
 before its per-group loop, which calls ``process_batch`` (MAPPO/IPPO: GAE advantages and value
 targets from ``("next", "agents", "reward")``; QMIX/VDN: the team reward, the mean of the
 per-agent rewards) and then inserts the batch into the replay buffer, from which QMIX/VDN
-compute their TD targets. Replacing the reward in place there therefore reaches every one of
-the four methods. Episode returns (``episode_reward``, BenchMARL's logged returns and marlang's
+compute their TD targets. Replacing the reward in place there reaches all four methods, but
+QMIX/VDN only through the mean over agents: per-agent credit that keeps the team's sum changes
+nothing for them (``learning.critic`` is refused with them). Episode returns (``episode_reward``, BenchMARL's logged returns and marlang's
 ``iterations.csv``) are summed by the env transform during collection, so they stay the env's.
 """
 

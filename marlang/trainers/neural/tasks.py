@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,8 +45,13 @@ class NumericParallelEnv(ParallelEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"name": "marlang_numeric_v0", "render_modes": [], "is_parallelizable": True}
 
-    def __init__(self, env: ParallelEnv, max_steps: int | None = None) -> None:
+    def __init__(self, env: ParallelEnv, max_steps: int | None = None,
+                 observers: Sequence[Any] = ()) -> None:
         self.env = env
+        # Step observers (``marlang.credit.records.StepObserver``): what a critic records at
+        # each step, and the numeric info entries they add.
+        self.observers = list(observers)
+        self._extra: dict[str, dict[str, float]] = {}
         self.possible_agents = list(env.possible_agents)
         self.agents: list[str] = []
         self.max_steps = max_steps if max_steps is not None else getattr(env, "max_steps", None)
@@ -71,11 +76,16 @@ class NumericParallelEnv(ParallelEnv):
         observations, infos = self.env.reset(seed=seed, options=options)
         self.agents = list(self.env.agents)
         self._t = 0
+        self._extra = _merged([o.on_reset(self.env) for o in self.observers])
         return self._observations(observations), self._infos(infos)
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         actions = {agent: int(a) for agent, a in actions.items()}
+        for observer in self.observers:
+            observer.before_step(self.env, actions)
         observations, rewards, terminations, truncations, infos = self.env.step(actions)
+        if self.observers:
+            self._extra = _merged([o.after_step(self.env, actions, rewards) for o in self.observers])
         self._t += 1
         terminated = {a: bool(terminations.get(a, False)) for a in observations}
         truncated = {a: bool(truncations.get(a, False)) for a in observations}
@@ -97,12 +107,21 @@ class NumericParallelEnv(ParallelEnv):
         for agent in self.possible_agents:
             info = infos.get(agent, {})
             entry: dict[str, Any] = {"success": float(bool(info.get("success", False)))}
+            entry.update(self._extra.get(agent, {}))
             if self.has_action_mask:
                 mask = self.env.action_mask(agent) if agent in self.env.agents else None
                 n = self.env.action_space(agent).n
                 entry["action_mask"] = np.ones(n, dtype=np.int8) if mask is None else np.asarray(mask, np.int8)
             out[agent] = entry
         return out
+
+
+def _merged(parts: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for part in parts:
+        for agent, entries in part.items():
+            out.setdefault(agent, {}).update(entries)
+    return out
 
 
 def _masks_actions(env: ParallelEnv) -> bool:
@@ -130,7 +149,10 @@ class DirectPettingZooWrapper(PettingZooWrapper):
 
 class MarlangTask(PettingZooClass):
     """A BenchMARL task for one marlang env id. ``config`` holds ``env_id``, ``n_agents``,
-    ``max_steps`` and ``kwargs`` (the env's own keyword arguments)."""
+    ``max_steps`` and ``kwargs`` (the env's own keyword arguments). ``observers``, when set,
+    gives each env it builds its step observers (a critic's records; see ``NumericParallelEnv``)."""
+
+    observers: Callable[[], Sequence[Any]] | None = None
 
     def __init__(self, env_id: str, n_agents: int | None = None, max_steps: int | None = None,
                  kwargs: Mapping[str, Any] | None = None) -> None:
@@ -142,7 +164,11 @@ class MarlangTask(PettingZooClass):
     def make_parallel_env(self) -> NumericParallelEnv:
         c = self.config
         env = build_numeric_env(c["env_id"], c["n_agents"], c["max_steps"], c["kwargs"])
-        return NumericParallelEnv(env, c["max_steps"])
+        return NumericParallelEnv(env, c["max_steps"], self.observers() if self.observers else ())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # BenchMARL pickles its task into config.pkl; observers belong to this process only.
+        return {k: v for k, v in self.__dict__.items() if k != "observers"}
 
     def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None,
                     device: Any) -> Callable[[], EnvBase]:

@@ -1,0 +1,66 @@
+"""learning.critic and the LCA keys in configs: valid choices listed, bad input refused in
+one line, and no critic with QMIX/VDN (their loss sees only the team mean)."""
+
+from __future__ import annotations
+
+import pytest
+
+from marlang.config import ConfigError, build_config
+
+
+def _config(method="ippo", env="gridworld/two-switch", **learning):
+    return build_config({"env": {"id": env}, "agents": {"kind": "neural"},
+                         "learning": {"method": method, **learning}})
+
+
+def _error(**kwargs) -> str:
+    with pytest.raises((ConfigError, ValueError)) as err:
+        _config(**kwargs)
+    message = str(err.value)
+    assert "\n" not in message.strip()
+    return message
+
+
+@pytest.mark.parametrize("method", ["qmix", "vdn"])
+def test_a_critic_with_qmix_or_vdn_is_refused(method):
+    message = _error(method=method, critic="lca")
+    assert "team reward" in message and "mappo or ippo" in message
+    _config(method=method)  # without a critic they run as before
+
+
+@pytest.mark.parametrize("method", ["mappo", "ippo"])
+def test_critics_reach_mappo_and_ippo(method):
+    for critic in ("lca", "difference"):
+        assert _config(method=method, critic=critic).learning.options.critic == critic
+
+
+def test_an_unknown_critic_lists_the_valid_choices():
+    message = _error(critic="llm_mca")
+    assert "'none'" in message and "'lca'" in message and "'difference'" in message
+
+
+@pytest.mark.parametrize("value", [0.5, 0.3, 1.01])
+def test_ranker_accuracy_must_lie_above_chance(value):
+    assert "ranker_accuracy" in _error(critic="lca", ranker="synthetic", ranker_accuracy=value)
+
+
+def test_ranker_accuracy_of_one_is_valid():
+    assert _config(critic="lca", ranker="synthetic", ranker_accuracy=1.0).learning.options.ranker_accuracy == 1.0
+
+
+def test_queries_must_be_positive():
+    assert "queries" in _error(critic="lca", queries=0)
+
+
+def test_critic_and_reward_hook_do_not_mix():
+    assert "reward_hook" in _error(critic="difference", reward_hook="tests.trainers.climbing_credit:zero_rewards")
+
+
+def test_ranker_groups_must_partition_the_agents():
+    assert "agent_7" in _error(critic="lca", ranker_groups=[["agent_0", "agent_7"]])
+    assert "exactly once" in _error(critic="lca", ranker_groups=[["agent_0"]])
+    _config(critic="lca", ranker_groups=[["agent_0"], ["agent_1"]])
+
+
+def test_a_bad_critic_model_spec_is_refused():
+    assert "critic_model" in _error(critic="lca", ranker="llm", critic_model="gpt-4o")
