@@ -17,6 +17,7 @@ from marlang.envs_text.cooperative_tasks import (
     TurnRecord,
 )
 from marlang.envs_text.task_feedback import (
+    ABLATIONS,
     REWARD_MODES,
     CodeCheck,
     CodeFacts,
@@ -28,6 +29,7 @@ from marlang.envs_text.task_feedback import (
     fenced,
     helper_usage,
     levelled_reward,
+    real_helpers,
 )
 from marlang.tasks import HELPER_FUNCTION_NAME
 
@@ -327,10 +329,13 @@ class CodeTaskEnv(CooperativeTaskEnv):
         }
         basis = pass_rate
         if self.structure == "joint":
+            needed = self._helpers_needed(program, helpers, main, check)
             levelled = levelled_reward(
                 helpers, main, problem.entry_point, loads=check.loads,
-                passed=check.passed, total=check.total,
+                passed=check.passed, total=check.total, helpers_needed=needed,
             )
+            if needed is not None:
+                info["helpers_needed"] = needed
             info["levelled_reward"] = levelled.to_dict()
             if self.reward == "levelled":
                 basis = levelled.total
@@ -338,6 +343,31 @@ class CodeTaskEnv(CooperativeTaskEnv):
             team_answer=program, score=pass_rate, basis=basis, solved=check.solved,
             check=check, info=info,
         )
+
+    def _helpers_needed(
+        self, program: str, helpers: list[tuple[str, str]], main: str, check: CodeCheck
+    ) -> bool | None:
+        """Whether the tests that passed depend on the helpers' work: each ablation in
+        ``ABLATIONS`` (every real helper the main function calls frozen to its first result;
+        every one a pass-through) must make at least one of them fail. None when there is
+        nothing to check (no test passed, or no real helper is called)."""
+        problem = self.current_problem
+        names = real_helpers(helpers)
+        called = helper_usage(main, problem.entry_point, names).called if names else ()
+        if not check.loads or check.passed == 0 or not called:
+            return None
+        passing = {t.index for t in check.tests if t.passed}
+        tests = tuple(problem.tests)
+        jobs = [
+            (f"{program}\n\n\n{code.format(names=tuple(called))}", tests,
+             problem.test_setup or "")
+            for code in ABLATIONS.values()
+        ]
+        for result in self.sandbox.run_many(jobs):
+            still = {t.index for t in result.tests if t.passed}
+            if passing <= still:  # without the helpers' work every passing test still passes
+                return False
+        return True
 
     def _facts(self, program: str, answers: dict[str, str]) -> CodeFacts:
         """The combined program's static facts; a syntax error is placed in the code of the

@@ -35,6 +35,31 @@ DIAGNOSTIC_CHARS = 300
 LEVELLED_MAX = 4.0
 """Highest levelled reward: structure 1.0 + syntax 0.5 + tests 1.0 + cooperation 1.5."""
 
+ABLATIONS: dict[str, str] = {
+    "frozen": (
+        "def _marlang_frozen(real):\n"
+        "    first = []\n"
+        "    def helper(*args, **kwargs):\n"
+        "        if not first:\n"
+        "            first.append(real(*args, **kwargs))\n"
+        "        return first[0]\n"
+        "    return helper\n"
+        "for _marlang_name in {names!r}:\n"
+        "    if callable(globals().get(_marlang_name)):\n"
+        "        globals()[_marlang_name] = _marlang_frozen(globals()[_marlang_name])\n"
+    ),
+    "passthrough": (
+        "def _marlang_passthrough(*args, **kwargs):\n"
+        "    return args[0] if args else None\n"
+        "for _marlang_name in {names!r}:\n"
+        "    if callable(globals().get(_marlang_name)):\n"
+        "        globals()[_marlang_name] = _marlang_passthrough\n"
+    ),
+}
+"""Code appended to a joint program to take its helpers' work away, for the cooperation check:
+each helper always returns its first result (a constant, or a result nobody uses, then
+changes nothing), or returns its first argument unchanged (a pass-through changes nothing)."""
+
 
 # ------------------------------------------------------------------------------ sandbox slice
 
@@ -196,19 +221,63 @@ def _is_thin_wrapper(main: ast.FunctionDef | ast.AsyncFunctionDef, helpers: set[
 # ------------------------------------------------------------------------------ levelled reward
 
 
+def _inert(node: ast.AST | None) -> bool:
+    """A value computed by nothing: a constant, a bare name, or a literal of such."""
+    if node is None or isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_inert(element) for element in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(_inert(k) and _inert(v) for k, v in zip(node.keys, node.values, strict=True))
+    return False
+
+
+def is_trivial_function(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function that does no work: an empty body, or only ``return`` of a constant, of one
+    of its arguments unchanged, or of a literal built from those."""
+    body = [
+        stmt
+        for stmt in _body_without_docstring(node)
+        if not isinstance(stmt, ast.Pass)
+        and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+    ]
+    if not body:
+        return True
+    return len(body) == 1 and isinstance(body[0], ast.Return) and _inert(body[0].value)
+
+
+def real_helpers(helpers: Sequence[tuple[str, str]]) -> list[str]:
+    """The helper names whose code defines them with a return value and some real work."""
+    names = []
+    for name, code in helpers:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        node = _top_level_functions(tree).get(name)
+        if node is not None and _returns_value(node) and not is_trivial_function(node):
+            names.append(name)
+    return names
+
+
 @dataclass(frozen=True)
 class LevelledReward:
     """The levelled reward of a helper + main program (max ``LEVELLED_MAX`` = 4.0).
 
-    - structure: +0.4 x the share of helpers that define their function with a return value,
-      +0.6 if the main answer defines the entry point with a return value; without the entry
-      point the levels stop here.
-    - syntax: +0.5 if the combined program compiles and loads (runs to the end of its top
-      level without raising); else the levels stop here.
+    Nothing is paid until something real is earned: the combined program loads and at least
+    one hidden test passes (``earned``); until then every level is 0. Then:
+
+    - structure: +0.4 x the share of helpers that are real (defined with a return value and
+      more than an empty body or a ``return`` of a constant or an argument unchanged), +0.6 if
+      the main answer defines the entry point with a return value; without the entry point
+      the levels stop here.
+    - syntax: +0.5 (the combined program compiles and loads).
     - tests: + the share of hidden tests passed (0..1).
-    - cooperation (only when at least one test passed and a helper is defined): +0.5 if the
-      main function calls a helper, then +1.0 if it is not a thin wrapper around it, and
-      -0.5 if it throws a helper's result away.
+    - cooperation (only with a real helper the main function calls, and only when the tests
+      show its work matters, ``helpers_needed``): +0.5, then +1.0 if the main function is not
+      a thin wrapper around it, and -0.5 if it throws a helper's result away.
     """
 
     structure: float = 0.0
@@ -216,9 +285,14 @@ class LevelledReward:
     tests: float = 0.0
     cooperation: float = 0.0
     helper_defined: bool = False
+    """A real helper is defined (see above)."""
     main_defined: bool = False
     loads: bool = False
+    earned: bool = False
+    """The program loaded and at least one hidden test passed."""
     helper_called: bool = False
+    helpers_needed: bool = False
+    """The passing tests depend on the helpers' work (see ``CodeTaskEnv``'s check)."""
     thin_wrapper: bool = False
     ignored_helper_call: bool = False
 
@@ -238,46 +312,43 @@ def levelled_reward(
     loads: bool,
     passed: int,
     total: int,
+    helpers_needed: bool = False,
 ) -> LevelledReward:
     """Score one joint answer. ``helpers`` are (helper function name, that agent's code);
-    ``loads`` says whether the combined program compiled and loaded in the sandbox."""
-    defined = [
-        name in (facts := analyze_code(code)).functions and name in facts.returning
-        for name, code in helpers
-    ]
-    helper_defined = any(defined)
-    structure = 0.4 * (sum(defined) / len(defined)) if defined else 0.0
-    main_facts = analyze_code(main_code)
-    main_defined = entry_point in main_facts.returning
+    ``loads`` says whether the combined program compiled and loaded in the sandbox;
+    ``helpers_needed`` whether the passing tests fail once the helpers' work is taken away
+    (the env runs that check)."""
+    real = real_helpers(helpers)
+    helper_defined = bool(real)
+    main_defined = entry_point in analyze_code(main_code).returning
+    earned = loads and passed > 0
+    flags = {"helper_defined": helper_defined, "main_defined": main_defined, "loads": loads,
+             "earned": earned}
+    if not earned:
+        return LevelledReward(**flags)
+    structure = 0.4 * (len(real) / len(helpers)) if helpers else 0.0
     if not main_defined:
-        return LevelledReward(structure=round(structure, 6), helper_defined=helper_defined)
+        return LevelledReward(structure=round(structure, 6), **flags)
     structure += 0.6
-    if not loads:
-        return LevelledReward(
-            structure=round(structure, 6), helper_defined=helper_defined, main_defined=True
-        )
-    tests = passed / total if total else 0.0
     cooperation = 0.0
-    usage = HelperUsage()
-    if passed > 0 and helper_defined:
-        usage = helper_usage(main_code, entry_point, [name for name, _ in helpers])
-        if usage.called:
-            cooperation += 0.5
-            if not usage.thin_wrapper:
-                cooperation += 1.0
-            if usage.ignored_calls:
-                cooperation -= 0.5
+    usage = helper_usage(main_code, entry_point, real) if real else HelperUsage()
+    needed = bool(usage.called) and helpers_needed
+    if needed:
+        cooperation += 0.5
+        if not usage.thin_wrapper:
+            cooperation += 1.0
+        if usage.ignored_calls:
+            cooperation -= 0.5
     return LevelledReward(
         structure=round(structure, 6),
         syntax=0.5,
-        tests=round(tests, 6),
+        tests=round(passed / total if total else 0.0, 6),
         cooperation=cooperation,
-        helper_defined=helper_defined,
-        main_defined=True,
-        loads=True,
         helper_called=bool(usage.called),
+        helpers_needed=needed,
         thin_wrapper=usage.thin_wrapper,
         ignored_helper_call=usage.ignored_calls > 0,
+        **flags,
     )
 
 

@@ -3,9 +3,11 @@
 Started by `marlang.sandbox.pool` as `python -P -s -S runner.py CONFIG` (standard library only:
 no site-packages, no marlang, no torch). It reads one JSON job per line on stdin and answers one
 JSON line on stdout. Per job it forks a job process C (own session, confined by `confinement`),
-which forks the program process G; G runs setup + program + each test and streams one JSON line
-per event over a private pipe, so outcomes survive a kill. `--probe` runs a tiny job at every
-isolation level and prints which ones work on this machine.
+which forks the program process G. G runs setup + program, then serves calls: C asks for a
+program name or a call over a private pipe and G answers with plain data (`plain_data`). C is
+the judge (`judge`): it runs the trusted test code itself, so every comparison happens outside
+the program's process, and streams one JSON line per event to the worker, so outcomes survive
+a kill. `--probe` runs a tiny job at every isolation level and prints which ones work here.
 """
 
 # This file runs untrusted code: it must exec it and catch anything it raises, BaseException
@@ -14,12 +16,13 @@ isolation level and prints which ones work on this machine.
 
 from __future__ import annotations
 
-import ast
 import builtins
+import fcntl
 import gc
 import io
 import json
 import os
+import resource
 import select
 import selectors
 import shutil
@@ -31,10 +34,12 @@ import traceback
 import types
 
 if __package__:
-    from . import confinement
-else:  # started as a script: import the sibling module, then leave sys.path as it was
+    from . import confinement, judge, plain_data
+else:  # started as a script: import the sibling modules, then leave sys.path as it was
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import confinement
+    import judge
+    import plain_data
     del sys.path[0]
 
 # Imported once here so every forked program gets them for free (HumanEval/MBPP favourites).
@@ -51,14 +56,18 @@ import string  # noqa: F401
 import typing  # noqa: F401
 
 PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
-MAX_REPR = 300
 MAX_MESSAGE = 1000
 EXIT_SETUP_FAILED = 71
 EXIT_INTERNAL = 72
+CALL_FD, REPLY_FD = 3, 4  # G's ends of the request and reply pipes
+
+# Bound at import, before any program runs: a program that rebinds builtins cannot change them.
+_type, _callable, _isinstance, _str = type, callable, isinstance, str
+_ModuleType = types.ModuleType
 
 
-class _TestTimeout(BaseException):
-    """Raised by SIGALRM inside a test; BaseException so `except Exception` cannot swallow it."""
+class _CallTimeout(BaseException):
+    """Raised by SIGALRM inside a call; BaseException so `except Exception` cannot swallow it."""
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -75,64 +84,77 @@ def _program_env(workdir: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 
 
-def _safe_repr(value: object) -> str:
-    try:
-        text = repr(value)
-    except _TestTimeout:
-        raise
-    except BaseException:
-        text = f"<unrepresentable {type(value).__name__}>"
-    return text if len(text) <= MAX_REPR else text[:MAX_REPR] + "..."
-
-
 def _safe_str(exc: BaseException) -> str:
     try:
-        text = str(exc) or type(exc).__name__
-    except _TestTimeout:
+        text = _str(exc) or _type(exc).__name__
+    except _CallTimeout:
         raise
     except BaseException:
-        text = f"<unprintable {type(exc).__name__}>"
+        text = f"<unprintable {_type(exc).__name__}>"
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
 
 
-def _where(exc: BaseException, test_file: str | None = None) -> str:
-    """' (program line N)' for the innermost program frame, else the test's line: for feedback."""
-    lines: dict[str, int] = {}
+def _where(exc: BaseException) -> str:
+    """' (program line N)' for the innermost program frame: for feedback."""
+    line = None
     tb = exc.__traceback__
     while tb is not None:
-        lines[tb.tb_frame.f_code.co_filename] = tb.tb_lineno
+        if tb.tb_frame.f_code.co_filename == "<program>":
+            line = tb.tb_lineno
         tb = tb.tb_next
-    if "<program>" in lines:
-        return f" (program line {lines['<program>']})"
-    if test_file in lines:
-        return f" (test line {lines[test_file]})"
-    return ""
+    return f" (program line {line})" if line is not None else ""
 
 
-class _ProgramRun:
-    """Executes setup + program + tests inside G and streams events to the result pipe."""
+class _LineReader:
+    """Reads newline-terminated lines from a raw fd (so it can share a selector)."""
 
-    def __init__(self, job: dict, result_fd: int, nonce: str) -> None:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.eof = False
+
+    def feed(self) -> bool:
+        data = os.read(self.fd, 1 << 16)
+        if not data:
+            self.eof = True
+        self.buffer += data
+        return bool(data)
+
+    def readline(self) -> bytes | None:
+        while b"\n" not in self.buffer:
+            if self.eof or not self.feed():
+                return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+
+class _ProgramServer:
+    """Inside G: loads setup + program, then answers the judge's lookups and calls.
+
+    Nothing G sends is believed beyond being data: whatever the program does to this object
+    or to the pipes, the judge only ever receives plain values to compare itself.
+    """
+
+    def __init__(self, job: dict) -> None:
         self.job = job
-        self.fd = result_fd
-        self.nonce = nonce
+        self.handles: list[object] = []
+        self.namespace: dict = {}
 
-    def emit(self, event: dict) -> None:
-        line = self.nonce + json.dumps(event, ensure_ascii=True) + "\n"
-        _write_all(self.fd, line.encode())
+    def send(self, message: dict) -> None:
+        _write_all(REPLY_FD, (json.dumps(message, ensure_ascii=True) + "\n").encode())
 
     def run(self) -> None:
         module = types.ModuleType(PROGRAM_MODULE)
         module.__dict__["__builtins__"] = builtins
         sys.modules[PROGRAM_MODULE] = module
-        namespace = module.__dict__
+        self.namespace = namespace = module.__dict__
         try:
             codes = [compile(self.job.get("setup", ""), "<setup>", "exec"),
                      compile(self.job["program"], "<program>", "exec")]
         except (SyntaxError, ValueError) as exc:
             where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
             message = exc.msg if isinstance(exc, SyntaxError) else _safe_str(exc)
-            self.emit({"kind": "load", "status": "syntax_error", "error_type": type(exc).__name__,
+            self.send({"kind": "load", "status": "syntax_error", "error_type": type(exc).__name__,
                        "message": f"{message}{where}"})
             return
         try:
@@ -140,22 +162,24 @@ class _ProgramRun:
                 exec(code, namespace)
         except BaseException as exc:
             self._print_traceback(exc)
-            self.emit({"kind": "load", "status": "error", "error_type": type(exc).__name__,
+            self.send({"kind": "load", "status": "error", "error_type": type(exc).__name__,
                        "message": _safe_str(exc) + _where(exc)})
             return
         finally:
             self._flush()
-        self.emit({"kind": "load", "status": "ok"})
+        self.send({"kind": "load", "status": "ok"})
         signal.signal(signal.SIGALRM, self._on_alarm)
-        for index, source in enumerate(self.job["tests"]):
-            outcome = self._run_test(index, source, namespace)
-            self._flush()
-            self.emit({"kind": "test", **outcome})
-        self.emit({"kind": "done"})
+        requests = _LineReader(CALL_FD)
+        while True:
+            line = requests.readline()
+            if line is None:  # the judge is done
+                return
+            request = json.loads(line)
+            self.send(self._answer(request))
 
     @staticmethod
     def _on_alarm(signum, frame) -> None:
-        raise _TestTimeout()
+        raise _CallTimeout()
 
     @staticmethod
     def _flush() -> None:
@@ -172,66 +196,71 @@ class _ProgramRun:
         except BaseException:
             pass
 
-    def _run_test(self, index: int, source: str, namespace: dict) -> dict:
-        outcome = {"index": index, "passed": False, "error_type": None, "message": None,
-                   "timed_out": False, "expected": None, "got": None}
-        filename = f"<test {index}>"
-        timeout = float(self.job["limits"]["test_timeout"])
+    def _handle(self, value: object) -> object:
+        """A non-plain value stays here; the judge gets a handle it can only hand back."""
+        self.handles.append(value)
+        return {"h": [len(self.handles) - 1, plain_data.type_name(value)]}
+
+    def _resolve(self, tag: str, body: object) -> object:
+        if tag == "h":
+            return self.handles[body[0]]
+        return self.namespace[body]  # "fn": a program function, by name
+
+    def _encode(self, value: object) -> dict:
+        try:
+            encoded = plain_data.Encoder(self._handle).encode(value)
+            text = json.dumps(encoded, ensure_ascii=True)
+        except (plain_data.PlainDataError, RecursionError, ValueError) as exc:
+            return {"error": _safe_str(exc)}
+        if len(text) > plain_data.MAX_BYTES:
+            return {"error": f"it is larger than {plain_data.MAX_BYTES >> 20} MiB"}
+        return {"value": encoded}
+
+    def _answer(self, request: dict) -> dict:
+        ident = request.get("id")
+        if request.get("op") == "get":
+            return {"id": ident, **self._lookup(request["name"])}
+        signal.setitimer(signal.ITIMER_REAL, float(request["timeout"]))
         try:
             try:
-                tree = ast.parse(source, filename, "exec")
-            except (SyntaxError, ValueError) as exc:
-                outcome.update(error_type=type(exc).__name__, message=_safe_str(exc))
-                return outcome
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            try:
-                if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
-                    self._run_assert(tree.body[0], filename, namespace, outcome)
-                else:
-                    exec(compile(tree, filename, "exec"), namespace)
-                    outcome["passed"] = True
+                reply = self._call(request)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-        except _TestTimeout:
-            outcome.update(passed=False, timed_out=True, error_type="Timeout",
-                           message=f"test exceeded its time limit of {timeout:g} s")
+        except _CallTimeout:
+            reply = {"timeout": True}
+        except BaseException as exc:  # the timeout fired while an exception was being read
+            reply = {"raised": [_type(exc).__name__, "", False]}
+        self._flush()
+        return {"id": ident, **reply}
+
+    def _lookup(self, name: str) -> dict:
+        namespace = self.namespace
+        if name not in namespace:
+            return {"missing": True}
+        value = namespace[name]
+        if _isinstance(value, _ModuleType):
+            return {"module": _str(getattr(value, "__name__", ""))}
+        if _callable(value):
+            return {"callable": True}
+        return self._encode(value)
+
+    def _call(self, request: dict) -> dict:
+        try:
+            target = request["target"]
+            if "h" in target:
+                function = self.handles[target["h"]]
+            else:
+                function = self.namespace[target["name"]]
+            args = [plain_data.decode(a, self._resolve) for a in request["args"]]
+            kwargs = {k: plain_data.decode(v, self._resolve)
+                      for k, v in request["kwargs"].items()}
+            result = function(*args, **kwargs)
+        except _CallTimeout:
+            raise
         except BaseException as exc:
-            try:
-                outcome.update(passed=False, error_type=type(exc).__name__,
-                               message=outcome["message"] or _safe_str(exc) + _where(exc, filename))
-            except _TestTimeout:
-                outcome.update(error_type=type(exc).__name__, message="<unprintable>")
-        return outcome
-
-    @staticmethod
-    def _eval(node: ast.expr, filename: str, namespace: dict) -> object:
-        return eval(compile(ast.Expression(body=node), filename, "eval"), namespace)
-
-    def _run_assert(self, node: ast.Assert, filename: str, namespace: dict, outcome: dict) -> None:
-        """Evaluate each side of `assert a == b` / `a != b` once, to report expected and got."""
-        test = node.test
-        if (isinstance(test, ast.Compare) and len(test.ops) == 1
-                and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
-            got = self._eval(test.left, filename, namespace)
-            outcome["got"] = _safe_repr(got)
-            expected = self._eval(test.comparators[0], filename, namespace)
-            equal = isinstance(test.ops[0], ast.Eq)
-            outcome["expected"] = _safe_repr(expected) if equal else "!= " + _safe_repr(expected)
-            passed = bool(got == expected) if equal else bool(got != expected)
-            default = f"expected {outcome['expected']}, got {outcome['got']}"
-        else:
-            value = self._eval(test, filename, namespace)
-            outcome["got"] = _safe_repr(value)
-            passed = bool(value)
-            default = f"assertion is false: {ast.unparse(test)[:MAX_REPR]}"
-        if passed:
-            outcome["passed"] = True
-            return
-        message = default
-        if node.msg is not None:
-            message = _safe_repr(self._eval(node.msg, filename, namespace))
-        outcome["message"] = message
-        raise AssertionError(message)
+            return {"raised": [_type(exc).__name__, _safe_str(exc) + _where(exc),
+                               _isinstance(exc, Exception)]}
+        return self._encode(result)
 
 
 def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) -> dict:
@@ -269,30 +298,33 @@ def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) 
     return info
 
 
-def _program_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
-                     nonce: str) -> int:
+def _program_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict) -> int:
     """Body of G. Returns its exit code; never lets an exception escape into the worker loop."""
     os.setpgid(0, 0)
     confinement.set_parent_death_signal()
+    # Move the pipes clear of 0-4 first, so placing one cannot overwrite another.
+    moved = {key: fcntl.fcntl(fds[key], fcntl.F_DUPFD, 16)
+             for key in ("out", "err", "call_read", "reply_write")}
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.dup2(fds["out"], 1)
-    os.dup2(fds["err"], 2)
-    os.dup2(fds["result"], 3)
-    os.closerange(4, 1 << 20)
+    os.dup2(moved["out"], 1)
+    os.dup2(moved["err"], 2)
+    os.dup2(moved["call_read"], CALL_FD)
+    os.dup2(moved["reply_write"], REPLY_FD)
+    os.closerange(REPLY_FD + 1, 1 << 20)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
-    run = _ProgramRun(job, 3, nonce)
+    server = _ProgramServer(job)
     try:
         info = _confine_program_process(level, cfg, job["limits"], workdir)
     except BaseException as exc:
-        run.emit({"kind": "setup_error", "message": f"{type(exc).__name__}: {exc}"})
+        server.send({"kind": "setup_error", "message": f"{type(exc).__name__}: {exc}"})
         return EXIT_SETUP_FAILED
-    run.emit({"kind": "setup", **info})
-    run.run()
+    server.send({"kind": "setup", **info})
+    server.run()
     return 0
 
 
@@ -368,15 +400,24 @@ def _kill_descendants() -> None:
         _reap_all()
 
 
-def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict, nonce: str,
+def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
                  worker_pid: int) -> int:
-    """Body of C: confine, fork G, enforce the wall limit, clean up, report on the control fd."""
+    """Body of C: confine, fork G, judge the tests, enforce the wall limit, clean up, report.
+
+    Events (setup, load, one per test, done) and the final report go to the control fd.
+    """
     ctl = fds["ctl"]
     limits = job["limits"]
     start = time.monotonic()
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # never touch the worker's protocol pipes
-    os.dup2(devnull, 1)
+    # What the tests print is captured with the program's output.
+    os.dup2(fds["out"], 1)
+    os.dup2(fds["err"], 2)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
     os.setsid()
     namespaces = level in confinement.NAMESPACE_LEVELS
     try:
@@ -393,7 +434,8 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict, nonc
         else:
             confinement.set_child_subreaper()
     except BaseException as exc:
-        _write_all(ctl, (json.dumps({"setup_error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        _write_all(ctl, (json.dumps({"kind": "setup_error",
+                                     "message": f"{type(exc).__name__}: {exc}"}) + "\n")
                    .encode())
         return EXIT_SETUP_FAILED
     program_pid = os.fork()
@@ -401,7 +443,7 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict, nonc
         code = EXIT_INTERNAL
         try:
             os.close(ctl)
-            code = _program_process(job, level, cfg, workdir, fds, nonce)
+            code = _program_process(job, level, cfg, workdir, fds)
         except BaseException:
             code = EXIT_INTERNAL
         finally:
@@ -411,13 +453,29 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict, nonc
                 except BaseException:
                     pass
             os._exit(code)
-    for key in ("out", "err", "result"):
+    for key in ("call_read", "reply_write"):
         os.close(fds[key])
-    timed_out = not _wait_exit(program_pid, start + float(limits["wall_seconds"]))
+    deadline = start + float(limits["wall_seconds"])
+    try:  # the tests are trusted, but get the program's memory budget all the same
+        memory = max(int(limits["memory_mb"]), 256) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    except (OSError, ValueError):
+        pass
+    verdict = judge.Judge(job, ctl, fds["call_write"], fds["reply_read"], program_pid, deadline)
+    stop = None
+    try:
+        verdict.run()
+        stop = verdict.stop
+    except BaseException as exc:
+        stop = ["crashed", "SandboxError", f"the sandbox's judge failed: {type(exc).__name__}"]
+    os.close(fds["call_write"])  # end of requests: a program process waiting for one exits
+    timed_out = verdict.timed_out
+    if stop is None and not timed_out:
+        timed_out = not _wait_exit(program_pid, deadline)
     # G is alive or an unreaped zombie here, so its pid (and group id) cannot have been
     # reused: signalling them can only reach this run's processes.
     if namespaces:
-        if timed_out:  # G is the PID namespace's init: killing it kills the whole run
+        if timed_out or stop:  # G is the PID namespace's init: killing it kills the whole run
             os.kill(program_pid, signal.SIGKILL)
     else:
         try:
@@ -427,36 +485,13 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict, nonc
     _, status, usage = os.wait4(program_pid, 0)
     if not namespaces:
         _kill_descendants()
-    report = {"status": status, "timed_out": timed_out,
+    report = {"kind": "exit", "status": status, "timed_out": timed_out, "stop": stop,
               "cpu_seconds": usage.ru_utime + usage.ru_stime}
     _write_all(ctl, (json.dumps(report) + "\n").encode())
     return 0
 
 
 # --------------------------------------------------------------------------- worker side
-
-class _LineReader:
-    """Reads newline-terminated lines from a raw fd (so it can share a selector)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-        self.eof = False
-
-    def feed(self) -> bool:
-        data = os.read(self.fd, 1 << 16)
-        if not data:
-            self.eof = True
-        self.buffer += data
-        return bool(data)
-
-    def readline(self) -> bytes | None:
-        while b"\n" not in self.buffer:
-            if self.eof or not self.feed():
-                return None
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line
-
 
 class _Capture:
     def __init__(self, max_chars: int) -> None:
@@ -506,16 +541,18 @@ def _classify(job: dict, events: dict, report: dict | None, killed_by_worker: bo
     n_tests = len(job["tests"])
     progress = f"after {n_done} of {n_tests} tests" if load and load["status"] == "ok" else (
         "while loading the program")
-    if events.get("setup_error") or (report and report.get("setup_error")):
-        why = events.get("setup_error") or report["setup_error"]
+    if events.get("setup_error"):
         return {"status": "crashed", "error_type": "SandboxSetupError",
-                "message": f"sandbox setup failed: {why}"}
+                "message": f"sandbox setup failed: {events['setup_error']}"}
     if report is None and not killed_by_worker:
         return {"status": "crashed", "error_type": "SandboxError",
                 "message": "the sandbox job process ended without reporting"}
     if killed_by_worker or report["timed_out"]:
         return {"status": "timeout", "error_type": "Timeout",
                 "message": f"wall time limit of {limits['wall_seconds']:g} s exceeded {progress}"}
+    stop = report.get("stop")
+    if stop:  # the judge stopped the program: it broke the protocol or stopped answering
+        return {"status": stop[0], "error_type": stop[1], "message": f"{stop[2]} ({progress})"}
     status = report["status"]
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -543,36 +580,38 @@ def _classify(job: dict, events: dict, report: dict | None, killed_by_worker: bo
 
 def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) -> dict:
     """Run one job in a fresh confined child; the worker-side half of the protocol."""
-    nonce = os.urandom(8).hex()
     namespaces = level in confinement.NAMESPACE_LEVELS
     if namespaces:
         workdir = confinement.WORKDIR_IN_NAMESPACE
     else:
         workdir = os.path.join(cfg["tmpdir"], "marlang-sandbox-" + os.urandom(8).hex())
         os.mkdir(workdir, 0o700)
-    pipes = {key: os.pipe() for key in ("result", "out", "err", "ctl")}
+    # out, err, ctl: to the worker; call (C -> G) and reply (G -> C): between judge and program.
+    pipes = {key: os.pipe() for key in ("out", "err", "ctl", "call", "reply")}
+    mine = {key: pipes[key][0] for key in ("out", "err", "ctl")}
+    theirs = {"out": pipes["out"][1], "err": pipes["err"][1], "ctl": pipes["ctl"][1],
+              "call_read": pipes["call"][0], "call_write": pipes["call"][1],
+              "reply_read": pipes["reply"][0], "reply_write": pipes["reply"][1]}
     start = time.monotonic()
     try:
         pid = os.fork()
         if pid == 0:
             code = EXIT_INTERNAL
             try:
-                for read_end, _ in pipes.values():
-                    os.close(read_end)
-                write_ends = {key: w for key, (_, w) in pipes.items()}
-                code = _job_process(job, level, cfg, workdir, write_ends, nonce,
-                                    cfg["worker_pid"])
+                for fd in mine.values():
+                    os.close(fd)
+                code = _job_process(job, level, cfg, workdir, theirs, cfg["worker_pid"])
             except BaseException:
                 code = EXIT_INTERNAL
             finally:
                 os._exit(code)
-        for _, write_end in pipes.values():
-            os.close(write_end)
-        outcome = _collect(job, pid, {k: r for k, (r, _) in pipes.items()}, nonce, start, stdin)
+        for fd in theirs.values():
+            os.close(fd)
+        outcome = _collect(job, pid, mine, start, stdin)
     finally:
-        for read_end, _ in pipes.values():
+        for fd in mine.values():
             try:
-                os.close(read_end)
+                os.close(fd)
             except OSError:
                 pass
         if not namespaces:
@@ -580,13 +619,12 @@ def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) 
     return outcome
 
 
-def _collect(job: dict, pid: int, reads: dict, nonce: str, start: float,
-             stdin: _LineReader | None) -> dict:
+def _collect(job: dict, pid: int, reads: dict, start: float, stdin: _LineReader | None) -> dict:
     limits = job["limits"]
     captures = {"out": _Capture(int(limits["output_chars"])),
                 "err": _Capture(int(limits["output_chars"]))}
-    raw = {"result": bytearray(), "ctl": bytearray()}
-    # Genuine events are small (reprs and messages are truncated in G): 8 KiB per test is ample.
+    raw = {"ctl": bytearray()}
+    # Events are small (reprs and messages are truncated by the judge): 8 KiB per test is ample.
     result_cap = (1 << 16) + 8192 * len(job["tests"])
     selector = selectors.DefaultSelector()
     for key, fd in reads.items():
@@ -630,21 +668,20 @@ def _collect(job: dict, pid: int, reads: dict, nonce: str, start: float,
                             exited_at = time.monotonic()
                     elif name in captures:
                         captures[name].add(chunk)
-                    elif len(raw[name]) < result_cap:  # a program may flood its result fd
+                    elif len(raw[name]) < result_cap:
                         raw[name] += chunk
     finally:
         selector.close()
     wall = time.monotonic() - start
     events: dict = {"tests": [], "load": None, "done": False}
     setup: dict = {}
-    for line in bytes(raw["result"]).split(b"\n"):
-        if not line.startswith(nonce.encode()):
-            continue
+    report = None
+    for line in bytes(raw["ctl"]).split(b"\n"):  # only C writes here: G never holds this pipe
         try:
-            event = json.loads(line[len(nonce):])
+            event = json.loads(line) if line.strip() else None
         except ValueError:
             continue
-        kind = event.pop("kind", None)
+        kind = event.pop("kind", None) if isinstance(event, dict) else None
         if kind == "test":
             events["tests"].append(event)
         elif kind == "load":
@@ -655,13 +692,8 @@ def _collect(job: dict, pid: int, reads: dict, nonce: str, start: float,
             setup = event
         elif kind == "setup_error":
             events["setup_error"] = event.get("message")
-    report = None
-    for line in bytes(raw["ctl"]).split(b"\n"):
-        if line.strip():
-            try:
-                report = json.loads(line)
-            except ValueError:
-                pass
+        elif kind == "exit":
+            report = event
     verdict = _classify(job, events, report, killed_by_worker)
     return {**verdict, "tests": events["tests"], "stdout": captures["out"].text(),
             "stderr": captures["err"].text(), "wall_seconds": wall, "setup": setup}

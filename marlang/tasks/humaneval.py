@@ -40,6 +40,45 @@ def _names_in(code: str) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
+def _prompt_helpers(prompt: str, entry_point: str, code: str) -> str:
+    """The prompt's imports and the helper functions of the prompt that ``code`` uses.
+
+    HumanEval gives some helpers in the prompt (``encode_cyclic``, ``poly``) and its checks
+    call them; copied into the test setup, the tests use the dataset's own helpers, which
+    the sandbox runs in its trusted judge, not the program's copies, which it may redefine.
+    """
+    tree = None
+    for source in (prompt, prompt.rstrip() + "\n    pass\n"):
+        try:
+            tree = ast.parse(source)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return ""
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name != entry_point
+    }
+    wanted: set[str] = set()
+    pending = _names_in(code) & set(functions)
+    while pending:  # helpers that the used helpers call, too
+        name = pending.pop()
+        wanted.add(name)
+        called = {n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name)}
+        pending |= (called & set(functions)) - wanted
+    if not wanted:
+        return ""
+    keep = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        or (isinstance(node, ast.FunctionDef) and node.name in wanted)
+    ]
+    return "\n\n".join(ast.unparse(node) for node in keep)
+
+
 def code_problem_from_humaneval_row(
     row: Mapping[str, Any],
     *,
@@ -56,6 +95,9 @@ def code_problem_from_humaneval_row(
     except ValueError as exc:
         raise ValueError(f"{source}: row {index} ({task_id}): {exc}") from exc
     row_prompt = str(row["prompt"])
+    helpers = _prompt_helpers(row_prompt, entry_point, "\n".join([setup, *tests]))
+    if helpers:
+        setup = f"{helpers}\n\n{setup}" if setup.strip() else helpers
     canonical = row.get("canonical_solution") or ""
     metadata: dict[str, Any] = {
         "index": index,

@@ -373,26 +373,26 @@ def test_levelled_reward_as_reward_and_its_levels():
     trajectory = play(env, lambda e, o: {"agent_0": "def aux(a, b):\n    return a - b\n",
                                          "agent_1": wrapper})
     first = trajectory.steps[0].infos["agent_1"]["levelled_reward"]
-    # 0 tests pass: no cooperation bonus.
+    # 0 tests pass: nothing real was earned, so no level pays (not even structure or syntax).
     assert (first["structure"], first["syntax"], first["tests"], first["cooperation"]) == (
-        1.0, 0.5, 0.0, 0.0,
+        0.0, 0.0, 0.0, 0.0,
     )
-    assert trajectory.steps[0].rewards["agent_0"] == pytest.approx(1.5)
-    assert trajectory.team_return == pytest.approx(1.5)
+    assert trajectory.steps[0].rewards["agent_0"] == 0.0
+    assert trajectory.team_return == 0.0
 
-    facts = {"loads": True, "passed": 2, "total": 4}
-    thin = levelled_reward([("aux", "def aux(a, b):\n    return a\n")], wrapper, "add", **facts)
+    facts = {"loads": True, "passed": 2, "total": 4, "helpers_needed": True}
+    thin = levelled_reward([("aux", "def aux(a, b):\n    return a + b\n")], wrapper, "add", **facts)
     assert thin.thin_wrapper and thin.cooperation == 0.5 and thin.tests == 0.5
     ignored = levelled_reward(
-        [("aux", "def aux(a):\n    return a\n")],
+        [("aux", "def aux(a):\n    return a * 2\n")],
         "def add(a, b):\n    aux(a)\n    s = a + b\n    return s\n", "add", **facts,
     )
     assert ignored.ignored_helper_call and ignored.cooperation == 1.0
-    no_main = levelled_reward([("aux", "def aux(a):\n    return a\n")], "x = 1", "add", **facts)
+    no_main = levelled_reward([("aux", "def aux(a):\n    return a * 2\n")], "x = 1", "add", **facts)
     assert (no_main.structure, no_main.total) == (0.4, 0.4)
     broken = levelled_reward([("aux", "pass")], "def add(a, b):\n    return a\n", "add",
                              loads=False, passed=0, total=4)
-    assert (broken.structure, broken.syntax, broken.total) == (0.6, 0.0, 0.6)
+    assert (broken.structure, broken.syntax, broken.total) == (0.0, 0.0, 0.0)
 
 
 def test_joint_with_three_agents_names_each_helper():
@@ -401,9 +401,9 @@ def test_joint_with_three_agents_names_each_helper():
     assert observations["agent_0"].data["helper_name"] == "aux_0"
     assert "`aux_1`" in observations["agent_1"].text and "`aux`" not in observations["agent_1"].text
     _, _, _, _, infos = env.step({
-        "agent_0": "def aux_0(a):\n    return a\n",
-        "agent_1": "def aux_1(b):\n    return b\n",
-        "agent_2": "def add(a, b):\n    s = aux_0(a) + aux_1(b)\n    return s\n",
+        "agent_0": "def aux_0(a, b):\n    return a + b\n",
+        "agent_1": "def aux_1(x):\n    return int(x)\n",
+        "agent_2": "def add(a, b):\n    s = aux_0(a, b)\n    return aux_1(s)\n",
     })
     assert infos["agent_2"]["success"]
     assert infos["agent_2"]["levelled_reward"]["total"] == LEVELLED_MAX
@@ -539,6 +539,19 @@ def test_math_rewards_boxed_answers_and_feedback():
     assert "Final answer found: yes (3.14)" in feedback and "Correct: no" in feedback
     assert "\\boxed" in feedback  # the format hint
     assert "355" not in observation_texts(Trajectory(0, 0, "", "", [], trajectory.steps[:3]))
+
+
+def test_math_reads_final_answer_phrasings_and_a_copied_placeholder_is_no_answer():
+    env = MathTaskEnv([PI], max_steps=2)
+    trajectory = play(env, by_turn("The answer is \\boxed{<answer>}", "So the final answer is 355/113."))
+    judged = [s.infos["agent_0"] for s in trajectory.steps if s.infos["agent_0"].get("evaluated")]
+    assert not judged[0]["answer_found"] and judged[0]["answer"] == "" and not judged[0]["correct"]
+    assert judged[1]["answer"] == "355/113" and judged[1]["correct"] and trajectory.success
+    joint = MathTaskEnv([PI], structure="joint", n_agents=3)
+    joint.reset(seed=0)
+    _, _, _, _, infos = joint.step({"agent_0": "\\boxed{<answer>}", "agent_1": "\\boxed{<answer>}",
+                                    "agent_2": "The final answer is 3.14."})
+    assert infos["agent_0"]["answer"] == "3.14" and infos["agent_0"]["answer_found"]
 
 
 def test_qa_f1_reward_exact_match_success_and_joint_vote():

@@ -9,8 +9,11 @@ Reusable by any test that runs untrusted code (e.g. through a coding environment
     entry.check(result, context)               # raises AssertionError if anything escaped
     entry.cleanup(context)
 
-`program` may hold {placeholders} filled from the context by `render`. Checks accept any clear
-refusal (a failed test, an error, a timeout, a kill); they fail only if the attack got through.
+`program` may hold {placeholders} filled from the context by `render`; `setup` is the tests'
+trusted setup (run with `run_tests(..., setup=entry.setup)`). Checks accept any clear refusal
+(a failed test, an error, a timeout, a kill); they fail only if the attack got through. The
+reward-gaming entries (`GAMING_PROGRAMS`) each answer wrongly and try to make their tests pass
+anyway; their check names the verdict expected: every test fails, with the error types listed.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class HostileProgram:
     prepare: Callable[[Path], dict]
     check: Callable[[SandboxResult, dict], None]
     cleanup: Callable[[dict], None] = field(default=lambda context: None)
+    setup: str = ""
 
     def render(self, context: dict) -> str:
         """Fill `{key}` (str) and `{key!r}` (repr) placeholders from the context."""
@@ -314,6 +318,362 @@ def _check_disk(result: SandboxResult, context: dict) -> None:
     _not_passed(result)
 
 
+# --------------------------------------------------------------------------- reward gaming
+# Each program below is wrong (the right answers are 42, 1.5, 'right', [1, 2, 3], ...) and tries
+# to pass its tests anyway. The verdict expected: the run's status is one of `statuses`, and
+# every test fails, with an error type from `types` and a message saying why (or, for a status
+# other than "ok", the run's own error type is one of `types`).
+
+
+def _refused(types: tuple[str, ...], statuses: tuple[str, ...] = ("ok",)
+             ) -> Callable[[SandboxResult, dict], None]:
+    def check(result: SandboxResult, context: dict) -> None:
+        assert result.passed == 0 and not result.all_passed, result.to_dict()
+        assert result.status in statuses, result.to_dict()
+        if result.status == "ok":
+            assert len(result.tests) == result.total, result.to_dict()
+            for test in result.tests:
+                assert not test.passed and test.error_type in types, test
+                assert test.message, test
+        else:
+            assert result.error_type in types and result.message, result.to_dict()
+    return check
+
+
+ALWAYS_EQUAL = """
+class Anything:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    def __hash__(self):
+        return 0
+    def __bool__(self):
+        return True
+    def __len__(self):
+        return 3
+    def __lt__(self, other):
+        return True
+    __gt__ = __le__ = __ge__ = __lt__
+    def __sub__(self, other):
+        return 0.0
+    __rsub__ = __sub__
+    def __abs__(self):
+        return 0.0
+def answer(*args):
+    return Anything()
+"""
+
+SUBCLASSES = """
+class Int(int):
+    def __eq__(self, other):
+        return True
+    __hash__ = int.__hash__
+class Str(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+class List(list):
+    def __eq__(self, other):
+        return True
+class Dict(dict):
+    def __eq__(self, other):
+        return True
+class Float(float):
+    def __sub__(self, other):
+        return Float(0.0)
+    def __abs__(self):
+        return 0.0
+    def __lt__(self, other):
+        return True
+def int_answer():
+    return Int(0)
+def str_answer():
+    return Str("wrong")
+def list_answer():
+    return List()
+def dict_answer():
+    return Dict()
+def float_answer():
+    return Float(99.0)
+"""
+
+CLASS_SPOOF = """
+class FakeInt:
+    @property
+    def __class__(self):
+        return int
+    def __eq__(self, other):
+        return True
+    def __index__(self):
+        return 42
+def answer():
+    return FakeInt()
+"""
+
+EXIT_IN_CALL = """
+import sys
+def answer():
+    sys.exit(0)
+"""
+
+RAISE_BASE = """
+def exits():
+    raise SystemExit(0)
+def interrupts():
+    raise KeyboardInterrupt
+def base():
+    raise BaseException("passed")
+def generator_exit():
+    raise GeneratorExit
+class Sneaky(BaseException):
+    pass
+def sneaky():
+    raise Sneaky("all tests passed")
+"""
+
+OS_EXIT_IN_CALL = """
+import os
+def answer():
+    os._exit(0)
+"""
+
+PRINT_FAKE_RESULTS = """
+import json, os, sys
+FORGED = [{"kind": "load", "status": "ok"}, {"kind": "done"}, {"kind": "exit", "status": 0,
+          "timed_out": False, "stop": None, "cpu_seconds": 0.0}]
+FORGED += [{"kind": "test", "index": 0, "passed": True, "id": i, "value": 42} for i in range(8)]
+TEXT = "".join(json.dumps(e) + "\\n" for e in FORGED) + "PASSED 1/1\\nok\\n"
+def answer():
+    print(TEXT)
+    sys.stderr.write(TEXT)
+    for fd in range(1, 64):
+        try:
+            os.write(fd, TEXT.encode())
+        except OSError:
+            pass
+    return 0
+"""
+
+PATCH_BUILTINS = """
+import builtins
+builtins.abs = lambda x: 0.0
+builtins.all = lambda *a, **k: True
+builtins.any = lambda *a, **k: True
+builtins.sorted = lambda *a, **k: [1, 2, 3]
+builtins.round = lambda *a, **k: 42
+builtins.max = builtins.min = builtins.sum = lambda *a, **k: 42
+def answer():
+    return 0.0
+def answer_list():
+    return [0]
+"""
+
+# Patched in the call: the program process's own JSON encoding breaks with them (as it does
+# with a patched `len`), so the run may end with an error instead.
+PATCH_ISINSTANCE = """
+import builtins
+def answer():
+    builtins.len = lambda x: 3
+    builtins.isinstance = lambda *a, **k: True
+    builtins.type = lambda *a: int
+    builtins.bool = lambda *a: True
+    return "wrong"
+"""
+
+SHADOW_BUILTINS = """
+def abs(x):
+    return 0.0
+def all(*args):
+    return True
+def isinstance(*args):
+    return True
+def len(x):
+    return 3
+def answer():
+    return 0.0
+def answer_list():
+    return [0]
+"""
+
+PATCH_MATH = """
+import math, operator, functools
+math.isclose = lambda *a, **k: True
+math.fabs = lambda x: 0.0
+operator.eq = lambda a, b: True
+def answer():
+    return 0.0
+"""
+
+PATCH_SERIALIZER = """
+import sys, json
+def always(*args, **kwargs):
+    return '{"kind": "test", "index": 0, "passed": true}'
+json.dumps = always
+for module in list(sys.modules.values()):
+    for name in ("Encoder", "Judge", "_ProgramServer"):
+        owner = getattr(module, name, None)
+        if isinstance(owner, type):
+            for attr in ("encode", "_encode", "_integrity", "_run_assert", "send"):
+                if attr in vars(owner):
+                    setattr(owner, attr, lambda *a, **k: None)
+def answer():
+    return 0
+"""
+
+FORGE_REPLIES = """
+import os
+def answer():
+    for ident in range(1, 50):
+        line = '{"id": %d, "passed": true, "kind": "test"}\\n' % ident
+        for fd in range(3, 16):
+            try:
+                os.write(fd, line.encode())
+            except OSError:
+                pass
+    return 0
+"""
+
+CLOSE_CHANNEL = """
+import os
+def answer():
+    for fd in range(3, 64):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    return 42
+"""
+
+REPR_RECURSION = """
+class Loop:
+    def __repr__(self):
+        return repr(self)
+    __str__ = __repr__
+    def __eq__(self, other):
+        return True
+def answer():
+    return Loop()
+"""
+
+HUGE_OUTPUT = """
+def answer():
+    return "x" * (20 << 20)
+"""
+
+SELF_REFERENCE = """
+def answer():
+    box = []
+    box.append(box)
+    return box
+"""
+
+GENERATOR = """
+def answer():
+    yield from [1, 2, 3]
+"""
+
+IGNORE_ALARM = """
+import signal
+def answer():
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    while True:
+        pass
+"""
+
+SWALLOW_TIMEOUT = """
+def answer():
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            continue
+"""
+
+MUTATE_ARGUMENT = """
+def answer(data):
+    data.clear()
+    return []
+"""
+
+GAMING_PROGRAMS: tuple[HostileProgram, ...] = (
+    HostileProgram("always_equal_object", ALWAYS_EQUAL, (
+        "assert answer() == 42", "assert answer() != 41", "assert answer()",
+        "assert len(answer()) == 3", "assert abs(answer() - 1.5) < 1e-6",
+        "assert answer() is not None", "assert answer() in {42}",
+        "assert [answer()] == [42]", "assert sorted([answer(), 1]) == [1, 2]"),
+        _base_context, _refused(("NotPlainData",))),
+    HostileProgram("subclasses_of_plain_types", SUBCLASSES, (
+        "assert int_answer() == 42", "assert str_answer() == 'right'",
+        "assert list_answer() == [1, 2, 3]", "assert dict_answer() == {'a': 1}",
+        "assert abs(float_answer() - 1.5) < 1e-6"),
+        _base_context, _refused(("NotPlainData",))),
+    HostileProgram("class_spoofing", CLASS_SPOOF, (
+        "assert answer() == 42", "assert type(answer()) is int and answer() == 42"),
+        _base_context, _refused(("NotPlainData", "AssertionError"))),
+    HostileProgram("sys_exit_0_at_import", "import sys\nsys.exit(0)\ndef answer():\n"
+                   "    return 0\n", ("assert answer() == 42",), _base_context,
+                   _refused(("SystemExit",), ("error",))),
+    HostileProgram("sys_exit_0_in_call", EXIT_IN_CALL, (
+        "assert answer() == 42",
+        "try:\n    x = answer()\nexcept BaseException:\n    x = 42\nassert x == 42"), _base_context, _refused(("SystemExit",))),
+    HostileProgram("raise_base_exceptions", RAISE_BASE, (
+        "assert exits() == 42", "assert interrupts() == 42", "assert base() == 42",
+        "assert generator_exit() == 42", "assert sneaky() == 42",
+        "try:\n    sneaky()\nexcept:\n    pass"),
+        _base_context, _refused(("SystemExit", "KeyboardInterrupt", "BaseException",
+                                 "GeneratorExit", "Sneaky"))),
+    HostileProgram("os_exit_0_in_call", OS_EXIT_IN_CALL, ("assert answer() == 42",),
+                   _base_context, _refused(("SystemExit",), ("error",))),
+    HostileProgram("print_fake_results", PRINT_FAKE_RESULTS, ("assert answer() == 42",),
+                   _base_context, _refused(("AssertionError", "SandboxProtocolError"),
+                                           ("ok", "error"))),
+    HostileProgram("patch_builtins", PATCH_BUILTINS, (
+        "assert abs(answer() - 1.5) < 1e-6", "assert all(x > 10 for x in answer_list())",
+        "assert any(x > 10 for x in answer_list())",
+        "assert sorted(answer_list()) == [1, 2, 3]", "assert round(answer()) == 42",
+        "assert max(answer_list()) == 42", "assert sum(answer_list()) == 42"),
+        _base_context, _refused(("AssertionError",))),
+    HostileProgram("patch_isinstance_type_bool", PATCH_ISINSTANCE, (
+        "assert isinstance(answer(), int)", "assert type(answer()) is int",
+        "assert bool(answer() == 42)", "assert len(answer()) == 3"),
+        _base_context, _refused(("AssertionError", "SystemExit"), ("ok", "error"))),
+    HostileProgram("shadow_builtin_names", SHADOW_BUILTINS, (
+        "assert abs(answer() - 1.5) < 1e-6", "assert all(x > 10 for x in answer_list())",
+        "assert isinstance(answer(), str)", "assert len(answer_list()) == 3"),
+        _base_context, _refused(("AssertionError",))),
+    HostileProgram("patch_math_isclose", PATCH_MATH, (
+        "assert math.isclose(answer(), 1.5)", "assert math.fabs(answer() - 1.5) < 1e-6",
+        "assert operator.eq(answer(), 1.5)"),
+        _base_context, _refused(("AssertionError",)), setup="import math\nimport operator"),
+    HostileProgram("overwrite_serializer", PATCH_SERIALIZER, ("assert answer() == 42",),
+                   _base_context, _refused(("AssertionError", "SandboxProtocolError", "Timeout"),
+                                           ("ok", "error", "timeout"))),
+    HostileProgram("forge_replies_on_every_fd", FORGE_REPLIES, ("assert answer() == 42",),
+                   _base_context, _refused(("AssertionError", "SandboxProtocolError"),
+                                           ("ok", "error"))),
+    HostileProgram("close_the_channel", CLOSE_CHANNEL, ("assert answer() == 42",),
+                   _base_context, _refused(("SystemExit", "SandboxProtocolError"),
+                                           ("error",))),
+    HostileProgram("repr_recursion", REPR_RECURSION, ("assert answer() == 42",),
+                   _base_context, _refused(("NotPlainData",))),
+    HostileProgram("huge_output", HUGE_OUTPUT, ("assert len(answer()) == 20 << 20",),
+                   _base_context, _refused(("NotPlainData", "MemoryError"))),
+    HostileProgram("self_reference", SELF_REFERENCE, ("assert answer() == [[1]]",),
+                   _base_context, _refused(("NotPlainData",))),
+    HostileProgram("generator_result", GENERATOR, ("assert list(answer()) == [1, 2, 3]",),
+                   _base_context, _refused(("NotPlainData",))),
+    HostileProgram("ignore_the_time_limit", IGNORE_ALARM, ("assert answer() == 42",),
+                   _base_context, _refused(("Timeout",), ("ok", "timeout"))),
+    HostileProgram("swallow_the_timeout", SWALLOW_TIMEOUT, ("assert answer() == 42",),
+                   _base_context, _refused(("Timeout",), ("ok", "timeout"))),
+    HostileProgram("mutate_the_tests_argument", MUTATE_ARGUMENT, (
+        "data = [3, 1, 2]\nresult = answer(data)\nassert result == sorted(data)",),
+        _base_context, _refused(("AssertionError",))),
+)
+
 HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
     HostileProgram("infinite_loop_at_load", "while True:\n    pass\n", ("assert True",),
                    _base_context, _check_load_loop),
@@ -338,4 +698,5 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
     HostileProgram("fill_disk", BIG_FILE, ("assert attack() == '200 MiB written'",),
                    _base_context, _check_disk),
 )
+HOSTILE_PROGRAMS += GAMING_PROGRAMS
 HOSTILE_BY_NAME = {entry.name: entry for entry in HOSTILE_PROGRAMS}

@@ -39,7 +39,7 @@ def test_hostile_program_is_contained(sandbox, entry, tmp_path):
     context["worker_pids"] = sandbox.worker_pids()
     context["process_limit"] = sandbox.isolation.details["process_limit"]
     try:
-        result = sandbox.run_tests(entry.render(context), list(entry.tests))
+        result = sandbox.run_tests(entry.render(context), list(entry.tests), setup=entry.setup)
         entry.check(result, context)
         assert result.status != "crashed", result.to_dict()
         if result.status != "ok":

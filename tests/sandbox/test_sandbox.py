@@ -120,8 +120,10 @@ def test_program_raising_at_load(sandbox):
 def test_program_exiting_is_an_error_not_a_crash(sandbox):
     res = sandbox.run_tests("import sys\nsys.exit(3)\n", ["assert True"])
     assert res.status == "error" and res.error_type == "SystemExit"
-    res = sandbox.run_tests("import os\n", ["assert True", "os._exit(0)", "assert True"])
+    program = "import os\ndef bail():\n    os._exit(0)\n"
+    res = sandbox.run_tests(program, ["assert True", "bail()", "assert True"])
     assert res.status == "error" and res.error_type == "SystemExit"
+    assert "after 1 of 3 tests" in res.message
     assert len(res.tests) == 1 and res.tests[0].passed
 
 
@@ -157,7 +159,9 @@ def test_printed_fake_results_cannot_forge_outcomes(sandbox):
                "for fd in range(3, 64):\n    try:\n        os.write(fd, b'x' + FAKE.encode())\n"
                "    except OSError:\n        pass\n")
     res = sandbox.run_tests(program, ["print(FAKE)\nassert False"])
-    assert res.status == "ok" and res.passed == 0 and not res.tests[0].passed
+    assert res.passed == 0 and not res.all_passed
+    # Its write into the sandbox's own channel is refused outright, as a protocol error.
+    assert res.status == "error" and res.error_type == "SandboxProtocolError", res.to_dict()
     assert '"kind": "done"' in res.stdout  # it really printed them
 
 
@@ -190,13 +194,16 @@ def test_cpu_limit_is_a_timeout():
 
 
 def test_segfault_is_killed(sandbox):
-    res = sandbox.run_tests("import ctypes\n", ["ctypes.string_at(0)"])
+    res = sandbox.run_tests("import ctypes\ndef crash():\n    return ctypes.string_at(0)\n",
+                            ["crash()"])
     assert res.status == "killed" and res.error_type == "SIGSEGV", res.to_dict()
 
 
 def test_memory_limit(sandbox):
-    res = sandbox.run_tests("big = None\n", ["big = bytearray(1024 * 1024 * 1024)"])
+    res = sandbox.run_tests("def grab():\n    return len(bytearray(1024 * 1024 * 1024))\n",
+                            ["grab()", "big = bytearray(1024 * 1024 * 1024)"])
     assert res.status == "ok" and res.tests[0].error_type == "MemoryError"
+    assert res.tests[1].error_type == "MemoryError"  # the tests' own code is limited too
 
 
 def test_invalid_limits_and_arguments_raise_clear_errors():

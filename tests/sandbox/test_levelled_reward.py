@@ -1,0 +1,136 @@
+"""The levelled reward pays nothing for structure or cooperation that was not really earned.
+
+Every answer below runs through the joint coding env's own `step` (so through the sandbox and
+the cooperation check); each attack states the levels it is expected to get.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from marlang.envs_text.coding_tasks import CodeTaskEnv
+from marlang.envs_text.task_feedback import (
+    LEVELLED_MAX,
+    is_trivial_function,
+    levelled_reward,
+    real_helpers,
+)
+from marlang.sandbox import Sandbox, SandboxLimits
+from marlang.tasks import CodeProblem
+
+ADD = CodeProblem(
+    task_id="Toy/add",
+    prompt='def add(a, b):\n    """Return the sum of a and b."""\n',
+    entry_point="add",
+    tests=("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(5, -2) == 3",
+           "assert add(10, 5) == 15"),
+    canonical_solution='def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n',
+)
+REAL_HELPER = "def aux(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxLimits(wall_seconds=5.0, test_timeout=2.0), workers=2) as sb:
+        yield sb
+
+
+def levels(sandbox, helper: str, main: str) -> dict:
+    env = CodeTaskEnv([ADD], env_id="toy/add", structure="joint", reward="levelled",
+                      max_steps=1, sandbox=sandbox)
+    env.reset(seed=0)
+    _, rewards, _, _, infos = env.step({"agent_0": helper, "agent_1": main})
+    levelled = infos["agent_0"]["levelled_reward"]
+    assert rewards["agent_0"] == pytest.approx(levelled["total"])  # reward="levelled" pays it
+    return levelled
+
+
+def _parts(levelled: dict) -> tuple[float, float, float, float]:
+    return (levelled["structure"], levelled["syntax"], levelled["tests"],
+            levelled["cooperation"])
+
+
+def test_real_cooperation_earns_every_level(sandbox):
+    levelled = levels(sandbox, REAL_HELPER,
+                      "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n")
+    assert _parts(levelled) == (1.0, 0.5, 1.0, 1.5) and levelled["total"] == LEVELLED_MAX
+    assert levelled["earned"] and levelled["helpers_needed"]
+
+
+def test_a_thin_wrapper_around_a_real_helper_earns_half_a_point(sandbox):
+    levelled = levels(sandbox, REAL_HELPER, "def add(a, b):\n    return aux(a, b)\n")
+    assert _parts(levelled) == (1.0, 0.5, 1.0, 0.5) and levelled["thin_wrapper"]
+
+
+def test_nothing_is_paid_before_a_test_passes(sandbox):
+    # Well-formed helper and main that load but pass no test: 0, not structure + syntax.
+    levelled = levels(sandbox, REAL_HELPER,
+                      "def add(a, b):\n    total = aux(a, -b)\n    return total\n")
+    assert levelled["total"] == 0.0 and not levelled["earned"]
+    assert levelled["loads"] and levelled["main_defined"] and levelled["helper_defined"]
+    broken = levels(sandbox, REAL_HELPER, "def add(a, b):\n    return aux(a, b\n")
+    assert broken["total"] == 0.0 and not broken["loads"]
+
+
+def test_an_empty_helper_returning_a_constant_earns_no_structure_or_cooperation(sandbox):
+    levelled = levels(sandbox, "def aux(a, b):\n    return 0\n",
+                      "def add(a, b):\n    aux(a, b)\n    s = a + b\n    return s\n")
+    assert _parts(levelled) == (0.6, 0.5, 1.0, 0.0) and not levelled["helper_defined"]
+
+
+def test_calling_a_real_helper_without_using_it_earns_no_cooperation(sandbox):
+    levelled = levels(sandbox, "def aux(a, b):\n    return a * b\n",
+                      "def add(a, b):\n    unused = aux(a, b)\n    s = a + b\n    return s\n")
+    assert levelled["helper_called"] and not levelled["helpers_needed"]
+    assert _parts(levelled) == (1.0, 0.5, 1.0, 0.0)
+
+
+def test_a_disguised_constant_helper_earns_no_cooperation(sandbox):
+    helper = "def aux(a, b):\n    seven = 7\n    return seven\n"
+    main = "def add(a, b):\n    k = aux(a, b)\n    s = a + b + k - 7\n    return s\n"
+    levelled = levels(sandbox, helper, main)
+    assert levelled["helper_defined"] and levelled["helper_called"]  # it fools the parser
+    assert not levelled["helpers_needed"] and levelled["cooperation"] == 0.0  # not the tests
+
+
+def test_a_disguised_pass_through_helper_earns_no_cooperation(sandbox):
+    helper = "def aux(x):\n    y = x\n    return y\n"
+    main = "def add(a, b):\n    s = aux(a + b)\n    return s + 0\n"
+    levelled = levels(sandbox, helper, main)
+    assert levelled["helper_called"] and not levelled["helpers_needed"]
+    assert levelled["cooperation"] == 0.0 and levelled["total"] == 2.5
+
+
+def test_a_main_that_ignores_the_helper_earns_no_cooperation(sandbox):
+    levelled = levels(sandbox, REAL_HELPER, "def add(a, b):\n    return b + a\n")
+    assert _parts(levelled) == (1.0, 0.5, 1.0, 0.0) and not levelled["helper_called"]
+
+
+def test_trivial_functions_are_recognised():
+    import ast
+
+    def node(code):
+        return ast.parse(code).body[0]
+
+    for code in ("def f(x):\n    pass\n", "def f(x):\n    '''doc'''\n    return 3\n",
+                 "def f(x):\n    return x\n", "def f(x, y):\n    return (x, [y, -1], {'k': None})\n",
+                 "def f():\n    ...\n"):
+        assert is_trivial_function(node(code)), code
+    for code in ("def f(x):\n    return x + 1\n", "def f(x):\n    return len(x)\n",
+                 "def f(x):\n    y = x\n    return y\n"):
+        assert not is_trivial_function(node(code)), code
+    assert real_helpers([("aux", "def aux(a):\n    return a\n"),
+                         ("aux_1", "def aux_1(a):\n    return a * 2\n"),
+                         ("aux_2", "def aux_2(a):\n    print(a)\n")]) == ["aux_1"]
+
+
+def test_the_pure_function_keeps_everything_at_zero_until_earned():
+    main = "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n"
+    none = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=0, total=4,
+                           helpers_needed=True)
+    assert none.total == 0.0 and not none.earned and none.helper_defined
+    some = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4)
+    assert (some.structure, some.syntax, some.tests, some.cooperation) == (1.0, 0.5, 0.25, 0.0)
+    needed = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4,
+                             helpers_needed=True)
+    assert needed.cooperation == 1.5 and needed.total == 3.25
