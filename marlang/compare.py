@@ -11,13 +11,21 @@ import itertools
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from marlang.config import ConfigError, ExperimentConfig, apply_override, build_config, parse_value
+from marlang.config import (
+    ConfigError,
+    ExperimentConfig,
+    apply_override,
+    build_config,
+    learning_method,
+    parse_value,
+)
 from marlang.experiment import Experiment, build_chat_model
 from marlang.report import markdown_table, plot_iteration_curves, policies_text
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
@@ -60,17 +68,25 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
     reference setting per environment when ``reference``."""
     keys = [k for k, _ in grid]
     settings: list[Setting] = []
+    method_keys = _method_keys(base, grid)
     for combo in itertools.product(*[vals for _, vals in grid]) if grid else [()]:
         data = copy.deepcopy(base)
+        names: list[str] = []
         for k, v in zip(keys, combo):
-            apply_override(data, k, v)
+            if k == SETTING_KEY:
+                names.append(_apply_setting(data, v))
+            else:
+                apply_override(data, k, v)
+        if method_keys:
+            _drop_other_methods_keys(data, method_keys)
         cfg = build_config(data)
         group = cfg.env.id
         head = {"llm": [cfg.protocol.label, cfg.learning.label], "neural": [cfg.learning.label]}.get(
             cfg.agents.kind, ["scripted"])
-        label_parts = head + [
+        label_parts = [*names] if names else head
+        label_parts += [
             f"{k}={v}" for k, v in zip(keys, combo)
-            if k not in ("protocol", "env.id", "learning") and not k.startswith("learning.")]
+            if k not in ("protocol", "env.id", "learning", SETTING_KEY) and not k.startswith("learning.")]
         settings.append(Setting(", ".join(label_parts), cfg, group))
     if reference:
         for group in dict.fromkeys(s.group for s in settings):
@@ -90,39 +106,110 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
     return settings
 
 
+SETTING_KEY = "setting"
+"""A grid key whose values each change several keys together, e.g. a neural learner next to
+LLM teams: ``{name: mappo, agents.kind: neural, learning: {method: mappo}}``."""
+
+
+def _apply_setting(data: dict[str, Any], value: Any) -> str:
+    """Apply one ``setting`` value (its keys as ``--set`` applies them: a dotted key sets one
+    value, a mapping updates its section) and return its row name."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or len(value) < 2:
+        raise ConfigError(
+            f"grid: each 'setting' value must be a mapping with a 'name' and the keys it changes, "
+            f"e.g. {{name: mappo, agents.kind: neural, learning: {{method: mappo}}}}; got {value!r}")
+    for key, v in value.items():
+        if key != "name":
+            apply_override(data, key, copy.deepcopy(v))
+    return value["name"]
+
+
+def _grid_methods(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[str]:
+    methods = [str((base.get("learning") or {}).get("method", "reflexion"))]
+    for key, values in grid:
+        for v in values:
+            if key == "learning.method":
+                methods.append(str(v))
+            elif key == "learning" and isinstance(v, dict) and "method" in v:
+                methods.append(str(v["method"]))
+    return list(dict.fromkeys(methods))
+
+
+def _method_keys(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> dict[str, set[str]]:
+    """For a grid over learning methods: each method's own ``learning.*`` keys (empty when the
+    grid keeps one method, or names an unknown one, which validation then reports)."""
+    methods = _grid_methods(base, grid)
+    if len(methods) < 2:
+        return {}
+    out: dict[str, set[str]] = {}
+    for m in methods:
+        try:
+            out[m] = set(learning_method(m).options_model.model_fields)
+        except (KeyError, ValueError):
+            return {}
+    return out
+
+
+def _drop_other_methods_keys(data: dict[str, Any], method_keys: dict[str, set[str]]) -> None:
+    """A grid over learning methods applies a method's own keys (``learning.memory_size`` of
+    reflexion) only to that method's settings: keys of another method in the grid that this
+    setting's method does not take are dropped. Keys of no method in the grid stay (and fail
+    validation, naming the key)."""
+    learning = data.get("learning")
+    if not isinstance(learning, dict):
+        return
+    mine = method_keys.get(str(learning.get("method", "reflexion")))
+    if mine is None:
+        return
+    others = set().union(*method_keys.values()) - mine
+    for key in [k for k in learning if k in others]:
+        del learning[key]
+
+
 def run_comparison(
     base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
+    notify: Callable[[str], None] | None = None,
 ) -> ComparisonResult:
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``."""
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
-        {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference}, sort_keys=False))
-
     shared_model: Any = None
     shared_cache: Any = None
+    shares_model = not any(k.startswith("model") for k, _ in grid)
+    first_llm = next((s for s in settings if s.config.agents.kind == "llm"), None)
+    if first_llm is not None and shares_model:
+        # The model loads before anything is written: a spec that cannot load leaves nothing.
+        shared_model, shared_cache = build_chat_model(first_llm.config.model)
     multi_group = len({s.group for s in settings}) > 1
-    for s in settings:
-        run_path = out / _slug(f"{s.group}__{s.name}" if multi_group else s.name)
+    names = [_slug(f"{s.group}__{s.name}" if multi_group else s.name) for s in settings]
+    for s, name in zip(settings, names):
+        run_path = out / name
         kwargs: dict[str, Any] = {}
-        if s.config.agents.kind == "llm" and not any(k.startswith("model") for k, _ in grid):
-            if shared_model is None:
-                shared_model, shared_cache = build_chat_model(s.config.model)
+        if s.config.agents.kind == "llm" and shares_model:
             kwargs = {"chat_model": shared_model, "cache": shared_cache}
         logger.info("setting %s -> %s", s.name, run_path)
         label = s.name if s.config.agents.kind != "scripted" else None
-        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, **kwargs).run()
-    return write_comparison(out)
+        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, notify=notify,
+                   **kwargs).run()
+    atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
+        {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
+        sort_keys=False))
+    return write_comparison(out, runs=names)
 
 
-def write_comparison(out_dir: str | Path) -> ComparisonResult:
-    """(Re)build the comparison table and plot from the run directories under ``out_dir``."""
+def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> ComparisonResult:
+    """(Re)build the comparison table and plot from the run directories under ``out_dir``:
+    those named in ``runs`` (a grid's settings; the others there are named in a note below
+    the table), or every one when ``runs`` is None."""
     out = Path(out_dir)
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    others: list[str] = []
     for run_path in sorted(p.parent for p in out.glob("*/summary.json")):
+        if runs is not None and run_path.name not in runs:
+            others.append(run_path.name)
+            continue
         summary = json.loads((run_path / "summary.json").read_text())
         if not summary.get("episodes"):
             continue
@@ -149,6 +236,9 @@ def write_comparison(out_dir: str | Path) -> ComparisonResult:
         for name, s in ordered.items():
             if s.get("policies"):
                 parts.append(policies_text(s["policies"], heading=f"### {group}: {name}"))
+    if others:
+        parts.append(f"Not in this grid (earlier runs in {out}, shown by marlang report {out}): "
+                     f"{', '.join(others)}\n")
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
     atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")

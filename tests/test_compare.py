@@ -66,3 +66,69 @@ def test_comparison_and_run_summaries_are_strict_json(tmp_path):
     write_comparison(tmp_path / "cmp")
     table = strict(tmp_path / "cmp" / "summary.json")
     assert table["babyai/goto-obj"]["scripted, 1 steps"]["steps_when_solved"]["ci95"] is None
+
+
+def test_a_comparison_shows_its_own_grid_and_names_earlier_runs_in_its_folder(tmp_path):
+    from marlang.compare import run_comparison
+
+    base = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},
+            "run": {"episodes": 1, "progress": False}}
+    out = tmp_path / "cmp"
+    first = run_comparison(base, [("env.max_steps", [3])], out, reference=False)
+    assert "scripted, 3 steps" in first.table
+    second = run_comparison(base, [("env.max_steps", [4, 5])], out, reference=False)
+    rows = second.summaries["babyai/goto-obj"]
+    assert set(rows) == {"scripted, 4 steps", "scripted, 5 steps"}
+    assert "| scripted, 3 steps" not in second.table
+    assert "Not in this grid" in second.table and "scripted--env.max_steps-3" in second.table
+    # The folder's report still shows every run in it.
+    assert set(write_comparison(out).summaries["babyai/goto-obj"]) == {
+        "scripted, 3 steps", "scripted, 4 steps", "scripted, 5 steps"}
+
+
+def test_a_grid_over_learning_methods_gives_each_method_only_its_own_keys():
+    from pathlib import Path
+
+    import yaml
+
+    base = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/demo.yaml").read_text())
+    assert base["learning"]["memory_size"] == 3
+    settings = expand_grid(base, [("learning.method", ["none", "reflexion"])], reference=False)
+    assert [s.name for s in settings] == ["none, static", "none, reflexion"]
+    assert settings[1].config.learning.options.memory_size == 3
+    # A key of no method in the grid is still an error naming it.
+    import pytest
+
+    from marlang.config import ConfigError
+
+    with pytest.raises(ConfigError, match="learning.memory_sise"):
+        expand_grid({**base, "learning": {"method": "reflexion", "memory_sise": 2}},
+                    [("learning.method", ["none", "reflexion"])], reference=False)
+
+
+def test_a_setting_grid_changes_several_keys_together_and_puts_neural_rows_beside_llm_rows():
+    import pytest
+
+    from marlang.config import ConfigError
+
+    base = {"env": {"id": "babyai-marl/goto-obj", "n_agents": 2, "max_steps": 5},
+            "agents": {"chain_of_thought": False, "action_selection": "score"},
+            "learning": {"method": "none"}}
+    grid = [("setting", [
+        {"name": "untrained", "learning": {"method": "none"}},
+        {"name": "reflexion", "learning": {"method": "reflexion", "memory_size": 2}},
+        {"name": "mappo + pseudo reward", "agents": {"kind": "neural"},
+         "env.kwargs": {"pseudo_reward": True}, "learning": {"method": "mappo", "frames": 2000}},
+    ])]
+    settings = expand_grid(base, grid, reference=False)
+    assert [s.name for s in settings] == ["untrained", "reflexion", "mappo + pseudo reward"]
+    assert {s.group for s in settings} == {"babyai-marl/goto-obj"}  # one table
+    untrained, reflexion, mappo = (s.config for s in settings)
+    assert untrained.learning.method == "none" and untrained.agents.action_selection == "score"
+    assert reflexion.learning.options.memory_size == 2
+    assert mappo.agents.kind == "neural" and mappo.learning.method == "mappo"
+    assert mappo.env.kwargs == {"pseudo_reward": True} and untrained.env.kwargs == {}
+    assert (mappo.env.n_agents, mappo.env.max_steps) == (2, 5)  # a dotted key leaves the rest
+    for bad in ({"learning": {"method": "none"}}, {"name": "only a name"}, "none"):
+        with pytest.raises(ConfigError, match="'setting' value must be a mapping with a 'name'"):
+            expand_grid(base, [("setting", [bad])], reference=False)
