@@ -216,6 +216,11 @@ def learning_method(name: str) -> LearnerSpec:
         raise ValueError(f"learning.method {name!r}: {err}") from None
 
 
+RUN_LOGGERS = ("csv", "tensorboard")
+"""Valid ``run.loggers``: ``iterations.csv`` is the run's record and always written; ``tensorboard``
+adds its rows as scalars (see :mod:`marlang.scalars`)."""
+
+
 class RunConfig(_Section):
     """How many episodes, how many at once, seeds and naming."""
 
@@ -224,6 +229,20 @@ class RunConfig(_Section):
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
     seed: int = 0
     progress: bool = True
+    loggers: list[str] = Field(
+        default_factory=lambda: ["csv"],
+        description="Where each iteration's row goes: csv (iterations.csv, always written) and "
+        "tensorboard (scalars under RUN/tensorboard/).",
+    )
+
+    @field_validator("loggers")
+    @classmethod
+    def _known_loggers(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name not in RUN_LOGGERS:
+                raise ValueError(f"unknown logger {name!r}{did_you_mean(name, RUN_LOGGERS)}; "
+                                 f"valid choices: {', '.join(RUN_LOGGERS)}")
+        return list(dict.fromkeys(v))
 
 
 class ExperimentConfig(_Section):
@@ -444,6 +463,7 @@ RESUME_MAY_CHANGE = (
     "run.parallel",
     "run.progress",
     "run.name",
+    "run.loggers",
     "learning.iterations",
     "model.max_concurrency",
     "model.timeout",

@@ -110,7 +110,7 @@ class Experiment:
             # Data-parallel training (accelerate launch): process r keeps its own rollouts and
             # adapters in RUN/rank<r>/; process 0 writes the run directory itself.
             out_dir = Path(out_dir) / f"rank{launched_rank()}"
-        self.run_dir = RunDirectory(out_dir)
+        self.run_dir = RunDirectory(out_dir, loggers=config.run.loggers)
         self.resume = resume
         self._chat_model = chat_model
         self._learner_model = learner_model

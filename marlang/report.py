@@ -177,6 +177,7 @@ def iteration_row(
         "success_rate": sr["mean"],
         "success_low": sr["low"],
         "success_high": sr["high"],
+        "invalid_rate": _invalid_rate(trajectories),
         "eval_return": (evaluation or {}).get("candidate_return"),
         "policies_accepted": sum(1 for a in accepted if a) if accepted else None,
         "policies_proposed": len(accepted) if accepted else None,
@@ -192,6 +193,13 @@ def iteration_row(
         row[f"{role}_tokens"] = sum(int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
                                     for r in of_role)
     return row
+
+
+def _invalid_rate(trajectories: Sequence[Any]) -> float | None:
+    """Invalid actions per decision over the episodes' ``metrics.csv`` rows (None without any)."""
+    metrics = [getattr(t, "metrics", None) or {} for t in trajectories]
+    decisions = sum(int(m.get("decisions") or 0) for m in metrics)
+    return sum(int(m.get("invalid_actions") or 0) for m in metrics) / decisions if decisions else None
 
 
 def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | Path,

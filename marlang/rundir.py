@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -110,10 +111,15 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
 
 class RunDirectory:
-    """Reads and writes one run's files (see DESIGN.md, "The run directory")."""
+    """Reads and writes one run's files (see DESIGN.md, "The run directory").
 
-    def __init__(self, path: str | Path) -> None:
+    ``loggers`` are the run's ``run.loggers``: ``iterations.csv`` is always written; with
+    ``tensorboard`` each write of it is mirrored into ``tensorboard/`` (:mod:`marlang.scalars`).
+    """
+
+    def __init__(self, path: str | Path, loggers: Iterable[str] = ("csv",)) -> None:
         self.path = Path(path)
+        self.scalars = TensorBoardScalars(self.path) if "tensorboard" in loggers else None
 
     # paths ---------------------------------------------------------------------------------
     @property
@@ -193,6 +199,17 @@ class RunDirectory:
         for r in rows:
             fields.extend(k for k in r if k not in fields)
         _write_csv(self.iterations_file, fields, [{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
+        if self.scalars is not None:
+            self.scalars.sync(rows)
+
+    def discard_iterations(self) -> None:
+        """Remove ``iterations.csv`` and its TensorBoard scalars (a run starting over)."""
+        import shutil
+
+        self.iterations_file.unlink(missing_ok=True)
+        shutil.rmtree(self.path / TENSORBOARD_DIR, ignore_errors=True)
+        if self.scalars is not None:
+            self.scalars = TensorBoardScalars(self.path)
 
     # reads ---------------------------------------------------------------------------------
     @property
@@ -270,6 +287,7 @@ class RunDirectory:
         files in the directory are left alone."""
         for name in self.RUN_FILES:
             (self.path / name).unlink(missing_ok=True)
+        self.discard_iterations()
 
     def load_trajectories(self) -> list[Trajectory]:
         return [Trajectory.from_dict(d) for d in self.load_episode_dicts()]

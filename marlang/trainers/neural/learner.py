@@ -183,7 +183,7 @@ class NeuralTrainer:
                  callbacks: Sequence[Callback] = ()) -> None:
         self.config = config
         self.callbacks = list(callbacks)
-        self.run_dir = RunDirectory(out_dir)
+        self.run_dir = RunDirectory(out_dir, loggers=config.run.loggers)
         self.resume = resume
         self.label = label
         self.options: Any = config.learning.options
@@ -217,7 +217,7 @@ class NeuralTrainer:
         if checkpoint is None:
             status = None
             shutil.rmtree(rd.path / BENCHMARL_DIR, ignore_errors=True)
-            rd.iterations_file.unlink(missing_ok=True)
+            rd.discard_iterations()  # iterations.csv and its TensorBoard scalars
         self.check_env()  # a bad env fails before the run directory is made
         if checkpoint is None:
             shutil.rmtree(rd.path / "credit", ignore_errors=True)
