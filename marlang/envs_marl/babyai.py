@@ -296,12 +296,18 @@ class BabyAINumericEnv(NumericTextEnv):
         instrs = self.babyai.level.instrs
         if not isinstance(instrs, GoToInstr):
             return set()
+        targets = [obj for obj in instrs.desc.obj_set if obj.cur_pos is not None]
         seen: set[int] = set()
         for agent in self.babyai.agent_states:
             with self.babyai.embodied(agent) as level:
-                for obj in instrs.desc.obj_set:
-                    if obj.cur_pos is not None and level.agent_sees(*obj.cur_pos):
-                        seen.add(id(obj))
+                # one view per agent (minigrid's agent_sees rebuilds it for every object)
+                view, visible = level.gen_obs_grid()
+                for obj in targets:
+                    cell = level.relative_coords(*obj.cur_pos)
+                    if cell is not None and visible[cell]:
+                        shown = view.get(*cell)
+                        if shown is not None and shown.type == obj.type:
+                            seen.add(id(obj))
         return seen
 
     def _next_target(self) -> tuple[WorldObj | None, tuple[int, int] | None]:

@@ -225,7 +225,7 @@ class NeuralTrainer:
             self.critic = build_critic(self.config, rd.path, resume=checkpoint is not None)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        rd.create(self.config.to_yaml(), rd.resumed_manifest(self.manifest()) if self.resume else self.manifest())
+        rd.create(self.config.to_yaml(), rd.resumed_manifest(self.manifest()))
         with torch_threads(self.options.threads), quiet_libraries():
             experiment = self.build_experiment(checkpoint)
             if status != "trained":
