@@ -23,6 +23,9 @@ from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
 
+EVAL_BASELINE_OFFSET = 500_000
+"""A check's episodes with the current policies: the candidate's episode ids plus this."""
+
 def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> dict[str, Any]:
     """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
     # A decision counts where the agent had a choice: not a lone legal action such as "wait".
@@ -127,25 +130,31 @@ class RunRuntime:
         return list(plan.episodes)
 
     async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
-        """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and keep
-        them only if their mean return is not below this iteration's rollouts'."""
+        """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and the same
+        episodes (same seeds) with the current ones, and keep the candidate only if its mean
+        return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
+        against the iteration's own rollouts, a candidate drawn easier levels would win."""
         from marlang.report import mean_ci
 
-        baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
         changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
         if not changed:
+            baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
             return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
         n = int(getattr(self.config.learning.options, "eval_rollouts", 3))
         ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
-        plan = RolloutPlan(ids, tuple(self.config.run.seed + e for e in ids), tuple(None for _ in ids))
+        seeds = tuple(self.config.run.seed + e for e in ids)
+        base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
+        await self._play(RolloutPlan(base_ids, seeds, tuple(None for _ in ids)), policy, phase="eval")
         trial = PolicyState.from_dict(policy.to_dict())
         for a, text in changed.items():
             trial.policies[a] = text
             trial.versions[a] = policy.versions.get(a, 0) + 1
-        await self._play(plan, trial, phase="eval")
+        await self._play(RolloutPlan(ids, seeds, tuple(None for _ in ids)), trial, phase="eval")
+        baseline = mean_ci([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
         value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
         accepted = value is not None and (baseline is None or value >= baseline)
-        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted, "episodes": list(ids)}
+        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted,
+                "episodes": list(ids), "baseline_episodes": list(base_ids)}
 
     def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
         """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
@@ -332,6 +341,22 @@ class RunRuntime:
             final = (self.run_dir.read_json("learner_state.json") or {}).get("policies", {})
             summary["policies"] = {a: {"initial": text, "final": final.get(a, text)}
                                    for a, text in self.initial_policies.items()}
+            updates = self.run_dir.read_jsonl("updates.jsonl")
+            checks = {(u.get("iteration"), u.get("agent")): u.get("evaluation") or {} for u in updates}
+            for u in updates:
+                if u.get("malformed") and u.get("agent") in summary["policies"]:
+                    # An optimizer reply that was no policy never became a candidate; shown anyway.
+                    summary["policies"][u["agent"]].setdefault("rejected", []).append({
+                        "iteration": u.get("iteration"), "text": u.get("optimizer_reply"),
+                        "decided_by": f"the parser ({u['malformed']})"})
+            for row in self.run_dir.read_jsonl("policies.jsonl"):
+                if row.get("accepted") is False and row.get("agent") in summary["policies"]:
+                    # A candidate the check or the reviewer turned down stays in the report.
+                    check = checks.get((row.get("iteration"), row.get("agent"))) or {}
+                    summary["policies"][row["agent"]].setdefault("rejected", []).append({
+                        "iteration": row.get("iteration"), "text": row.get("text"),
+                        "decided_by": row.get("decided_by"), "baseline_return": check.get("baseline_return"),
+                        "candidate_return": check.get("candidate_return")})
         if self.cache is not None:
             summary["response_cache"] = {"hits": self.cache.hits, "misses": self.cache.misses}
         self.run_dir.write_json("summary.json", summary)

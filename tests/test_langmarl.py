@@ -11,6 +11,7 @@ import pytest
 from marlang.config import build_config
 from marlang.experiment import Experiment
 from marlang.learners import parse_credits
+from marlang.report import policies_text
 from marlang.rundir import RunDirectory
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
@@ -170,8 +171,19 @@ def test_accept_improved_rolls_back_a_worse_candidate_and_keeps_a_better_one(tmp
     assert [p["accepted"] for p in rd.read_jsonl("policies.jsonl")] == [False] * 3
     assert rd.read_json("learner_state.json")["policies"]["agent_0"] == "Go forward."
     evals = [d for d in rd.load_episode_dicts() if d["phase"] == "eval"]
-    assert len(evals) == 2 and all(d["policy_versions"]["agent_0"] == 1 for d in evals)
+    candidate = [d for d in evals if d["policy_versions"]["agent_0"] == 1]
+    current = [d for d in evals if d["policy_versions"]["agent_0"] == 0]
+    # both policies play the check on the same seeds: the verdict is not the levels' luck
+    assert len(candidate) == len(current) == 2
+    assert sorted(d["seed"] for d in candidate) == sorted(d["seed"] for d in current)
+    assert evaluation["baseline_episodes"] == sorted(d["episode"] for d in current)
     assert worse.summary["episodes"] == 2  # eval episodes are not training episodes
+    # the report keeps the turned-down candidate next to the policy that stayed
+    rejected = worse.summary["policies"]["agent_0"]["rejected"]
+    assert [(r["iteration"], r["text"], r["decided_by"]) for r in rejected] == [(0, "SPIN in place", "evaluation")]
+    text = policies_text(worse.summary["policies"])
+    assert "- after: Go forward." in text and "- rejected at iteration 0 by evaluation: return" in text
+    assert text.count("SPIN in place") == 3
 
     same = Experiment(cfg, tmp_path / "same", chat_model=FakeRuleChatModel(rule=rule_for("Go forward, fast."))).run()
     rd = RunDirectory(same.run_dir)
@@ -255,3 +267,35 @@ def test_rerunning_a_finished_run_makes_no_call(tmp_path):
     longer = make_config(learning={"iterations": 2})
     more = Experiment(longer, tmp_path / "run", resume=True, chat_model=model).run()
     assert more.episodes_run == 2 and len(more.summary["iterations"]) == 2
+
+
+def test_an_optimizer_reply_that_echoes_the_outcome_is_no_policy_and_is_counted(tmp_path):
+    from marlang.learners.langmarl_parsing import malformed_policy
+
+    echo = "The mission was not completed after 5 steps; team return 0.1\n\nThe policy to correct:"
+    assert malformed_policy(echo) == "restates an episode's outcome"
+    assert malformed_policy("   ") == "empty"
+    # real policies, even ones that count steps, pass
+    for fine in ("If you do not see the target after 3 steps, turn around.", "Go forward, fast.",
+                 "Pick up the key, then open the door; your teammate fetches the box."):
+        assert malformed_policy(fine) is None
+
+    def rule(messages):
+        system, prompt = str(messages[0].content), str(messages[-1].content)
+        if "You improve the policies" in system and "Write the improved policy" in prompt:
+            return echo if "agent_0" in prompt else "Go to the target by the shortest path."
+        return langmarl_rule(messages)
+
+    result = Experiment(make_config(learning={"iterations": 1}), tmp_path / "run",
+                        chat_model=FakeRuleChatModel(rule=rule)).run()
+    rd = RunDirectory(result.run_dir)
+    updates = {u["agent"]: u for u in rd.read_jsonl("updates.jsonl")}
+    assert updates["agent_0"]["malformed"] and updates["agent_0"]["new_policy"] == updates["agent_0"]["old_policy"]
+    assert updates["agent_0"]["optimizer_reply"] == echo
+    assert updates["agent_1"]["new_policy"] == "Go to the target by the shortest path."
+    assert rd.read_iterations()[0]["malformed_policies"] == 1
+    assert rd.read_json("learner_state.json")["policies"]["agent_0"].startswith("Work with your teammates")
+    # the report shows the reply that was turned down, and why
+    rejected = result.summary["policies"]["agent_0"]["rejected"]
+    assert rejected == [{"iteration": 0, "text": echo, "decided_by": "the parser (restates an episode's outcome)"}]
+    assert "rejected at iteration 0 by the parser" in policies_text(result.summary["policies"])

@@ -19,7 +19,7 @@ from langgraph.types import Send
 from marlang.agents.calls import call_model, call_seed
 from marlang.agents.llm_agent import CallContext
 from marlang.learners.base import UpdateOutput, UpdateState
-from marlang.learners.langmarl_parsing import TEAM, clean_policy, parse_credits
+from marlang.learners.langmarl_parsing import TEAM, clean_policy, malformed_policy, parse_credits
 from marlang.types import Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
     grads = state.get("gradients") or {}
     aggregated = state.get("aggregated") or {}
     optimized = state.get("optimized") or {}
-    candidate = Candidate(counters={"credit_failures": 0, "critic_retries": 0})
+    candidate = Candidate(counters={"credit_failures": 0, "critic_retries": 0, "malformed_policies": 0})
     for e in state["episodes"]:
         entry = credits.get(str(e), {})
         candidate.counters["critic_retries"] += 1 if entry.get("retried") else 0
@@ -221,6 +221,12 @@ def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
         candidate.counters["credit_failures"] += failures if options.credit == "agent" else 0
         new_text = clean_policy(optimized[a]) if a in optimized else ""
         old = policy.policies.get(a, "")
+        malformed = malformed_policy(new_text) if a in optimized else None
+        if malformed:
+            # Counted and shown in updates.jsonl; the agent keeps its policy.
+            candidate.counters["malformed_policies"] += 1
+            logger.warning("optimizer reply for %s is no policy (%s); keeping its policy", a, malformed)
+            new_text = ""
         if new_text:
             candidate.policies[a] = new_text
         candidate.records.append({
@@ -230,6 +236,8 @@ def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
             "old_policy": old,
             "new_policy": new_text or old,
             "rewritten": bool(new_text),
+            "malformed": malformed,
+            "optimizer_reply": optimized.get(a) if malformed else None,
             "credit_failures": failures if options.credit == "agent" else 0,
         })
     return candidate

@@ -137,3 +137,19 @@ def clean_policy(reply: str) -> str:
         text = fenced.group(1).strip()
     text = re.sub(r"^\W*(updated|improved|new)?\s*policy( for [\w ]+)?\s*[:\-]\s*", "", text, flags=re.IGNORECASE)
     return text.strip().strip('"').strip()
+
+
+_OUTCOME = re.compile(r"team return\s*[:=]?\s*[-+]?\d|\b(accomplished|completed|solved)\b[^.;\n]{0,40}\bafter \d+ steps",
+                      re.IGNORECASE)
+"""What the critic's and optimizer's prompts say about an episode's outcome (``outcome_text``)."""
+
+
+def malformed_policy(text: str) -> str | None:
+    """Why an optimizer reply is no policy (None when it is one): empty, or a restatement of
+    an episode's outcome ("... not completed after 5 steps; team return 0.1"), which small
+    models echo from their prompt instead of writing instructions."""
+    if not text.strip():
+        return "empty"
+    if _OUTCOME.search(text):
+        return "restates an episode's outcome"
+    return None
