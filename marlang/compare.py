@@ -243,17 +243,26 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
     atomic_write_text(out / "table.md", table)
     atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
-        llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v}
+        suffix = "" if i == 0 else f"_{_slug(group)}"
+        neural = {k: v for k, v in by_name.items() if v and summaries[group][k].get("agents") == "neural"}
+        llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v and k not in neural}
         # A scripted team is a reference only under the LLM settings' own step cap.
         caps = {summaries[group][k].get("max_steps") for k in llm}
         ref = {f"{k}: mean return": summaries[group][k]["return"]["mean"] for k in by_name
                if _is_scripted(k) and summaries[group][k].get("max_steps") in caps
                and summaries[group][k]["return"].get("mean") is not None} or None
-        name = "learning_curve.png" if i == 0 else f"learning_curve_{_slug(group)}.png"
         if llm:
-            plot_iteration_curves(llm, out / name, reference=ref)
-        elif any(by_name.values()):
-            plot_iteration_curves({k: v for k, v in by_name.items() if v}, out / name)
+            plot_iteration_curves(llm, out / f"learning_curve{suffix}.png", reference=ref)
+        elif not neural and any(by_name.values()):
+            plot_iteration_curves({k: v for k, v in by_name.items() if v}, out / f"learning_curve{suffix}.png")
+        if neural:
+            # Neural learners against frames, with their closing greedy evaluation.
+            final = {k: (summaries[group][k]["frames"], summaries[group][k]["return"]["mean"]) for k in neural
+                     if summaries[group][k].get("frames") is not None
+                     and (summaries[group][k].get("return") or {}).get("mean") is not None}
+            name = f"learning_curve{suffix}.png" if not llm else f"learning_curve_frames{suffix}.png"
+            plot_iteration_curves(neural, out / name, final=final,
+                                  success=any(summaries[group][k].get("success_defined", True) for k in neural))
     return ComparisonResult(out, summaries, table)
 
 

@@ -82,3 +82,40 @@ def test_undefined_statistics_are_none_and_shown_as_a_dash():
     # summaries written before undefined values were null hold NaN
     legacy = dict(unsolved, steps_when_solved={"mean": float("nan"), "ci95": float("nan"), "n": 0})
     assert table_rows({"none": legacy})[0][4] == "-"
+
+
+def test_one_iteration_gets_a_readable_axis_and_overlapping_settings_stay_apart():
+    import matplotlib.pyplot as plt
+
+    from marlang.report import iteration_figure
+
+    row = {"iteration": 0, "return_mean": 0.5, "return_ci95": 0.1, "success_rate": 0.5}
+    fig = iteration_figure({"none": [row], "bidirectional": [dict(row)]})
+    ax_r, ax_s = fig.axes
+    for ax in (ax_r, ax_s):
+        low, high = ax.get_xlim()
+        assert high - low >= 1.0 and low < 0 < high  # not -0.04..0.04 around a lone point
+        assert list(ax.get_xticks()) == [0.0]
+    lines = [ln for ln in ax_r.get_lines() if ln.get_label() in ("none", "bidirectional")]
+    assert len({ln.get_marker() for ln in lines}) == 2  # one marker shape per setting
+    assert lines[0].get_xdata()[0] != lines[1].get_xdata()[0]  # equal points drawn side by side
+    plt.close(fig)
+
+
+def test_neural_curves_run_against_frames_with_their_greedy_evaluations():
+    import matplotlib.pyplot as plt
+
+    from marlang.report import iteration_figure
+
+    rows = [{"iteration": i, "frames": 200 * (i + 1), "return_mean": -80.0 + i, "return_ci95": 5.0,
+             "success_rate": 0.0, "eval_return": 120.0 if i == 1 else None} for i in range(3)]
+    fig = iteration_figure({"mappo": rows}, final={"mappo": (600, 125.0)}, success=False)
+    assert len(fig.axes) == 1  # no success panel for an env without success
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "frames"
+    train = next(ln for ln in ax.get_lines() if ln.get_label() == "mappo")
+    assert list(train.get_xdata()) == [200.0, 400.0, 600.0]
+    greedy = next(ln for ln in ax.get_lines() if ln.get_label() == "mappo: greedy evaluation")
+    assert list(zip(greedy.get_xdata(), greedy.get_ydata())) == [(400.0, 120.0), (600.0, 125.0)]
+    assert greedy.get_markerfacecolor() == "white"  # hollow: evaluation, not training
+    plt.close(fig)

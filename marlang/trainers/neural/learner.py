@@ -355,7 +355,11 @@ class NeuralTrainer:
             summary["reward_hook"] = manifest["reward_hook"]
         rd.write_json("summary.json", summary)
         if iterations:
-            plot_iteration_curves({self.setting: iterations}, rd.path / "learning_curve.png")
+            ret = summary.get("return") or {}
+            final = ({self.setting: (evaluation["frames"], ret["mean"])}
+                     if evaluation.get("frames") is not None and ret.get("mean") is not None else None)
+            plot_iteration_curves({self.setting: iterations}, rd.path / "learning_curve.png", final=final,
+                                  success=bool(summary.get("success_defined", True)))
         return summary
 
 
