@@ -1,4 +1,4 @@
-"""The ``marlang`` command: run, compare, review, report, envs, models, protocols, learners.
+"""The ``marlang`` command: run, compare, review, report, view, envs, models, protocols, learners.
 
 Bad input ends with one line naming what to fix and a non-zero exit, never a traceback;
 an interrupted or failed run says where its finished episodes are and how to resume.
@@ -53,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print (and rewrite) the summary of a run or comparison directory")
     rep.add_argument("run_dir")
 
+    v = sub.add_parser("view", help="write one HTML page (no server) to look at runs: table, curves, "
+                                    "episodes step by step, credits and policies")
+    v.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or comparison directories")
+    v.add_argument("--out", metavar="FILE", help="where to write the page (default: view.html in the first RUN_DIR)")
+    v.add_argument("--max-episodes", type=int, default=2000, metavar="N",
+                   help="episodes kept per run (default 2000; the page says when some are left out)")
+    v.add_argument("--open", action="store_true", help="also open the page in the default browser")
+
     sub.add_parser("envs", help="list the registered environments")
     sub.add_parser("models", help="list the supported model specs")
     sub.add_parser("protocols", help="list the registered conversation protocols")
@@ -104,11 +112,36 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _report(Path(args.run_dir))
     if args.command == "review":
         return _review(args)
+    if args.command == "view":
+        return _view(args)
     if args.command == "run":
         return _run(args)
     if args.command == "compare":
         return _compare(args)
     raise AssertionError(args.command)
+
+
+def _view(args: argparse.Namespace) -> int:
+    from marlang.config import ConfigError
+    from marlang.view import ViewError, write_view
+
+    if args.max_episodes < 1:
+        raise ConfigError(f"--max-episodes must be at least 1, not {args.max_episodes}")
+    try:
+        page = write_view(args.run_dirs, out=args.out, max_episodes=args.max_episodes)
+    except ViewError as err:
+        raise ConfigError(str(err)) from None
+    print(f"wrote {page}: open {page.resolve().as_uri()} in a browser")
+    if args.open:
+        import os
+        import webbrowser
+
+        # Without a display a browser cannot open here (a server, CI); the line above says where it is.
+        if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+            webbrowser.open(page.resolve().as_uri())
+        else:
+            print("no display here to open it on; copy the file to a machine with a browser")
+    return 0
 
 
 def _print_table(rows: list[list[str]], headers: list[str]) -> None:
