@@ -92,7 +92,8 @@ def test_a_grid_over_learning_methods_gives_each_method_only_its_own_keys():
     import yaml
 
     base = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/demo.yaml").read_text())
-    assert base["learning"]["memory_size"] == 3
+    base.pop("grid")
+    base["learning"] = {"method": "none", "memory_size": 3}
     settings = expand_grid(base, [("learning.method", ["none", "reflexion"])], reference=False)
     assert [s.name for s in settings] == ["none, static", "none, reflexion"]
     assert settings[1].config.learning.options.memory_size == 3
