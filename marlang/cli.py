@@ -11,6 +11,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 EXIT_CONFIG = 2
 EXIT_MODEL = 3
@@ -203,10 +204,17 @@ def _run(args: argparse.Namespace) -> int:
             raise
         return on_failure(message, interrupted=False)
     if result.already_finished:
-        print(f"nothing left to do: {run_dir} has finished; to go on, raise run.episodes or "
-              "learning.iterations with --set")
+        print(f"nothing left to do: {run_dir} has finished; " + _how_to_go_on(config))
     _print_result(result, config)
     return 0
+
+
+def _how_to_go_on(config: Any) -> str:
+    """What lengthens a finished run of this kind."""
+    if config.agents.kind == "neural":
+        return ("a neural run's length is learning.frames, fixed at its start: train longer in a new "
+                "run directory (--out)")
+    return "to go on, raise run.episodes or learning.iterations with --set"
 
 
 def _notify(message: str) -> None:

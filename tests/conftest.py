@@ -23,3 +23,19 @@ def smollm2_engine() -> LocalLM:
         return LocalLM.from_spec("local:smollm2")
     except ModelNotAvailableError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_raises_keyboard_interrupt():
+    """Tests press Ctrl-C (SIGINT) on purpose; a shell that starts the suite in the background
+    leaves SIGINT ignored, so give it Python's own handler for the session."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -84,3 +84,9 @@ def test_ctrl_c_of_a_neural_run_names_the_trained_batches_it_keeps(tmp_path, cap
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["started"], manifest["command"]) == (first["started"], first["command"])
     assert len(manifest["resumes"]) == 1 and manifest["resumes"][0]["at"]
+
+    # a finished neural run: the way to go on is a new directory, not run.episodes
+    capsys.readouterr()
+    assert main(["run", "--resume", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "nothing left to do" in said and "learning.frames" in said and "run.episodes" not in said
