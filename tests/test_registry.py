@@ -44,7 +44,7 @@ def test_ppo_keys_validate_without_importing_the_trainer_first():
     message = proc.stdout.strip()
     assert "\n" not in message
     assert "unknown config key 'learning.learning_rate' for learning.method 'ppo'" in message
-    assert "valid keys here: method, iterations, rollouts, lr, value_lr, epochs" in message
+    assert "valid keys here: method, iterations, rollouts, lr, epochs, minibatch_size" in message
 
 
 def test_runtime_registrations_validate_in_configs():

@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
-import tempfile
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from marlang.learners.base import Learner, LearnerOptions
-from marlang.rundir import TEST_EPISODE_BASE, atomic_write
-from marlang.trainers.adapters import (
-    CENTRAL,
-    LoraOptions,
-    TeamAdapters,
-    ValueHeadOptions,
-    check_lora_targets,
+from marlang.learners.base import LearnerOptions
+from marlang.trainers.adapter_learner import (
+    INITIAL_STATE,
+    SEED_OFFSET,
+    AdapterLearner,
+    AdapterOptions,
+    clip_gradients,
 )
+from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
 from marlang.trainers.distributed import DataParallel, launched_rank, launched_world_size
 from marlang.trainers.ppo_samples import DecisionSample, build_samples
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -41,72 +38,48 @@ GLAM_REFERENCE = {
 }
 """lamorel's PPO settings for GLAM (the reference the README compares the defaults with)."""
 
-INITIAL_STATE = "initial"
-"""`PPOLearner._load_state`'s name for the adapters' initial weights."""
-
-SEED_OFFSET = 7919
-"""Separates the update's minibatch shuffling from other uses of the run seed."""
+__all__ = ["GLAM_REFERENCE", "INITIAL_STATE", "PPOLearner", "PPOOptions", "clip_gradients"]
 
 
-class PPOOptions(LearnerOptions):
+class PPOOptions(AdapterOptions):
     """``learning.*`` keys of PPO (GLAM's values unless said otherwise)."""
 
-    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
     value_lr: float = Field(
         1e-4, gt=0, description="AdamW learning rate of the value heads. A head is trained from "
         "scratch on a wide hidden state, where Adam's per-weight steps move its output far more than "
         "a LoRA step moves a score: it keeps its own rate, whatever lr is.")
     epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
     minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
-    micro_batch_size: int = Field(
-        8, ge=1, description="Decisions per forward pass; a minibatch's gradient accumulates over them "
-        "(peak memory follows this, not minibatch_size).")
     clip: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
     gamma: float = Field(0.99, gt=0, le=1)
     lam: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
     entropy_coef: float = Field(0.01, ge=0)
     value_coef: float = Field(0.5, ge=0)
-    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
-    max_skip_norm: float = Field(
-        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
     steps: int | None = Field(
         None, ge=1,
         description="Environment steps per update across the iteration's K rollouts: each "
         "episode is cut off (and bootstrapped) after steps / K steps; None: whole episodes.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the softmax policy.")
-    sharing: Literal["per_agent", "shared"] = Field(
-        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
     value: Literal["agent", "central"] = Field(
         "agent", description="agent: a value head per agent; central: one head reads every agent's state.")
-    lora: LoraOptions = Field(default_factory=LoraOptions)
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
-    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
-    gradient_checkpointing: bool = False
     train_messages: Literal[False, "reinforce"] = Field(
         False, description="reinforce: also train the message tokens with the step's advantage.")
-    eval_episodes: int = Field(
-        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
-    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
     reward_hook: str | None = Field(
         None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
         "agent, replacing the env's (shaped per-agent rewards).")
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
 
 
-class PPOLearner(Learner):
+class PPOLearner(AdapterLearner):
     """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "ppo"
     options_model: ClassVar[type[LearnerOptions]] = PPOOptions
-    uses_adapters: ClassVar[bool] = True
+    state_name: ClassVar[str] = "ppo_state"
+    scores_actions: ClassVar[bool] = True
 
-    def __init__(self, options: LearnerOptions, context: Any) -> None:
-        super().__init__(options, context)
-        self.team: TeamAdapters | None = None
-        self.engine: Any = None
-        self.optimizers: dict[str, Any] = {}
-        self._chat_models: dict[str, Any] = {}
-        self.parallel: DataParallel | None = None
+    def value_heads(self) -> ValueHeadOptions:
+        return ValueHeadOptions(per_agent=True, central=self.options.value == "central")  # type: ignore[attr-defined]
 
     @classmethod
     def label(cls, options: Any) -> str:
@@ -136,122 +109,6 @@ class PPOLearner(Learner):
                 f"learning.method 'ppo' needs legal-action lists, and env.id {config.env.id!r} answers in "
                 "free text; use learning.method magrpo or grpo there")
 
-    @classmethod
-    def check_model(cls, model: Any, options: Any) -> None:
-        engine = getattr(model, "engine", None)
-        if engine is None:
-            raise ValueError(f"learning.method 'ppo' trains local weights; the agents' model "
-                             f"{type(model).__name__} has none here (use local:smollm2 or hf:PATH)")
-        check_lora_targets(engine.model, options.lora.targets)
-
-    # the adapters --------------------------------------------------------------------------
-    def setup(self) -> TeamAdapters:
-        """Build the team's adapters on the actors' local model (once) and attach them."""
-        if self.team is not None:
-            return self.team
-        import torch
-
-        options: Any = self.options
-        actors = self.context.actors
-        if not actors:
-            raise ValueError("learning.method 'ppo' needs LLM agents (agents.kind: llm)")
-        chat = next(iter(actors.values())).model
-        engine = getattr(chat, "engine", None)
-        if engine is None:
-            raise ValueError(
-                f"learning.method 'ppo' trains local weights; the agents' model {type(chat).__name__} has none")
-        self.parallel = DataParallel()
-        device = options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device == "cuda" and self.parallel.active:
-            device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
-        dtype = getattr(torch, options.dtype)
-        base_id = f"{engine.model_id}@{engine.weights_id}"
-        value_heads = ValueHeadOptions(per_agent=True, central=options.value == "central")
-        self.team = TeamAdapters(engine.model, list(self.context.agents), base_id=base_id,
-                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
-                                 dtype=dtype, device=device, seed=options.seed)
-        if options.gradient_checkpointing:
-            self.team.model.get_base_model().gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False})
-        engine.attach_adapters(self.team)
-        self.engine = engine
-        self._initial = self.team.state_dict()
-        self._loaded = INITIAL_STATE
-        self.optimizers = {unit: torch.optim.AdamW(self._param_groups(unit)) for unit in self._units()}
-        return self.team
-
-    def _units(self) -> list[str]:
-        """What has its own optimizer: each adapter (with its head), and the central head."""
-        assert self.team is not None
-        units = [self.team.agents[0]] if self.team.sharing == "shared" else list(self.team.agents)
-        return [*units, CENTRAL] if CENTRAL in self.team.value_heads else units
-
-    def _param_groups(self, unit: str) -> list[dict[str, Any]]:
-        """``unit``'s parameters for its optimizer: LoRA weights at ``lr``, value heads at
-        ``value_lr``."""
-        assert self.team is not None
-        options: Any = self.options
-        heads = {id(p) for p in self.team.value_heads.parameters()}
-        params = self._unit_parameters(unit)
-        groups = [{"params": [p for p in params if id(p) not in heads], "lr": options.lr},
-                  {"params": [p for p in params if id(p) in heads], "lr": options.value_lr}]
-        return [g for g in groups if g["params"]]
-
-    def _unit_parameters(self, unit: str) -> list[Any]:
-        assert self.team is not None
-        if unit == CENTRAL:
-            return list(self.team.value_heads[CENTRAL].parameters())
-        return self.team.parameters_of(unit)
-
-    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
-        """Act with ``state``'s committed adapters: sample from the softmax in training
-        rollouts (never replayed from the cache), take the best action in evaluation."""
-        team = self.setup()
-        await self.engine.run(self._load_state, state)
-        options: Any = self.options
-        for name, actor in self.context.actors.items():
-            if name not in self._chat_models:
-                self._chat_models[name] = actor.model
-            base = self._chat_models[name]
-            actor.adapter = name
-            actor.action_selection = "score"
-            if phase == "train":
-                actor.action_temperature = options.temperature
-                actor.model = base.model_copy(update={"cache": False})
-            else:
-                actor.action_temperature = 0.0
-                actor.model = base
-        del team
-
-    def _load_state(self, state: PolicyState) -> None:
-        """Bring the in-memory adapters and optimizers to ``state`` (after a resume, or after a
-        candidate that was not committed). What is loaded is known by its source: the initial
-        weights, or the ``ppo_state.pt`` an update saved (and left in memory)."""
-        import torch
-
-        assert self.team is not None and self.engine is not None
-        path = state.extra.get("ppo_state") if state.adapters else None
-        source = path or INITIAL_STATE
-        if source == self._loaded:
-            return
-        with self.engine.exclusive():
-            if path is None:
-                self.team.load_state_dict(self._initial)
-            else:
-                if not Path(path).is_file():
-                    raise FileNotFoundError(f"PPO state {path!r} of iteration {state.iteration} is missing")
-                saved = torch.load(path, map_location="cpu", weights_only=False)
-                self.team.load_state_dict(saved["weights"])
-                for unit, opt_state in saved["optimizers"].items():
-                    if unit in self.optimizers:
-                        self.optimizers[unit].load_state_dict(opt_state)
-        self._loaded = source
-
-    _loaded: str | None = None
-    """The source of the weights in memory (``INITIAL_STATE`` or a ``ppo_state.pt`` path)."""
-
     # rollouts --------------------------------------------------------------------------------
     def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
         options: Any = self.options
@@ -261,17 +118,6 @@ class PPOLearner(Learner):
         max_steps = None if options.steps is None else max(1, -(-options.steps // count))
         # Under a launcher each process plays its own episodes (seeds apart), K per process.
         return RolloutPlan(plan.episodes, seeds, plan.groups, max_steps=max_steps)
-
-    def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
-        """``eval_episodes`` greedy episodes on the same held-out seeds at every evaluation
-        (before training, every ``eval_every`` updates, and after the last)."""
-        options: Any = self.options
-        n = options.eval_episodes
-        if n == 0 or (iteration % options.eval_every and not final):
-            return None
-        ids = tuple(TEST_EPISODE_BASE + iteration * n + j for j in range(n))
-        seeds = tuple(seed + TEST_EPISODE_BASE + j for j in range(n))
-        return RolloutPlan(ids, seeds, tuple(None for _ in ids))
 
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
@@ -285,13 +131,6 @@ class PPOLearner(Learner):
                 for a in self.context.agents}
         return Candidate(adapters=refs, extra={"ppo_state": str(path)},
                          records=stats["records"], counters=stats["counters"])
-
-    def _adapters_dir(self, iteration: int) -> Path:
-        root = self.context.run_dir
-        if root is None:
-            root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
-            self.context.run_dir = root
-        return Path(root) / "adapters" / str(iteration)
 
     async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
         options: Any = self.options
@@ -373,17 +212,6 @@ class PPOLearner(Learner):
                 for (k, a, p), h in zip(chunk, scored.prompt_hidden, strict=True):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
-
-    def _seeded_train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
-        """`_train` with torch's random state (LoRA dropout) seeded by the iteration, so an
-        update re-run after a crash gives the same adapters."""
-        import torch
-
-        options: Any = self.options
-        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(options.seed * SEED_OFFSET + iteration)
-            return self._train(samples, iteration)
 
     def _train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
         """Epochs of clipped PPO minibatches, one adapter at a time."""
@@ -532,32 +360,6 @@ class PPOLearner(Learner):
                 "message_loss": message_loss, "entropy": entropy.sum(), "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction}
 
-    _last_norm: float = 0.0
-
-    def _finish_step(self, unit: str, optimizer: Any, params: list[Any], finite: bool,
-                     parallel: DataParallel) -> dict[str, float] | None:
-        """Sum the gradients across processes, clip, and step, unless the loss (in any
-        process) or the gradient is not finite or the norm exceeds ``max_skip_norm``: then
-        nothing changes. Every process reaches the same verdict."""
-        import torch
-
-        options: Any = self.options
-        if parallel.sum_int(1 if finite else 0) < parallel.world_size:
-            # a process had a non-finite loss: every process skips this step
-            logger.warning("PPO: non-finite loss on %s; minibatch skipped", unit)
-            optimizer.zero_grad(set_to_none=True)
-            return None
-        parallel.sum_gradients(params)
-        norm = clip_gradients(params, options.max_grad_norm)
-        self._last_norm = norm
-        if not math.isfinite(norm) or norm > options.max_skip_norm:
-            logger.warning("PPO: gradient norm %s on %s; minibatch skipped", norm, unit)
-            optimizer.zero_grad(set_to_none=True)
-            return None
-        with torch.no_grad():
-            optimizer.step()
-        return {}
-
     def _fit_central(self, samples: list[DecisionSample]) -> None:
         """The central value head's epochs on the rollout's prompt states (clipped value loss)."""
         import torch
@@ -589,33 +391,6 @@ class PPOLearner(Learner):
                 norm = clip_gradients(params, options.max_grad_norm)
                 if math.isfinite(norm) and norm <= options.max_skip_norm:
                     optimizer.step()
-
-    def _save(self, directory: Path) -> tuple[dict[str, str], Path]:
-        """Adapters (PEFT format, value heads beside them) and the PPO state (weights and
-        optimizers, for resuming), each written atomically."""
-        import torch
-
-        assert self.team is not None and self.engine is not None
-        with self.engine.exclusive():
-            hashes = self.team.save(directory)
-            state = {"weights": self.team.state_dict(),
-                     "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
-            path = directory / "ppo_state.pt"
-            atomic_write(path, lambda fh: torch.save(state, fh))
-        self._loaded = str(path)
-        return hashes, path
-
-
-def clip_gradients(params: list[Any], max_norm: float) -> float:
-    """Scale the gradients of ``params`` (a list: a generator would be used up by the norm)
-    so their global norm is at most ``max_norm``; returns the norm before clipping."""
-    import torch
-
-    grads = [p for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
-
 
 def _chat_dict(message: Any) -> dict[str, str]:
     from marlang.models.local_chat import _to_chat_dict
