@@ -330,6 +330,29 @@ class CooperativeTaskEnv(ParallelEnv):
             infos,
         )
 
+    _EPISODE_FIELDS = ("_index", "_turn", "_position", "_last_basis", "_done", "_outcome", "_started")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The episode's state as plain data: `restore` brings the env back to it. Branching
+        from one state (MAGRPO's tree) restores and steps the same env again and again; the
+        sandbox pool and the problems are shared, never copied."""
+        state: dict[str, Any] = {k: getattr(self, k) for k in self._EPISODE_FIELDS}
+        state.update(current=dict(self._current), current_invalid=dict(self._current_invalid),
+                     history=list(self._history), invalid_counts=dict(self.invalid_counts),
+                     agents=list(self.agents))
+        return state
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Return to a `snapshot` of this env (turn records are never mutated, so sharing them
+        between snapshots is safe)."""
+        for k in self._EPISODE_FIELDS:
+            setattr(self, k, state[k])
+        self._current = dict(state["current"])
+        self._current_invalid = dict(state["current_invalid"])
+        self._history = list(state["history"])
+        self.invalid_counts = dict(state["invalid_counts"])
+        self.agents = list(state["agents"])
+
     def render(self) -> None:
         """Text envs have nothing to draw; observations carry everything."""
 

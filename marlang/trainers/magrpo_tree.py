@@ -1,0 +1,152 @@
+"""MAGRPO's sampling tree: joint actions per node, returns, sibling advantages, termination.
+
+A tree starts at a task's first turn (the root). Expanding a node samples G completions per
+agent from the node's state; its children are the joint actions (``align``: the g-th
+completions of every agent together, G children; ``cross``: every combination, G^N). Each
+child is the env state after its joint answer, with the team's reward for it. A child is
+expanded in turn unless the episode ended there (solved, or the last turn), or its sibling
+set's mean reward exceeds ``termination_threshold`` (the set stops expanding at this turn).
+
+A node's return is its reward plus the mean of its children's returns; its advantage is its
+return against its siblings' (``grpo_loss.group_advantages``). An agent's completion is
+trained with the advantage of every joint action it is part of (one under ``align``, G^(N-1)
+under ``cross``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marlang.trainers.grpo_loss import group_advantages
+
+JOINT_MODES = ("align", "cross")
+
+
+@dataclass
+class Completion:
+    """One sampled reply of one agent at one node."""
+
+    agent: str
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    text: str = ""
+    answer: str = ""
+    logprobs: tuple[float, ...] | None = None
+    """Per-token log-probabilities at sampling time (the ratio losses' old log-probs)."""
+
+
+@dataclass
+class Node:
+    """A joint action (``joint``: agent -> index into the parent's completions of that agent)
+    and the state it led to; the root has no joint action."""
+
+    turn: int
+    joint: dict[str, int] = field(default_factory=dict)
+    reward: float = 0.0
+    done: bool = False
+    state: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    completions: dict[str, list[Completion]] = field(default_factory=dict)
+    """The G completions per agent sampled at this node (its children's joint actions)."""
+    children: list[Node] = field(default_factory=list)
+    terminated_early: bool = False
+    """The children's mean reward passed the threshold: none of them was expanded."""
+    ret: float = 0.0
+    advantage: float = 0.0
+
+
+def joint_actions(agents: Sequence[str], generations: int, mode: str) -> list[dict[str, int]]:
+    """The joint actions of one node: G (``align``) or G^N (``cross``) maps agent -> index."""
+    if mode not in JOINT_MODES:
+        raise ValueError(f"unknown joint_mode {mode!r}; valid choices: {', '.join(JOINT_MODES)}")
+    if mode == "align":
+        return [dict.fromkeys(agents, g) for g in range(generations)]
+    return [dict(zip(agents, combo, strict=True))
+            for combo in itertools.product(range(generations), repeat=len(agents))]
+
+
+def should_expand(children: Sequence[Node], threshold: float | None) -> bool:
+    """Whether a sibling set goes on to the next turn: not when its mean reward exceeds the
+    threshold (the rule of seed 003)."""
+    if threshold is None or not children:
+        return True
+    return sum(c.reward for c in children) / len(children) <= threshold
+
+
+def backpropagate(roots: Sequence[Node], advantage: str = "mean") -> None:
+    """Fill every node's return (reward + mean of its children's returns) and advantage
+    (against its siblings; roots keep 0). ``batch_std`` divides by the standard deviation of
+    every return of the batch (all ``roots``)."""
+
+    def returns(node: Node) -> float:
+        child = [returns(c) for c in node.children]
+        node.ret = node.reward + (sum(child) / len(child) if child else 0.0)
+        return node.ret
+
+    for root in roots:
+        returns(root)
+    sets = [n.children for root in roots for n in iter_nodes(root) if n.children]
+    advs = group_advantages([[c.ret for c in s] for s in sets], advantage)
+    for siblings, values in zip(sets, advs, strict=True):
+        for child, adv in zip(siblings, values, strict=True):
+            child.advantage = adv
+
+
+def iter_nodes(root: Node) -> list[Node]:
+    """Every node, parents before children."""
+    out, todo = [], [root]
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        todo.extend(node.children)
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingSample:
+    """One agent's completion with the advantage it is trained with: the mean advantage of
+    the joint actions containing it, standing for ``weight`` of them."""
+
+    completion: Completion
+    advantage: float
+    weight: int
+    turn: int
+
+
+def training_samples(root: Node) -> dict[str, list[TrainingSample]]:
+    """Per agent, every completion of every expanded node with its advantage and weight."""
+    out: dict[str, list[TrainingSample]] = {}
+    for node in iter_nodes(root):
+        if not node.children:
+            continue
+        for agent, completions in node.completions.items():
+            for g, completion in enumerate(completions):
+                advs = [c.advantage for c in node.children if c.joint.get(agent) == g]
+                if advs:
+                    out.setdefault(agent, []).append(
+                        TrainingSample(completion, sum(advs) / len(advs), len(advs), node.turn + 1))
+    return out
+
+
+def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
+    """Counters of a batch of trees: nodes expanded, joint actions evaluated, branches
+    terminated by the threshold, the first turn's rewards (mean) and share solved."""
+    expanded = evaluated = terminated = solved_first = first = 0
+    rewards: list[float] = []
+    for root in roots:
+        for node in iter_nodes(root):
+            if node is not root:
+                evaluated += 1
+            if node.children:
+                expanded += 1
+            terminated += node.terminated_early
+        for child in root.children:
+            first += 1
+            rewards.append(child.reward)
+            solved_first += bool(child.info.get("success"))
+    return {"nodes_expanded": expanded, "joint_actions": evaluated, "branches_terminated": terminated,
+            "first_turn_reward_mean": sum(rewards) / len(rewards) if rewards else None,
+            "first_turn_pass_rate": solved_first / first if first else None}
