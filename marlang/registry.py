@@ -276,6 +276,17 @@ LEARNERS.register(
     "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads",
     agents_kind="llm",
 )
+LEARNERS.register(
+    "magrpo", "marlang.trainers.magrpo:MAGRPOLearner",
+    "MAGRPO: LoRA adapter per agent, G sampled answers per agent and node, tree returns, "
+    "group-relative advantages (code/, math/, qa/ envs)",
+    agents_kind="llm",
+)
+LEARNERS.register(
+    "grpo", "marlang.trainers.magrpo:GRPOLearner",
+    "GRPO: MAGRPO with one agent (the single-agent baseline)",
+    agents_kind="llm",
+)
 
 PROTOCOLS.register(
     "none", "marlang.graphs.protocols:build_no_communication",

@@ -1,0 +1,397 @@
+"""MAGRPO (``learning.method: magrpo``) and its one-agent case GRPO (``grpo``): group-relative
+training of an LLM team on the coding and reasoning tasks, one LoRA adapter per agent.
+
+Each iteration's rollout problems (the runtime's sampled episodes, recorded as usual) are
+also the roots of one tree each (``magrpo_tree``): at every node all agents' G completions are
+sampled in one batched generate with per-row adapters, the env judges each joint answer from
+a restored snapshot (no copy of the env or its sandbox), returns are backed up and advantages
+taken against the siblings. Then each agent's adapter is trained on its completions with
+``learning.loss`` (``reinforce``: seed 003's on-policy loss), one agent at a time; the
+adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from marlang.learners.base import LearnerOptions
+from marlang.rundir import atomic_write_text
+from marlang.trainers.adapter_learner import (
+    SEED_OFFSET,
+    AdapterLearner,
+    AdapterOptions,
+    clip_gradients,
+)
+from marlang.trainers.grpo_loss import completion_logprobs, pack_completions, policy_loss
+from marlang.trainers.magrpo_tree import (
+    Completion,
+    Node,
+    TrainingSample,
+    backpropagate,
+    iter_nodes,
+    joint_actions,
+    should_expand,
+    training_samples,
+    tree_stats,
+)
+from marlang.types import Candidate, PolicyState, Trajectory
+
+logger = logging.getLogger(__name__)
+
+TEXT_ENVS = ("code/", "math/", "qa/")
+"""Env id prefixes whose agents answer in free text (MAGRPO's domain)."""
+
+SEEDS_PER_NODE = 1_000_003
+"""Spreads the sampling seeds of a tree's nodes apart."""
+
+
+class MAGRPOOptions(AdapterOptions):
+    """``learning.*`` keys of MAGRPO and GRPO (seed 003's names and defaults where it has them)."""
+
+    num_generations: int = Field(4, ge=2, description="G: completions each agent samples at every node.")
+    joint_mode: Literal["align", "cross"] = Field(
+        "align", description="align: the g-th completions of every agent form a joint action (G per node); "
+        "cross: every combination (G^N per node).")
+    num_turns: int | None = Field(
+        None, ge=1, description="Tree depth in turns; None: the env's turns (env.max_steps).")
+    termination_threshold: float | None = Field(
+        None, description="A sibling set whose mean reward exceeds this is not expanded further "
+        "(None: always expand until the episode ends).")
+    advantage: Literal["mean", "group_std", "batch_std", "rloo"] = Field(
+        "mean", description="mean: return minus the siblings' mean (seed 003); group_std / batch_std: "
+        "divided by the siblings' / the batch's std (TRL's scale_rewards); rloo: leave-one-out mean.")
+    loss: Literal["reinforce", "grpo", "dr_grpo", "dapo"] = Field(
+        "reinforce", description="reinforce: -(sum of token log-probs) x advantage, on-policy (seed 003); "
+        "grpo, dr_grpo, dapo: TRL's clipped-ratio losses (for epochs > 1).")
+    epochs: int = Field(1, ge=1, description="Passes over an iteration's completions.")
+    minibatch_size: int = Field(8, ge=1, description="Completions per gradient step.")
+    micro_batch_size: int = Field(4, ge=1, description="Completions per forward pass.")
+    epsilon: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
+                                                   "unless epsilon_high is set).")
+    epsilon_high: float | None = Field(None, gt=0, description="High-side ratio clip (DAPO uses 0.28).")
+    beta: float = Field(0.0, ge=0, description="Weight of the KL to the base model (k3 estimate).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
+    max_new_tokens: int = Field(256, ge=1, description="Longest completion, in tokens.")
+    max_joint_actions: int = Field(
+        64, ge=1, description="Refuse a cross tree with more joint actions per node than this.")
+
+
+class MAGRPOLearner(AdapterLearner):
+    """MAGRPO on the learner seam (see the module docstring)."""
+
+    name: ClassVar[str] = "magrpo"
+    options_model: ClassVar[type[LearnerOptions]] = MAGRPOOptions
+    state_name: ClassVar[str] = "magrpo_state"
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """One-line errors for settings MAGRPO/GRPO cannot train, before anything is created."""
+        options: Any = config.learning.options
+        method = cls.name
+        spec = config.model.spec
+        if not spec.startswith(("local:", "hf:")):
+            raise ValueError(f"learning.method '{method}' trains local weights, and model.spec {spec!r} "
+                             "has none here; use local:smollm2 or hf:PATH")
+        if not config.env.id.startswith(TEXT_ENVS):
+            raise ValueError(
+                f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
+                "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
+        if config.model.adapters:
+            raise ValueError(f"learning.method '{method}' trains its own adapters; model.adapters plays "
+                             "a trained team back")
+        n = config.env.n_agents
+        if method == "grpo" and n != 1:
+            raise ValueError(f"learning.method 'grpo' trains one agent; env.n_agents is {n} "
+                             "(use learning.method magrpo for a team)")
+        if options.joint_mode == "cross" and options.num_generations ** n > options.max_joint_actions:
+            raise ValueError(
+                f"learning.joint_mode 'cross' with num_generations {options.num_generations} and {n} agents "
+                f"makes {options.num_generations ** n} joint actions per node, over "
+                f"learning.max_joint_actions {options.max_joint_actions}; use align or fewer generations")
+
+    @classmethod
+    def label(cls, options: Any) -> str:
+        return cls.name if options.joint_mode == "align" else f"{cls.name} (cross)"
+
+    def sampling_update(self) -> dict[str, Any]:
+        options: Any = self.options
+        return {"cache": False, "temperature": options.temperature, "top_p": options.top_p}
+
+    def _tree_env(self) -> Any:
+        env = self.context.env
+        inner = getattr(env, "unwrapped", env)
+        if not hasattr(inner, "snapshot"):
+            raise ValueError(f"learning.method '{self.name}' needs an env that can snapshot and restore "
+                             f"its state; {type(inner).__name__} cannot")
+        if len(self.context.agents) > 1 and getattr(inner, "structure", "joint") != "joint":
+            raise ValueError(f"learning.method '{self.name}' has every agent answer at once: set "
+                             "env.kwargs.structure: joint (got sequential)")
+        return inner
+
+    # the update ------------------------------------------------------------------------------
+    async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
+        self.setup()
+        await self.engine.run(self._load_state, state)
+        seeds = [t.seed for t in trajectories]
+        roots = await self.engine.run(self._grow, seeds, state.iteration)
+        options: Any = self.options
+        backpropagate(roots, options.advantage)
+        samples: dict[str, list[TrainingSample]] = {}
+        for root in roots:
+            for agent, items in training_samples(root).items():
+                samples.setdefault(agent, []).extend(items)
+        stats = await self.engine.run(self._seeded_train, samples, state.iteration)
+        directory = self._adapters_dir(state.iteration)
+        hashes, path = await self.engine.run(self._save, directory)
+        self._write_trees(roots, seeds, state.iteration)
+        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
+                for a in self.context.agents}
+        counters = {**{k: v for k, v in tree_stats(roots).items() if v is not None}, **stats["counters"]}
+        return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
+                         counters=counters)
+
+    # sampling the trees ------------------------------------------------------------------------
+    def _grow(self, seeds: list[int], iteration: int) -> list[Node]:
+        """One tree per seed, grown a turn at a time: every frontier node's agents sample in
+        one batched generate."""
+        options: Any = self.options
+        env = self._tree_env()
+        agents = list(self.context.agents)
+        depth = options.num_turns or env.max_steps
+        roots = []
+        for seed in seeds:
+            env.reset(seed=seed)
+            roots.append(Node(turn=0, state=env.snapshot()))
+        frontier = [(root, i) for i, root in enumerate(roots)]
+        self._tokens_sampled = 0
+        while frontier:
+            requests = []
+            for node, tree in frontier:
+                env.restore(node.state)
+                for agent in agents:
+                    requests.append((node, tree, agent, env.observe(agent)))
+            outs = self._sample(requests, iteration)
+            for (node, _tree, agent, _obs), completions in zip(requests, outs, strict=True):
+                node.completions[agent] = completions
+            nxt = []
+            for node, tree in frontier:
+                for joint in joint_actions(agents, options.num_generations, options.joint_mode):
+                    env.restore(node.state)
+                    answers = {a: node.completions[a][g].answer for a, g in joint.items()}
+                    _obs, rewards, terms, truncs, infos = env.step(answers)
+                    first = agents[0]
+                    node.children.append(Node(
+                        turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
+                        done=bool(terms[first] or truncs[first]), state=env.snapshot(),
+                        info={k: infos[first].get(k) for k in ("success", "score") if k in infos[first]}))
+                if not should_expand(node.children, options.termination_threshold):
+                    node.terminated_early = True
+                    continue
+                nxt += [(c, tree) for c in node.children if not c.done and c.turn < depth]
+            frontier = nxt
+        return roots
+
+    def _sample(self, requests: list[tuple[Node, int, str, Any]], iteration: int) -> list[list[Completion]]:
+        """G completions per (node, agent), all in one batched generate with per-row adapters."""
+        from marlang.agents.answer_parsing import extract_answer
+        from marlang.agents.llm_agent import CallContext
+        from marlang.models.local_engine import GenerationRequest, SamplingParams
+        from marlang.trainers.ppo import _chat_dict
+
+        options: Any = self.options
+        engine, team = self.engine, self.team
+        assert engine is not None and team is not None
+        batch, prompts = [], []
+        for k, (node, tree, agent, obs) in enumerate(requests):
+            actor = self.context.actors[agent]
+            form = obs.data.get("answer_format", "text")
+            messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction=f"act_instruction_{form}")
+            prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
+            prompts.append((prompt_ids, form, obs.data.get("entry_point") if form == "code" else None))
+            for g in range(options.num_generations):
+                seed = (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 \
+                    + k * 17 + g
+                batch.append(GenerationRequest(prompt_ids, SamplingParams(
+                    temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_new_tokens,
+                    seed=seed % (2 ** 63)), adapter=team.adapter_for(agent)))
+        outs = engine.generate(batch)
+        result: list[list[Completion]] = []
+        G = options.num_generations
+        for k, (_node, _tree, agent, _obs) in enumerate(requests):
+            prompt_ids, form, entry = prompts[k]
+            group = []
+            for out in outs[k * G:(k + 1) * G]:
+                self._tokens_sampled += len(out.token_ids)
+                found = extract_answer(out.text, form, entry)
+                group.append(Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
+                                        found.answer or ""))
+            result.append(group)
+        return result
+
+    _tokens_sampled: int = 0
+
+    # training --------------------------------------------------------------------------------
+    def _train(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
+        """``epochs`` passes of minibatches over each agent's completions, one adapter at a time."""
+        options: Any = self.options
+        team, engine = self.team, self.engine
+        assert team is not None and engine is not None
+        rng = random.Random(options.seed * SEED_OFFSET + iteration)
+        units = self._units()
+        by_unit: dict[str, list[TrainingSample]] = {}
+        for agent, items in samples.items():
+            by_unit.setdefault(team.agents[0] if team.sharing == "shared" else agent, []).extend(items)
+        counters: dict[str, Any] = {"completions": sum(len(v) for v in samples.values()), "steps": 0,
+                                    "skipped_steps": 0, "tokens_sampled": self._tokens_sampled}
+        old = {u: self._logprobs(u, items, grad=False) for u, items in by_unit.items()} \
+            if options.loss != "reinforce" else {}
+        ref = {u: self._logprobs(u, items, grad=False, base=True) for u, items in by_unit.items()} \
+            if options.beta > 0 else {}
+        totals: dict[str, dict[str, float]] = {}
+        for _epoch in range(options.epochs):
+            for unit in units:
+                order = list(range(len(by_unit.get(unit, []))))
+                rng.shuffle(order)
+                for start in range(0, len(order), options.minibatch_size):
+                    idx = order[start:start + options.minibatch_size]
+                    with engine.exclusive():
+                        result = self._step(unit, [by_unit[unit][i] for i in idx],
+                                            [old[unit][i] for i in idx] if old else None,
+                                            [ref[unit][i] for i in idx] if ref else None)
+                    counters["steps"] += 1
+                    if result is None:
+                        counters["skipped_steps"] += 1
+                        continue
+                    acc = totals.setdefault(unit, {})
+                    for k, v in result.items():
+                        acc[k] = acc.get(k, 0.0) + v
+                    acc["n"] = acc.get("n", 0.0) + 1
+        records = []
+        for agent in self.context.agents:
+            unit = team.agents[0] if team.sharing == "shared" else agent
+            acc = totals.get(unit, {})
+            n = acc.get("n", 0.0)
+            mine = samples.get(agent, [])
+            records.append({"agent": agent, "completions": len(mine),
+                            "advantage_mean": (sum(s.advantage for s in mine) / len(mine)) if mine else None,
+                            **{k: (acc[k] / n if n else None) for k in ("loss", "grad_norm")}})
+        return {"records": records, "counters": counters}
+
+    def _logprobs(self, unit: str, items: list[TrainingSample], grad: bool, base: bool = False) -> list[Any]:
+        """Per completion, its token log-probs under ``unit``'s adapter (or the base model), no
+        gradient: the old policy of the ratio losses, or the KL's reference."""
+        import contextlib
+
+        import torch
+
+        options: Any = self.options
+        team = self.team
+        assert team is not None
+        out: list[Any] = []
+        with team.training(unit, train_mode=False), torch.no_grad():
+            ctx = team.model.disable_adapter() if base else contextlib.nullcontext()
+            with ctx:
+                for start in range(0, len(items), options.micro_batch_size):
+                    part = items[start:start + options.micro_batch_size]
+                    batch = self._batch(part)
+                    lp = completion_logprobs(team.model, batch, options.temperature).cpu()
+                    out += [lp[i, :len(s.completion.token_ids)] for i, s in enumerate(part)]
+        return out
+
+    def _batch(self, part: list[TrainingSample]) -> dict[str, Any]:
+        return pack_completions([s.completion.prompt_ids for s in part], [s.completion.token_ids for s in part],
+                                self.engine._pad_id)
+
+    def _step(self, unit: str, items: list[TrainingSample], old: list[Any] | None,
+              ref: list[Any] | None) -> dict[str, float] | None:
+        """One gradient step of ``unit``'s adapter on ``items``; None when the loss is not
+        finite or the gradient norm is not (or exceeds ``max_skip_norm``): nothing changes."""
+        import torch
+
+        options: Any = self.options
+        team = self.team
+        assert team is not None
+        optimizer = self.optimizers[unit]
+        params = self._unit_parameters(unit)
+        optimizer.zero_grad(set_to_none=True)
+        total_weight = float(sum(s.weight for s in items))
+        loss_sum = 0.0
+        with team.training(unit):
+            for start in range(0, len(items), options.micro_batch_size):
+                part = items[start:start + options.micro_batch_size]
+                batch = self._batch(part)
+                lp = completion_logprobs(team.model, batch, options.temperature)
+                mask = batch["completion_mask"].to(lp.device)
+
+                old_part = _padded(old, start, len(part), lp) if old is not None else None
+                ref_part = _padded(ref, start, len(part), lp) if ref is not None else None
+                adv = torch.tensor([s.advantage for s in part], device=lp.device)
+                w = torch.tensor([float(s.weight) for s in part], device=lp.device)
+                loss = policy_loss(lp, mask, adv, loss=options.loss, old_logps=old_part,
+                                   ref_logps=ref_part, beta=options.beta, epsilon_low=options.epsilon,
+                                   epsilon_high=options.epsilon_high or options.epsilon,
+                                   max_completion_length=options.max_new_tokens, weights=w)
+                # The minibatch's loss is the weighted mean over its completions.
+                scaled = loss * (w.sum() / total_weight)
+                if not torch.isfinite(scaled):
+                    logger.warning("%s: non-finite loss on %s; step skipped", self.name, unit)
+                    optimizer.zero_grad(set_to_none=True)
+                    return None
+                scaled.backward()
+                loss_sum += float(scaled)
+        norm = clip_gradients(params, options.max_grad_norm)
+        if not math.isfinite(norm) or norm > options.max_skip_norm:
+            logger.warning("%s: gradient norm %s on %s; step skipped", self.name, norm, unit)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        with torch.no_grad():
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return {"loss": loss_sum, "grad_norm": norm}
+
+    # records ---------------------------------------------------------------------------------
+    def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:
+        """``trees/<iteration>.jsonl``: one line per joint action (tree, turn, path, reward,
+        return, advantage, each agent's answer)."""
+        root_dir = self.context.run_dir
+        if root_dir is None:
+            return
+        lines = []
+        for t, (root, seed) in enumerate(zip(roots, seeds, strict=True)):
+            parents = {id(c): n for n in iter_nodes(root) for c in n.children}
+            for node in iter_nodes(root):
+                if node is root:
+                    continue
+                parent = parents[id(node)]
+                lines.append(json.dumps({
+                    "tree": t, "seed": seed, "turn": node.turn, "joint": node.joint, "reward": node.reward,
+                    "return": node.ret, "advantage": node.advantage, "done": node.done,
+                    "terminated_early": node.terminated_early, **node.info,
+                    "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
+                }))
+        atomic_write_text(Path(root_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
+
+
+def _padded(rows: list[Any], start: int, count: int, like: Any) -> Any:
+    """Rows ``start .. start + count`` of per-completion log-prob vectors, zero-padded to
+    ``like``'s width, on its device."""
+    import torch
+
+    out = torch.zeros((count, like.size(1)), dtype=like.dtype)
+    for i, r in enumerate(rows[start:start + count]):
+        out[i, :len(r)] = r
+    return out.to(like.device)
+
+
+class GRPOLearner(MAGRPOLearner):
+    """GRPO: MAGRPO with one agent (the single-agent baseline of seed 003)."""
+
+    name: ClassVar[str] = "grpo"
