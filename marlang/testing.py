@@ -283,8 +283,13 @@ class FakeOpenAIServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client gave up on this request (a refusal it need not read in
+                    # full, a timeout): like a real server, carry on without a traceback.
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
