@@ -13,8 +13,6 @@ adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<i
 from __future__ import annotations
 
 import json
-import logging
-import math
 import random
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -23,12 +21,8 @@ from pydantic import Field
 
 from marlang.learners.base import LearnerOptions
 from marlang.rundir import atomic_write_text
-from marlang.trainers.adapter_learner import (
-    SEED_OFFSET,
-    AdapterLearner,
-    AdapterOptions,
-    clip_gradients,
-)
+from marlang.trainers.adapter_learner import SEED_OFFSET, AdapterLearner, AdapterOptions
+from marlang.trainers.distributed import DataParallel
 from marlang.trainers.grpo_loss import completion_logprobs, pack_completions, policy_loss
 from marlang.trainers.magrpo_tree import (
     Completion,
@@ -42,8 +36,6 @@ from marlang.trainers.magrpo_tree import (
     tree_stats,
 )
 from marlang.types import Candidate, PolicyState, Trajectory
-
-logger = logging.getLogger(__name__)
 
 TEXT_ENVS = ("code/", "math/", "qa/")
 """Env id prefixes whose agents answer in free text (MAGRPO's domain)."""
@@ -171,7 +163,6 @@ class MAGRPOLearner(AdapterLearner):
             env.reset(seed=seed)
             roots.append(Node(turn=0, state=env.snapshot()))
         frontier = [(root, i) for i, root in enumerate(roots)]
-        self._tokens_sampled = 0
         while frontier:
             requests = []
             for node, tree in frontier:
@@ -229,14 +220,11 @@ class MAGRPOLearner(AdapterLearner):
             prompt_ids, form, entry = prompts[k]
             group = []
             for out in outs[k * G:(k + 1) * G]:
-                self._tokens_sampled += len(out.token_ids)
                 found = extract_answer(out.text, form, entry)
                 group.append(Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
                                         found.answer or ""))
             result.append(group)
         return result
-
-    _tokens_sampled: int = 0
 
     # training --------------------------------------------------------------------------------
     def _train(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
@@ -250,10 +238,10 @@ class MAGRPOLearner(AdapterLearner):
         for agent, items in samples.items():
             by_unit.setdefault(team.agents[0] if team.sharing == "shared" else agent, []).extend(items)
         counters: dict[str, Any] = {"completions": sum(len(v) for v in samples.values()), "steps": 0,
-                                    "skipped_steps": 0, "tokens_sampled": self._tokens_sampled}
-        old = {u: self._logprobs(u, items, grad=False) for u, items in by_unit.items()} \
+                                    "skipped_steps": 0}
+        old = {u: self._logprobs(u, items) for u, items in by_unit.items()} \
             if options.loss != "reinforce" else {}
-        ref = {u: self._logprobs(u, items, grad=False, base=True) for u, items in by_unit.items()} \
+        ref = {u: self._logprobs(u, items, base=True) for u, items in by_unit.items()} \
             if options.beta > 0 else {}
         totals: dict[str, dict[str, float]] = {}
         for _epoch in range(options.epochs):
@@ -285,7 +273,7 @@ class MAGRPOLearner(AdapterLearner):
                             **{k: (acc[k] / n if n else None) for k in ("loss", "grad_norm")}})
         return {"records": records, "counters": counters}
 
-    def _logprobs(self, unit: str, items: list[TrainingSample], grad: bool, base: bool = False) -> list[Any]:
+    def _logprobs(self, unit: str, items: list[TrainingSample], base: bool = False) -> list[Any]:
         """Per completion, its token log-probs under ``unit``'s adapter (or the base model), no
         gradient: the old policy of the ratio losses, or the KL's reference."""
         import contextlib
@@ -320,10 +308,9 @@ class MAGRPOLearner(AdapterLearner):
         team = self.team
         assert team is not None
         optimizer = self.optimizers[unit]
-        params = self._unit_parameters(unit)
         optimizer.zero_grad(set_to_none=True)
         total_weight = float(sum(s.weight for s in items))
-        loss_sum = 0.0
+        loss_sum, finite = 0.0, True
         with team.training(unit):
             for start in range(0, len(items), options.micro_batch_size):
                 part = items[start:start + options.micro_batch_size]
@@ -341,21 +328,16 @@ class MAGRPOLearner(AdapterLearner):
                                    max_completion_length=options.max_new_tokens, weights=w)
                 # The minibatch's loss is the weighted mean over its completions.
                 scaled = loss * (w.sum() / total_weight)
-                if not torch.isfinite(scaled):
-                    logger.warning("%s: non-finite loss on %s; step skipped", self.name, unit)
-                    optimizer.zero_grad(set_to_none=True)
-                    return None
+                finite = bool(torch.isfinite(scaled))
+                if not finite:
+                    break
                 scaled.backward()
                 loss_sum += float(scaled)
-        norm = clip_gradients(params, options.max_grad_norm)
-        if not math.isfinite(norm) or norm > options.max_skip_norm:
-            logger.warning("%s: gradient norm %s on %s; step skipped", self.name, norm, unit)
-            optimizer.zero_grad(set_to_none=True)
+        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite,
+                             self.parallel or DataParallel()) is None:
             return None
-        with torch.no_grad():
-            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return {"loss": loss_sum, "grad_norm": norm}
+        return {"loss": loss_sum, "grad_norm": self._last_norm}
 
     # records ---------------------------------------------------------------------------------
     def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:

@@ -133,8 +133,9 @@ def training_samples(root: Node) -> dict[str, list[TrainingSample]]:
 
 def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
     """Counters of a batch of trees: nodes expanded, joint actions evaluated, branches
-    terminated by the threshold, the first turn's rewards (mean) and share solved."""
-    expanded = evaluated = terminated = solved_first = first = 0
+    terminated by the threshold, the first turn's rewards (mean) and share solved, and the
+    completion tokens sampled."""
+    expanded = evaluated = terminated = solved_first = first = tokens = 0
     rewards: list[float] = []
     for root in roots:
         for node in iter_nodes(root):
@@ -143,10 +144,11 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
             if node.children:
                 expanded += 1
             terminated += node.terminated_early
+            tokens += sum(len(c.token_ids) for group in node.completions.values() for c in group)
         for child in root.children:
             first += 1
             rewards.append(child.reward)
             solved_first += bool(child.info.get("success"))
     return {"nodes_expanded": expanded, "joint_actions": evaluated, "branches_terminated": terminated,
             "first_turn_reward_mean": sum(rewards) / len(rewards) if rewards else None,
-            "first_turn_pass_rate": solved_first / first if first else None}
+            "first_turn_pass_rate": solved_first / first if first else None, "tokens_sampled": tokens}
