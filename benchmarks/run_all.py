@@ -11,6 +11,7 @@ import bench_envs_marl
 import bench_envs_overcooked
 import bench_envs_pistonball
 import bench_langmarl
+import bench_magrpo
 import bench_neural
 import bench_parallel
 import bench_ppo
@@ -23,6 +24,8 @@ def main() -> None:
     bench_scoring.main()
     print("\n== PPO with LoRA: packed scoring, mixed-adapter rollouts, memory ==")
     bench_ppo.main()
+    print("\n== MAGRPO: batched sampling with per-row adapters, shared-prompt training ==")
+    bench_magrpo.main()
     print("\n== parallel episodes ==")
     bench_parallel.main()
     print("\n== Overcooked text env ==")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
@@ -333,6 +333,9 @@ class ScoredDecisions:
     prompt_hidden: torch.Tensor
     """``[n_items, hidden]``: the final-layer hidden state (after the final norm) at each
     prompt's last token, the state the first candidate token is predicted from."""
+    token_logprobs: list[torch.Tensor] = field(default_factory=list)
+    """Per candidate, over all items in order, ``[candidate tokens]`` float32: the log-prob of
+    each of its tokens (``scores`` are their sums)."""
 
 
 def score_decisions(
@@ -341,6 +344,7 @@ def score_decisions(
     pad_id: int,
     *,
     layout: Literal["packed", "repeated"] | None = None,
+    temperature: float = 1.0,
     **forward_kwargs: Any,
 ) -> ScoredDecisions:
     """Score a batch of decisions in one forward pass, with no KV cache, differentiably.
@@ -348,7 +352,9 @@ def score_decisions(
     Each item is ``(prompt_ids, [candidate_ids, ...])``; the prompt and every candidate must
     be non-empty (an item without candidates gets empty scores, and its hidden state). A
     candidate's score is the sum of log p(token) over its tokens after the prompt, computed
-    in float32 (no length normalisation). Runs in the caller's grad mode, so the scores and
+    in float32 (no length normalisation), from the logits divided by ``temperature`` (1: the
+    model's own distribution; a sampling temperature scores completions as they were sampled).
+    Runs in the caller's grad mode, so the scores and
     hidden states carry gradients unless the caller disabled them, and works with gradient
     checkpointing in training mode (it never relies on a cache).
 
@@ -415,13 +421,17 @@ def score_decisions(
         return ScoredDecisions([empty for _ in items], prompt_hidden)
     rows, cols = batch.predictors.to(hidden.device).unbind(-1)
     logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+    if temperature != 1.0:
+        logits = logits / temperature
     from trl.trainer.utils import selective_log_softmax  # trl is slow to import
 
     # A leading batch dim of 1: trl's unfused path (no GPU/triton) loops over the first dim.
     token_logprobs = selective_log_softmax(logits[None], batch.targets.to(hidden.device)[None])[0]
     flat = torch.zeros(sum(n_candidates), device=hidden.device, dtype=torch.float32)
     flat = flat.index_add(0, batch.owners.to(hidden.device), token_logprobs)
-    return ScoredDecisions(list(flat.split(n_candidates)), prompt_hidden)
+    lengths = [len(c) for _, candidates in items for c in candidates]
+    return ScoredDecisions(list(flat.split(n_candidates)), prompt_hidden,
+                           list(token_logprobs.split(lengths)))
 
 
 @dataclass

@@ -108,6 +108,36 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor], temperature:
     return selective_log_softmax(logits, batch["completion_ids"].to(device))
 
 
+def shared_prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                           pad_id: int, temperature: float = 1.0, **forward_kwargs: Any
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same log-probs as ``completion_logprobs`` (``[B, T]``, and the ``[B, T]`` 0/1 mask),
+    with each distinct prompt run once: the completions that share a prompt (a node's G
+    samples of one agent) follow it in one packed row under a block-causal mask
+    (``score_decisions``' packed layout, where the attention takes a 4D mask), so a prompt of P tokens and G completions of C cost
+    P + G*C positions instead of G*(P + C). Empty completions get an all-zero mask row."""
+    from marlang.models.scoring import score_decisions
+
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        if c:
+            groups.setdefault(tuple(p), []).append(i)
+    width = max(max((len(c) for c in completions), default=0), 1)
+    mask = torch.zeros((len(completions), width), dtype=torch.long)
+    for i, c in enumerate(completions):
+        mask[i, :len(c)] = 1
+    device = model.get_input_embeddings().weight.device
+    if not groups:
+        return torch.zeros((len(completions), width), device=device), mask
+    items = [(prompt, [list(completions[i]) for i in rows]) for prompt, rows in groups.items()]
+    scored = score_decisions(model, items, pad_id, temperature=temperature, **forward_kwargs)
+    order = [i for rows in groups.values() for i in rows]
+    rows_out = [torch.zeros(width, device=device)] * len(completions)
+    for i, lp in zip(order, scored.token_logprobs, strict=True):
+        rows_out[i] = torch.nn.functional.pad(lp, (0, width - lp.size(0)))
+    return torch.stack(rows_out), mask
+
+
 def policy_loss(logps: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, *, loss: str = "reinforce",
                 old_logps: torch.Tensor | None = None, ref_logps: torch.Tensor | None = None,
                 beta: float = 0.0, epsilon_low: float = 0.2, epsilon_high: float = 0.2,

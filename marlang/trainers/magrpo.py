@@ -13,6 +13,7 @@ adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<i
 from __future__ import annotations
 
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -23,7 +24,7 @@ from marlang.learners.base import LearnerOptions
 from marlang.rundir import atomic_write_text
 from marlang.trainers.adapter_learner import SEED_OFFSET, AdapterLearner, AdapterOptions
 from marlang.trainers.distributed import DataParallel
-from marlang.trainers.grpo_loss import completion_logprobs, pack_completions, policy_loss
+from marlang.trainers.grpo_loss import policy_loss, shared_prompt_logprobs
 from marlang.trainers.magrpo_tree import (
     Completion,
     Node,
@@ -36,6 +37,8 @@ from marlang.trainers.magrpo_tree import (
     tree_stats,
 )
 from marlang.types import Candidate, PolicyState, Trajectory
+
+logger = logging.getLogger(__name__)
 
 TEXT_ENVS = ("code/", "math/", "qa/")
 """Env id prefixes whose agents answer in free text (MAGRPO's domain)."""
@@ -177,12 +180,7 @@ class MAGRPOLearner(AdapterLearner):
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
                     env.restore(node.state)
                     answers = {a: node.completions[a][g].answer for a, g in joint.items()}
-                    _obs, rewards, terms, truncs, infos = env.step(answers)
-                    first = agents[0]
-                    node.children.append(Node(
-                        turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
-                        done=bool(terms[first] or truncs[first]), state=env.snapshot(),
-                        info={k: infos[first].get(k) for k in ("success", "score") if k in infos[first]}))
+                    node.children.append(judge(env, node, joint, answers, agents[0]))
                 if not should_expand(node.children, options.termination_threshold):
                     node.terminated_early = True
                     continue
@@ -246,8 +244,7 @@ class MAGRPOLearner(AdapterLearner):
         totals: dict[str, dict[str, float]] = {}
         for _epoch in range(options.epochs):
             for unit in units:
-                order = list(range(len(by_unit.get(unit, []))))
-                rng.shuffle(order)
+                order = _grouped_order(by_unit.get(unit, []), rng)
                 for start in range(0, len(order), options.minibatch_size):
                     idx = order[start:start + options.minibatch_size]
                     with engine.exclusive():
@@ -289,14 +286,18 @@ class MAGRPOLearner(AdapterLearner):
             with ctx:
                 for start in range(0, len(items), options.micro_batch_size):
                     part = items[start:start + options.micro_batch_size]
-                    batch = self._batch(part)
-                    lp = completion_logprobs(team.model, batch, options.temperature).cpu()
+                    lp, _mask = self._completion_logprobs(part)
+                    lp = lp.cpu()
                     out += [lp[i, :len(s.completion.token_ids)] for i, s in enumerate(part)]
         return out
 
-    def _batch(self, part: list[TrainingSample]) -> dict[str, Any]:
-        return pack_completions([s.completion.prompt_ids for s in part], [s.completion.token_ids for s in part],
-                                self.engine._pad_id)
+    def _completion_logprobs(self, part: list[TrainingSample]) -> tuple[Any, Any]:
+        """Token log-probs ``[B, T]`` of ``part``'s completions and their mask, each shared
+        prompt run once (``shared_prompt_logprobs``)."""
+        assert self.team is not None and self.engine is not None
+        return shared_prompt_logprobs(self.team.model, [s.completion.prompt_ids for s in part],
+                                      [s.completion.token_ids for s in part], self.engine._pad_id,
+                                      self.options.temperature)  # type: ignore[attr-defined]
 
     def _step(self, unit: str, items: list[TrainingSample], old: list[Any] | None,
               ref: list[Any] | None) -> dict[str, float] | None:
@@ -314,9 +315,8 @@ class MAGRPOLearner(AdapterLearner):
         with team.training(unit):
             for start in range(0, len(items), options.micro_batch_size):
                 part = items[start:start + options.micro_batch_size]
-                batch = self._batch(part)
-                lp = completion_logprobs(team.model, batch, options.temperature)
-                mask = batch["completion_mask"].to(lp.device)
+                lp, mask = self._completion_logprobs(part)
+                mask = mask.to(lp.device)
 
                 old_part = _padded(old, start, len(part), lp) if old is not None else None
                 ref_part = _padded(ref, start, len(part), lp) if ref is not None else None
@@ -360,6 +360,39 @@ class MAGRPOLearner(AdapterLearner):
                     "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
                 }))
         atomic_write_text(Path(root_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
+
+
+def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], first: str) -> Node:
+    """The child of ``node`` (whose snapshot ``env`` was restored to) for one joint answer.
+    An answer the sandbox could not judge (a timeout, a killed or crashed run) gets what the
+    env gives it (no test passed) and keeps the sandbox's status and message as the reason; an
+    env that raises gives reward 0, ends the branch, and its error is the reason: the training
+    step never crashes on an answer."""
+    try:
+        _obs, rewards, terms, truncs, infos = env.step(answers)
+    except Exception as error:  # noqa: BLE001 - the judge's failure is recorded, not raised
+        logger.warning("the env could not judge a joint answer (%s: %s); reward 0", type(error).__name__, error)
+        return Node(turn=node.turn + 1, joint=joint, reward=0.0, done=True, state=node.state,
+                    info={"status": "unjudged", "reason": f"{type(error).__name__}: {error}"[:300]})
+    info = infos[first]
+    kept = {k: info[k] for k in ("success", "score", "pass_rate", "status") if k in info}
+    report = info.get("report") or {}
+    if kept.get("status") not in (None, "ok"):
+        reason = " ".join(str(x) for x in (report.get("error_type"), report.get("message")) if x)
+        kept["reason"] = (reason or str(kept["status"]))[:300]
+    return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
+                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
+
+
+def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:
+    """A shuffled order of ``items`` that keeps completions of one prompt (a node's G samples
+    of an agent) next to each other, so a minibatch runs each shared prompt once."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(items):
+        groups.setdefault(tuple(s.completion.prompt_ids), []).append(i)
+    blocks = list(groups.values())
+    rng.shuffle(blocks)
+    return [i for block in blocks for i in block]
 
 
 def _padded(rows: list[Any], start: int, count: int, like: Any) -> Any:

@@ -22,6 +22,9 @@ from typing import Any
 
 from marlang.trainers.grpo_loss import group_advantages
 
+SANDBOX_FAILURES = ("timeout", "killed", "crashed")
+"""Sandbox statuses of a run that was stopped before its tests could judge it."""
+
 JOINT_MODES = ("align", "cross")
 
 
@@ -133,14 +136,20 @@ def training_samples(root: Node) -> dict[str, list[TrainingSample]]:
 
 def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
     """Counters of a batch of trees: nodes expanded, joint actions evaluated, branches
-    terminated by the threshold, the first turn's rewards (mean) and share solved, and the
-    completion tokens sampled."""
-    expanded = evaluated = terminated = solved_first = first = tokens = 0
+    terminated by the threshold, the first turn's rewards (mean and 95% interval) and share
+    solved, the completion tokens sampled, and the joint answers the sandbox could not judge
+    (timeout, killed, crashed) or the env failed to judge at all (``unjudged``)."""
+    from marlang.report import mean_ci
+
+    expanded = evaluated = terminated = solved_first = first = tokens = not_judged = unjudged = 0
     rewards: list[float] = []
     for root in roots:
         for node in iter_nodes(root):
             if node is not root:
                 evaluated += 1
+                status = node.info.get("status")
+                not_judged += status in SANDBOX_FAILURES
+                unjudged += status == "unjudged"
             if node.children:
                 expanded += 1
             terminated += node.terminated_early
@@ -149,6 +158,8 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
             first += 1
             rewards.append(child.reward)
             solved_first += bool(child.info.get("success"))
+    stat = mean_ci(rewards)
     return {"nodes_expanded": expanded, "joint_actions": evaluated, "branches_terminated": terminated,
-            "first_turn_reward_mean": sum(rewards) / len(rewards) if rewards else None,
-            "first_turn_pass_rate": solved_first / first if first else None, "tokens_sampled": tokens}
+            "first_turn_reward_mean": stat["mean"], "first_turn_reward_ci95": stat["ci95"],
+            "first_turn_pass_rate": solved_first / first if first else None, "tokens_sampled": tokens,
+            "sandbox_failures": not_judged, "unjudged": unjudged}

@@ -12,6 +12,7 @@ from marlang.trainers.grpo_loss import (
     group_advantages,
     pack_completions,
     policy_loss,
+    shared_prompt_logprobs,
 )
 from marlang.trainers.magrpo_tree import (
     Completion,
@@ -187,6 +188,37 @@ def test_a_sibling_set_whose_mean_reward_passes_the_threshold_is_not_expanded():
         joint_actions(["a"], 3, "mix")
 
 
+# ------------------------------------------------------------------------------ shared prompts
+
+
+def test_shared_prompt_logprobs_equal_one_row_per_completion_with_their_gradients():
+    """Training runs each prompt once with its G completions packed after it; the log-probs
+    and gradients are those of the plain prompt + completion rows (fp32, 1e-5)."""
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = tiny_llama(len(tok), eos_token_id=tok.eos_token_id)
+    eos = tok.eos_token_id
+    prompts = [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10], [5, 6, 7, 8], [11, 12, 13]]
+    completions = [[20, 21, eos], [22], [23, 24, 25, 26], [], [27, 28]]
+    adv = torch.tensor([0.5, -1.0, 2.0, 0.3, -0.7])
+    results = []
+    for packed in (False, True):
+        model.zero_grad(set_to_none=True)
+        if packed:
+            lp, mask = shared_prompt_logprobs(model, prompts, completions, tok.pad_token_id, temperature=0.7)
+        else:
+            batch = pack_completions(prompts, completions, tok.pad_token_id)
+            lp, mask = completion_logprobs(model, batch, 0.7), batch["completion_mask"]
+        loss = policy_loss(lp, mask, adv)
+        loss.backward()
+        results.append(((lp * mask).detach(), mask, loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (lp_a, mask_a, loss_a, grad_a), (lp_b, mask_b, loss_b, grad_b) = results
+    assert torch.equal(mask_a, mask_b) and mask_b[3].sum() == 0  # the empty completion is masked
+    assert float((lp_a - lp_b).abs().max()) < 1e-5 and float(lp_b.abs().sum()) > 0
+    assert float((loss_a - loss_b).abs()) < 1e-5
+    assert max(float((a - b).abs().max()) for a, b in zip(grad_a, grad_b, strict=True)) < 1e-5
+
+
 # ------------------------------------------------------------------------------ agents apart
 
 
@@ -278,3 +310,46 @@ def test_a_task_env_restored_from_a_snapshot_steps_as_before():
     assert inner.turn == 2 and len(inner.history) == 1
     inner.restore(start)
     assert inner.turn == 1 and inner.history == ()
+
+
+def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a_failing_env_too():
+    from marlang import make_env
+    from marlang.trainers.magrpo import judge
+    from marlang.trainers.magrpo_tree import tree_stats
+
+    env = make_env("code/humaneval", n_agents=1, max_steps=1, timeout=2.0, test_timeout=0.5)
+    inner = env.unwrapped
+    inner.reset(seed=0)
+    root = Node(turn=0, state=inner.snapshot())
+    answers = {
+        "spin": "def has_close_elements(numbers, threshold):\n    while True:\n        pass\n",
+        "memory": "def has_close_elements(numbers, threshold):\n    return bytearray(1 << 40)\n",
+        "exit": "import os\nos._exit(0)\n",
+        "killed": "import ctypes\nctypes.string_at(0)\n",
+        "right": "def has_close_elements(numbers, threshold):\n    return any(abs(a - b) < threshold "
+                 "for i, a in enumerate(numbers) for b in numbers[i + 1:])\n",
+    }
+    children = {}
+    for g, (name, code) in enumerate(answers.items()):
+        inner.restore(root.state)
+        children[name] = judge(inner, root, {"agent_0": g}, {"agent_0": code}, "agent_0")
+    for name in ("spin", "memory", "exit", "killed"):
+        assert children[name].reward == 0.0 and not children[name].info["success"], name
+    for name in ("spin", "exit", "killed"):  # stopped before any test could judge it
+        assert children[name].info["status"] != "ok" and children[name].info["reason"], (name, children[name].info)
+    assert children["spin"].info["status"] == "timeout" and children["killed"].info["status"] == "killed"
+    assert children["right"].reward == 1.0 and children["right"].info["status"] == "ok"
+    assert "reason" not in children["right"].info
+
+    def broken(actions):
+        raise RuntimeError("the sandbox pool is gone")
+
+    inner.restore(root.state)
+    inner.step = broken
+    failed = judge(inner, root, {"agent_0": 0}, {"agent_0": answers["right"]}, "agent_0")
+    assert failed.reward == 0.0 and failed.done and failed.info == {
+        "status": "unjudged", "reason": "RuntimeError: the sandbox pool is gone"}
+    root.children = [*children.values(), failed]
+    stats = tree_stats([root])
+    assert stats["unjudged"] == 1 and stats["sandbox_failures"] >= 1
+    assert stats["first_turn_reward_mean"] == pytest.approx(1.0 / 6) and stats["first_turn_reward_ci95"] > 0
