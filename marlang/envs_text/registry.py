@@ -275,6 +275,7 @@ def make(env_id: str, n_agents: int | None = None, **kwargs: Any) -> ParallelEnv
     Task envs (``code/humaneval``, ``code/mbpp``, ``code/coophumaneval``, ``math/math``,
     ``qa/hotpotqa``) take ``structure``, ``feedback``, ``memory``, ``sandbox_slice``,
     ``expert_model``, ``reward`` (coding), ``split``, ``dataset``, ``data_files``, ``limit``,
+    ``task_ids`` (the problems to pose, by id or index),
     ... (``max_steps`` counts turns; see ``marlang.envs_text.cooperative_tasks``).
     """
     return DEFAULT_REGISTRY.make(env_id, n_agents=n_agents, **kwargs)

@@ -5,12 +5,38 @@ process. The registry imports this module; the task envs never import it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pettingzoo import ParallelEnv
 
 from marlang.envs_text.cooperative_tasks import load_problems
+
+
+def select_tasks(problems: Sequence[Any], task_ids: Sequence[str | int] | None) -> tuple[Any, ...]:
+    """The problems ``task_ids`` names, in that order: a task id (``"HumanEval/42"``) or an
+    index into the loaded split; None: all of them. An unknown id is a one-line error."""
+    if task_ids is None:
+        return tuple(problems)
+    if isinstance(task_ids, str | int):
+        task_ids = [task_ids]
+    by_id = {str(p.task_id): p for p in problems}
+    out = []
+    for key in task_ids:
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not 0 <= key < len(problems):
+                raise ValueError(f"task_ids: index {key} is outside the {len(problems)} loaded problems")
+            out.append(problems[key])
+        elif str(key) in by_id:
+            out.append(by_id[str(key)])
+        else:
+            first = ", ".join(list(by_id)[:3])
+            raise ValueError(f"task_ids: no problem {key!r} in the loaded split (task ids look like {first}, ...; "
+                             "or give an index)")
+    if not out:
+        raise ValueError("task_ids is empty: name at least one problem (or leave it out for all)")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -36,6 +62,7 @@ class CodeTaskFactory:
         dataset_config: str | None = None,
         data_files: Any = None,
         limit: int | None = None,
+        task_ids: Sequence[str | int] | None = None,
         sandbox_workers: int | None = None,
         timeout: float = 10.0,
         test_timeout: float = 3.0,
@@ -44,10 +71,10 @@ class CodeTaskFactory:
         from marlang.envs_text.coding_tasks import CodeTaskEnv
 
         def problems() -> tuple[Any, ...]:
-            return load_problems(
+            return select_tasks(load_problems(
                 self.task, split=split, dataset=dataset, dataset_config=dataset_config,
                 data_files=data_files, limit=limit,
-            )
+            ), task_ids)
 
         return CodeTaskEnv(
             problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
@@ -79,6 +106,7 @@ class ReasoningTaskFactory:
         dataset_config: str | None = None,
         data_files: Any = None,
         limit: int | None = None,
+        task_ids: Sequence[str | int] | None = None,
         render_mode: str | None = None,
     ) -> ParallelEnv:
         from marlang.envs_text.reasoning_tasks import MathTaskEnv, QATaskEnv
@@ -86,10 +114,10 @@ class ReasoningTaskFactory:
         env_class = MathTaskEnv if self.task == "math" else QATaskEnv
 
         def problems() -> tuple[Any, ...]:
-            return load_problems(
+            return select_tasks(load_problems(
                 self.task, split=split, dataset=dataset, dataset_config=dataset_config,
                 data_files=data_files, limit=limit,
-            )
+            ), task_ids)
 
         return env_class(
             problems, n_agents=n_agents, max_steps=max_steps, structure=structure,

@@ -57,6 +57,11 @@ class SamplingParams:
     """Seeds this request's own random generator: same seed, same sample."""
     stop: tuple[str, ...] = ()
     """Generation ends at the first of these strings, which is cut from the text."""
+    logprobs: bool = False
+    """Record each generated token's log-probability under the temperature-scaled
+    distribution (before nucleus truncation): the sampling policy's log pi of the token."""
+    keep_cache: bool = False
+    """Return the row's KV cache (`RowCache`) for a later request that continues it."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -68,13 +73,31 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class RowCache:
+    """The KV cache of one finished row: every layer's keys and values ``[heads, length,
+    head_dim]`` over ``token_ids`` (its prompt and all but the last generated token, which
+    was never run through the model)."""
+
+    token_ids: tuple[int, ...]
+    keys: tuple[torch.Tensor, ...]
+    values: tuple[torch.Tensor, ...]
+
+    @property
+    def length(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """A tokenized prompt, the sampling parameters to continue it with, and the adapter (an
-    agent's LoRA policy, see `LocalLM.attach_adapters`) that answers it; None: the base model."""
+    agent's LoRA policy, see `LocalLM.attach_adapters`) that answers it; None: the base model.
+    ``past``: a `RowCache` whose tokens begin ``prompt_ids`` (an earlier turn of the same
+    conversation, under the same adapter): only the rest of the prompt is run."""
 
     prompt_ids: tuple[int, ...]
     sampling: SamplingParams = SamplingParams()
     adapter: str | None = None
+    past: RowCache | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,10 @@ class GenerationOutput:
     input_tokens: int
     finish_reason: str
     """``"stop"`` (end-of-sequence token or stop string) or ``"length"`` (max_tokens)."""
+    token_logprobs: tuple[float, ...] | None = None
+    """Per generated token, its log-probability (with ``SamplingParams.logprobs``)."""
+    cache: RowCache | None = None
+    """The row's KV cache (with ``SamplingParams.keep_cache``)."""
 
     @property
     def output_tokens(self) -> int:
@@ -120,6 +147,8 @@ class _RowState:
     token_ids: list[int] = field(default_factory=list)
     text: str | None = None
     finish_reason: str | None = None
+    logprobs: list[float] = field(default_factory=list)
+    cache: RowCache | None = None
 
 
 class LocalLM:
@@ -391,6 +420,10 @@ class LocalLM:
     def _check_fits(self, request: GenerationRequest) -> None:
         if not request.prompt_ids:
             raise ValueError("Cannot generate from an empty prompt")
+        past = request.past
+        if past is not None and (past.length >= len(request.prompt_ids)
+                                 or tuple(request.prompt_ids[:past.length]) != past.token_ids):
+            raise ValueError("A request's past must cover a proper prefix of its prompt_ids")
         needed = len(request.prompt_ids) + request.sampling.max_tokens
         if self._max_positions is not None and needed > self._max_positions:
             raise ValueError(
@@ -412,6 +445,8 @@ class LocalLM:
                 token_ids=tuple(row.token_ids),
                 input_tokens=len(row.request.prompt_ids),
                 finish_reason=row.finish_reason or "length",
+                token_logprobs=tuple(row.logprobs) if row.request.sampling.logprobs else None,
+                cache=row.cache,
             )
             for row in rows
         ]
@@ -433,14 +468,19 @@ class LocalLM:
         make short ones pay for its steps. ``forward_kwargs`` may name each row's adapter.
         """
         names = forward_kwargs.get("adapter_names")
+        pasts = [row.request.past for row in rows]
         logits, cache, attention_mask, position_ids = left_padded_prefill(
-            self.model, [row.request.prompt_ids for row in rows], self._pad_id, **forward_kwargs
+            self.model, [row.request.prompt_ids for row in rows], self._pad_id,
+            pasts=pasts if any(p is not None for p in pasts) else None, **forward_kwargs
         )
         next_positions = position_ids[:, -1] + 1
         active = list(range(len(rows)))
         while True:
             tokens = self._choose_tokens(logits, [rows[i] for i in active])
             running = [j for j, i in enumerate(active) if not self._push(rows[i], int(tokens[j]))]
+            for j, i in enumerate(active):
+                if rows[i].request.sampling.keep_cache and j not in running:
+                    rows[i].cache = _row_cache(cache, j, attention_mask[j], rows[i])
             if not running:
                 return
             if len(running) < len(active):
@@ -471,6 +511,9 @@ class LocalLM:
         for i, row in enumerate(rows):
             if row.generator is not None:
                 tokens[i] = sample_token(logits[i], row.request.sampling, row.generator)
+            if row.request.sampling.logprobs:
+                scaled = logits[i].float() / (row.request.sampling.temperature or 1.0)
+                row.logprobs.append(float(torch.log_softmax(scaled, dim=-1)[tokens[i]]))
         return tokens
 
     def _push(self, row: _RowState, token: int) -> bool:
@@ -495,6 +538,19 @@ class LocalLM:
 
     def _decode_text(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+
+def _row_cache(cache: Any, row: int, mask: torch.Tensor, state: _RowState) -> RowCache:
+    """Row ``row``'s keys and values at its real (unmasked) positions: its prompt and every
+    generated token but the last."""
+    keep = mask.bool()
+    layers = cache.layers
+    keys = tuple(layer.keys[row][:, keep, :].clone() for layer in layers)
+    values = tuple(layer.values[row][:, keep, :].clone() for layer in layers)
+    ids = tuple(state.request.prompt_ids) + tuple(state.token_ids[:-1])
+    if keys[0].size(1) != len(ids):
+        raise RuntimeError(f"a row's cache holds {keys[0].size(1)} positions for {len(ids)} tokens")
+    return RowCache(ids, keys, values)
 
 
 def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> int:

@@ -542,25 +542,45 @@ def _drops_kv_cache(model: PreTrainedModel) -> bool:
 
 
 def left_padded_prefill(
-    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int, **forward_kwargs: Any
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int, *,
+    pasts: Sequence[Any] | None = None, **forward_kwargs: Any
 ) -> tuple[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor]:
     """Run token-id prompts of different lengths as one left-padded batch.
 
     Every row ends at the last column, so the returned logits ``[n, vocab]`` are each
     prompt's next-token logits. Also returns the KV cache, the 0/1 attention mask and the
     position ids (counting real tokens only), for the passes that continue the rows.
+    ``pasts``: per row, None or a cache of the prompt's first tokens (``RowCache``: per-layer
+    keys and values ``[heads, length, dim]``); those rows run only the rest of their prompt,
+    after their cache, left-padded to the longest cache (the padding masked out), so the
+    numbers are those of the whole prompt run from scratch.
     ``forward_kwargs`` go to ``model(...)`` (e.g. PEFT's per-row ``adapter_names``).
     """
     device = next(model.parameters()).device
-    width = max(len(p) for p in prompts)
+    lengths = [p.length if p is not None else 0 for p in pasts] if pasts is not None else [0] * len(prompts)
+    rests = [list(ids)[n:] for ids, n in zip(prompts, lengths, strict=True)]
+    width_past, width = max(lengths), max(len(r) for r in rests)
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, ids in enumerate(prompts):
+    attention_mask = torch.zeros((len(prompts), width_past + width), dtype=torch.long)
+    for i, (ids, n) in enumerate(zip(rests, lengths, strict=True)):
         input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-        attention_mask[i, width - len(ids) :] = 1
+        attention_mask[i, width_past - n : width_past] = 1
+        attention_mask[i, width_past + width - len(ids) :] = 1
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+    position_ids = ((attention_mask.cumsum(-1) - 1).clamp_min(0))[:, width_past:]
     cache = DynamicCache(config=model.config)
+    if width_past:
+        assert pasts is not None
+        some = next(p for p in pasts if p is not None)
+        for layer in range(len(some.keys)):
+            heads, _, dim = some.keys[layer].shape
+            keys = some.keys[layer].new_zeros((len(prompts), heads, width_past, dim))
+            values = torch.zeros_like(keys)
+            for i, past in enumerate(pasts):
+                if past is not None:
+                    keys[i, :, width_past - past.length :] = past.keys[layer]
+                    values[i, :, width_past - past.length :] = past.values[layer]
+            cache.update(keys.to(device), values.to(device), layer)
     logits = model(
         input_ids=input_ids,
         attention_mask=attention_mask,

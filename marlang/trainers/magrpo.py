@@ -75,6 +75,10 @@ class MAGRPOOptions(AdapterOptions):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
     max_new_tokens: int = Field(256, ge=1, description="Longest completion, in tokens.")
+    memory: Literal["env", "memoryful"] = Field(
+        "env", description="env: each turn's prompt is the env's observation (env.kwargs.memory, full or last, "
+        "says how much of earlier turns it shows); memoryful: each agent's conversation goes on, its next "
+        "turn continuing the KV cache of its last prompt and reply (local engine only).")
     max_joint_actions: int = Field(
         64, ge=1, description="Refuse a cross tree with more joint actions per node than this.")
 
@@ -92,6 +96,10 @@ class MAGRPOLearner(AdapterLearner):
         options: Any = config.learning.options
         method = cls.name
         spec = config.model.spec
+        if options.memory == "memoryful" and not spec.startswith(("local:", "hf:")):
+            raise ValueError(f"learning.memory 'memoryful' carries each agent's KV cache across turns, which "
+                             f"only the local engine keeps; model.spec {spec!r} has none (use local:smollm2 "
+                             "or hf:PATH, or learning.memory: env)")
         if not spec.startswith(("local:", "hf:")):
             raise ValueError(f"learning.method '{method}' trains local weights, and model.spec {spec!r} "
                              "has none here; use local:smollm2 or hf:PATH")
@@ -166,15 +174,24 @@ class MAGRPOLearner(AdapterLearner):
             env.reset(seed=seed)
             roots.append(Node(turn=0, state=env.snapshot()))
         frontier = [(root, i) for i, root in enumerate(roots)]
+        parents: dict[int, Node] = {}
         while frontier:
             requests = []
             for node, tree in frontier:
                 env.restore(node.state)
                 for agent in agents:
-                    requests.append((node, tree, agent, env.observe(agent)))
-            outs = self._sample(requests, iteration)
-            for (node, _tree, agent, _obs), completions in zip(requests, outs, strict=True):
+                    prior = parents[id(node)].completions[agent][node.joint[agent]] \
+                        if options.memory == "memoryful" and node.turn > 0 else None
+                    requests.append((node, tree, agent, env.observe(agent), prior))
+            outs = self._sample(requests, iteration, keep_cache=options.memory == "memoryful")
+            for (node, _tree, agent, _obs, _prior), completions in zip(requests, outs, strict=True):
                 node.completions[agent] = completions
+            for node, _tree in frontier:  # the replies' caches are continued by the children only
+                parent = parents.pop(id(node), None)
+                if parent is not None:
+                    for group in parent.completions.values():
+                        for c in group:
+                            c.past = None
             nxt = []
             for node, tree in frontier:
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
@@ -184,12 +201,23 @@ class MAGRPOLearner(AdapterLearner):
                 if not should_expand(node.children, options.termination_threshold):
                     node.terminated_early = True
                     continue
-                nxt += [(c, tree) for c in node.children if not c.done and c.turn < depth]
+                for child in node.children:
+                    if not child.done and child.turn < depth:
+                        nxt.append((child, tree))
+                        parents[id(child)] = node
             frontier = nxt
+        for root in roots:  # no cache outlives the sampling
+            for node in iter_nodes(root):
+                for group in node.completions.values():
+                    for c in group:
+                        c.past = None
         return roots
 
-    def _sample(self, requests: list[tuple[Node, int, str, Any]], iteration: int) -> list[list[Completion]]:
-        """G completions per (node, agent), all in one batched generate with per-row adapters."""
+    def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
+                keep_cache: bool = False) -> list[list[Completion]]:
+        """G completions per (node, agent), all in one batched generate with per-row adapters,
+        each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
+        that reply's conversation from its KV cache."""
         from marlang.agents.answer_parsing import extract_answer
         from marlang.agents.llm_agent import CallContext
         from marlang.models.local_engine import GenerationRequest, SamplingParams
@@ -198,29 +226,35 @@ class MAGRPOLearner(AdapterLearner):
         options: Any = self.options
         engine, team = self.engine, self.team
         assert engine is not None and team is not None
+        depth = options.num_turns or self._tree_env().max_steps
+        suffix = turn_suffix(engine) if any(r[4] is not None for r in requests) else ""
         batch, prompts = [], []
-        for k, (node, tree, agent, obs) in enumerate(requests):
+        for k, (node, tree, agent, obs, prior) in enumerate(requests):
             actor = self.context.actors[agent]
             form = obs.data.get("answer_format", "text")
             messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction=f"act_instruction_{form}")
-            prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
+            if prior is None:
+                prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
+            else:
+                prompt_ids = continue_conversation(engine, prior, str(messages[-1].content), suffix)
             prompts.append((prompt_ids, form, obs.data.get("entry_point") if form == "code" else None))
             for g in range(options.num_generations):
                 seed = (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 \
                     + k * 17 + g
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
                     temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_new_tokens,
-                    seed=seed % (2 ** 63)), adapter=team.adapter_for(agent)))
+                    seed=seed % (2 ** 63), logprobs=True, keep_cache=keep_cache and node.turn + 1 < depth),
+                    adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
         result: list[list[Completion]] = []
         G = options.num_generations
-        for k, (_node, _tree, agent, _obs) in enumerate(requests):
+        for k, (_node, _tree, agent, _obs, _prior) in enumerate(requests):
             prompt_ids, form, entry = prompts[k]
             group = []
             for out in outs[k * G:(k + 1) * G]:
                 found = extract_answer(out.text, form, entry)
                 group.append(Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
-                                        found.answer or ""))
+                                        found.answer or "", logprobs=out.token_logprobs, past=out.cache))
             result.append(group)
         return result
 
@@ -237,7 +271,8 @@ class MAGRPOLearner(AdapterLearner):
             by_unit.setdefault(team.agents[0] if team.sharing == "shared" else agent, []).extend(items)
         counters: dict[str, Any] = {"completions": sum(len(v) for v in samples.values()), "steps": 0,
                                     "skipped_steps": 0}
-        old = {u: self._logprobs(u, items) for u, items in by_unit.items()} \
+        # the ratio losses' old policy: the log-probs recorded when the completions were sampled
+        old = {u: [_sampled_logprobs(s) for s in items] for u, items in by_unit.items()} \
             if options.loss != "reinforce" else {}
         ref = {u: self._logprobs(u, items, base=True) for u, items in by_unit.items()} \
             if options.beta > 0 else {}
@@ -332,7 +367,7 @@ class MAGRPOLearner(AdapterLearner):
                 if not finite:
                     break
                 scaled.backward()
-                loss_sum += float(scaled)
+                loss_sum += float(scaled.detach())
         if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite,
                              self.parallel or DataParallel()) is None:
             return None
@@ -382,6 +417,45 @@ def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], 
         kept["reason"] = (reason or str(kept["status"]))[:300]
     return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
                 done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
+
+
+def _sampled_logprobs(sample: TrainingSample) -> Any:
+    import torch
+
+    c = sample.completion
+    if c.logprobs is None or len(c.logprobs) != len(c.token_ids):
+        raise ValueError("a completion has no sampling-time log-probs; the ratio losses need them")
+    return torch.tensor(c.logprobs, dtype=torch.float32)
+
+
+def continue_conversation(engine: Any, prior: Completion, user_text: str, suffix: str) -> tuple[int, ...]:
+    """An agent's next prompt under ``memoryful``: its last prompt and reply as token ids, the
+    reply closed with the end-of-turn token if it ran out of tokens, then a new user turn
+    holding ``user_text`` and the assistant's opening (``suffix``: ``turn_suffix``'s)."""
+    eos = engine.tokenizer.eos_token_id
+    closed = tuple(prior.token_ids) if prior.token_ids and prior.token_ids[-1] == eos \
+        else tuple(prior.token_ids) + (eos,)
+    return tuple(prior.prompt_ids) + closed + engine.encode(suffix.replace(_MARK, user_text))
+
+
+_MARK = "\x00USER\x00"
+
+
+def turn_suffix(engine: Any) -> str:
+    """The text the chat template puts after an assistant reply's end-of-turn token and
+    before the next reply: what a new user turn adds to a conversation (``_MARK`` stands for
+    its content). A template that does not end a reply with the EOS token is refused."""
+    eos_text = engine.tokenizer.eos_token or ""
+    base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+            {"role": "assistant", "content": "A"}]
+    closed = engine.tokenizer.apply_chat_template(base, tokenize=False)
+    more = engine.tokenizer.apply_chat_template(base + [{"role": "user", "content": _MARK}], tokenize=False,
+                                                add_generation_prompt=True)
+    end = closed.rfind("A" + eos_text)
+    if not eos_text or end < 0 or not more.startswith(closed):
+        raise ValueError("learning.memory 'memoryful' needs a chat template that ends a reply with the EOS "
+                         "token and extends a conversation by appending; this model's does not")
+    return closed[end + 1 + len(eos_text):] + more[len(closed):]
 
 
 def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:

@@ -39,6 +39,9 @@ class Completion:
     answer: str = ""
     logprobs: tuple[float, ...] | None = None
     """Per-token log-probabilities at sampling time (the ratio losses' old log-probs)."""
+    past: Any = field(default=None, repr=False, compare=False)
+    """``learning.memory: memoryful``: this reply's KV cache, which the agent's next turn
+    continues (a ``RowCache``; dropped with the tree)."""
 
 
 @dataclass

@@ -723,3 +723,15 @@ def test_scripted_experiment_runs_the_task_envs(tmp_path, data_files):
         })
         result = Experiment(config, tmp_path / env_id.replace("/", "_")).run()
         assert result.summary["success_rate"]["mean"] == 1.0
+
+
+def test_task_ids_pose_the_named_problems_in_order_and_an_unknown_id_is_one_line():
+    env = make("code/humaneval", n_agents=1, task_ids=["HumanEval/42", 60, "HumanEval/5"])
+    inner = env.unwrapped
+    assert [str(p.task_id) for p in inner.problems] == ["HumanEval/42", "HumanEval/60", "HumanEval/5"]
+    env.reset(seed=4)  # seed mod 3 picks the second named problem
+    assert str(inner.current_problem.task_id) == "HumanEval/60"
+    with pytest.raises(ValueError, match=r"task_ids: no problem 'HumanEval/999'.*HumanEval/0"):
+        make("code/humaneval", n_agents=1, task_ids=["HumanEval/999"])
+    with pytest.raises(ValueError, match="index 164 is outside the 164 loaded problems"):
+        make("code/humaneval", n_agents=1, task_ids=[164])

@@ -121,3 +121,41 @@ def test_choosing_samples_from_the_softmax_over_scores():
     logz = math.log(sum(math.exp(v) for v in greedy.response_metadata["choice_logprobs"].values()))
     assert greedy.response_metadata["policy_logprob"] == pytest.approx(
         greedy.response_metadata["choice_logprobs"][best] - logz)
+
+
+def test_a_row_continued_from_its_kept_cache_equals_the_whole_prompt_run_afresh():
+    """memoryful: turn 2 continues each agent's turn-1 KV cache; its tokens and their
+    log-probs are those of the whole conversation as a prompt (mixed adapters, rows of
+    different cache lengths, one row without a past)."""
+    engine, _ = team_engine()
+    firsts = [engine.encode("<|im_start|>user\nMission: pick up the key.<|im_end|>\n<|im_start|>assistant\n"),
+              engine.encode("<|im_start|>user\nGo to the red ball, then open the door.<|im_end|>\n"
+                            "<|im_start|>assistant\n")]
+    turn1 = engine.generate([
+        GenerationRequest(ids, SamplingParams(temperature=1.0, max_tokens=5 + 3 * k, seed=k, keep_cache=True), a)
+        for k, (ids, a) in enumerate(zip(firsts, AGENTS, strict=True))])
+    for out, ids in zip(turn1, firsts, strict=True):
+        assert out.cache is not None and out.cache.token_ids == tuple(ids) + out.token_ids[:-1]
+    feedback = engine.encode("<|im_end|>\n<|im_start|>user\nThe door is locked.<|im_end|>\n<|im_start|>assistant\n")
+    full = [tuple(ids) + out.token_ids + tuple(feedback) for ids, out in zip(firsts, turn1, strict=True)]
+    sampling = SamplingParams(temperature=0.7, max_tokens=6, seed=9, logprobs=True)
+    continued = engine.generate([GenerationRequest(full[0], sampling, "agent_0", past=turn1[0].cache),
+                                 GenerationRequest(full[1], sampling, "agent_1", past=turn1[1].cache),
+                                 GenerationRequest(firsts[0], sampling, "agent_1")])
+    afresh = engine.generate([GenerationRequest(full[0], sampling, "agent_0"),
+                              GenerationRequest(full[1], sampling, "agent_1"),
+                              GenerationRequest(firsts[0], sampling, "agent_1")])
+    for c, f in zip(continued, afresh, strict=True):
+        assert c.token_ids == f.token_ids
+        assert c.token_logprobs == pytest.approx(f.token_logprobs, abs=1e-4)
+        assert all(lp <= 0 for lp in c.token_logprobs) and len(c.token_logprobs) == len(c.token_ids)
+    # the recorded log-probs are the temperature-scaled policy's, as training scores them
+    from marlang.trainers.grpo_loss import completion_logprobs, pack_completions
+
+    batch = pack_completions([full[1]], [afresh[1].token_ids], engine._pad_id)
+    with torch.no_grad():
+        engine.adapters.model.set_adapter("agent_1")
+        scored = completion_logprobs(engine.adapters.model, batch, 0.7)[0]
+    assert scored.tolist() == pytest.approx(list(afresh[1].token_logprobs), abs=1e-4)
+    with pytest.raises(ValueError, match="proper prefix"):
+        engine.generate([GenerationRequest(firsts[1], sampling, "agent_0", past=turn1[0].cache)])

@@ -353,3 +353,70 @@ def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a
     stats = tree_stats([root])
     assert stats["unjudged"] == 1 and stats["sandbox_failures"] >= 1
     assert stats["first_turn_reward_mean"] == pytest.approx(1.0 / 6) and stats["first_turn_reward_ci95"] > 0
+
+
+# ------------------------------------------------------------------------------ memoryful
+
+
+def test_memoryful_turns_continue_the_kv_cache_and_score_as_the_full_prompt(tmp_path, monkeypatch):
+    """learning.memory: memoryful: a turn-2 reply is sampled from its agent's turn-1 KV cache,
+    its prompt is the turn-1 prompt, reply and the new observation, and its sampling-time
+    log-probs equal the training pass's on that full prompt (which also serve as the ratio
+    losses' old log-probs)."""
+    from marlang.config import build_config
+    from marlang.experiment import Experiment
+    from marlang.testing import tiny_chat_model
+    from marlang.trainers.magrpo import MAGRPOLearner
+
+    seen: dict = {}
+    original = MAGRPOLearner._seeded_train
+
+    def spy(self, samples, iteration):
+        seen["samples"] = samples["agent_0"]
+        seen["scored"] = self._logprobs("agent_0", samples["agent_0"])
+        return original(self, samples, iteration)
+
+    monkeypatch.setattr(MAGRPOLearner, "_seeded_train", spy)
+    from marlang.models import local_engine
+
+    prefill = local_engine.left_padded_prefill
+    continued: list[int] = []
+
+    def counting(model, prompts, pad_id, *, pasts=None, **kwargs):
+        continued.append(sum(p is not None for p in pasts or []))
+        return prefill(model, prompts, pad_id, pasts=pasts, **kwargs)
+
+    monkeypatch.setattr(local_engine, "left_padded_prefill", counting)
+    config = build_config({
+        "env": {"id": "code/humaneval", "n_agents": 1, "max_steps": 2,
+                "kwargs": {"memory": "last", "task_ids": ["HumanEval/0"]}},
+        "model": {"spec": "local:smollm2", "cache": False, "max_tokens": 6},
+        "agents": {"chain_of_thought": False, "history": 0},
+        "learning": {"method": "grpo", "iterations": 1, "rollouts": 1, "num_generations": 2, "max_new_tokens": 6,
+                     "memory": "memoryful", "loss": "grpo", "epochs": 2, "eval_episodes": 0,
+                     "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "run": {"parallel": 1, "progress": False, "seed": 0}})
+    Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
+    samples, scored = seen["samples"], seen["scored"]
+    firsts = [s.completion for s in samples if len(s.completion.prompt_ids) == min(
+        len(x.completion.prompt_ids) for x in samples)]
+    seconds = [s.completion for s in samples if s.completion not in firsts]
+    assert len(firsts) == 2 and len(seconds) == 4  # G = 2 at the root, then G = 2 under each child
+    assert 4 in continued  # turn 2's four rows ran from their turn-1 caches
+    for c in seconds:
+        assert any(c.prompt_ids[:len(f.prompt_ids) + len(f.token_ids)] == f.prompt_ids + f.token_ids
+                   for f in firsts)
+        assert c.past is None  # no cache outlives the sampling
+    for sample, lp in zip(samples, scored, strict=True):
+        assert sample.completion.logprobs == pytest.approx(lp.tolist(), abs=1e-4)
+
+
+def test_memoryful_on_a_remote_model_is_one_line():
+    from marlang.config import build_config
+    from marlang.learners.base import learner_entry
+
+    config = build_config({"env": {"id": "code/humaneval", "n_agents": 2, "kwargs": {"structure": "joint"}},
+                           "model": {"spec": "openai:gpt-4o-mini"},
+                           "learning": {"method": "magrpo", "memory": "memoryful"}})
+    with pytest.raises(ValueError, match="learning.memory 'memoryful' carries each agent's KV cache"):
+        learner_entry("magrpo").check_config(config)
