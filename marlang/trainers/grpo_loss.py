@@ -114,8 +114,9 @@ def shared_prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], complet
     """The same log-probs as ``completion_logprobs`` (``[B, T]``, and the ``[B, T]`` 0/1 mask),
     with each distinct prompt run once: the completions that share a prompt (a node's G
     samples of one agent) follow it in one packed row under a block-causal mask
-    (``score_decisions``' packed layout, where the attention takes a 4D mask), so a prompt of P tokens and G completions of C cost
-    P + G*C positions instead of G*(P + C). Empty completions get an all-zero mask row."""
+    (``score_decisions``' packed layout, where the attention takes a 4D mask), so a prompt of
+    P tokens and G completions of C tokens cost P + G*C positions instead of G*(P + C).
+    Empty completions get an all-zero mask row."""
     from marlang.models.scoring import score_decisions
 
     groups: dict[tuple[int, ...], list[int]] = {}

@@ -183,7 +183,7 @@ class MAGRPOLearner(AdapterLearner):
                     prior = parents[id(node)].completions[agent][node.joint[agent]] \
                         if options.memory == "memoryful" and node.turn > 0 else None
                     requests.append((node, tree, agent, env.observe(agent), prior))
-            outs = self._sample(requests, iteration, keep_cache=options.memory == "memoryful")
+            outs = self._sample(requests, iteration, cache_depth=depth if options.memory == "memoryful" else 0)
             for (node, _tree, agent, _obs, _prior), completions in zip(requests, outs, strict=True):
                 node.completions[agent] = completions
             for node, _tree in frontier:  # the replies' caches are continued by the children only
@@ -214,10 +214,11 @@ class MAGRPOLearner(AdapterLearner):
         return roots
 
     def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
-                keep_cache: bool = False) -> list[list[Completion]]:
+                cache_depth: int = 0) -> list[list[Completion]]:
         """G completions per (node, agent), all in one batched generate with per-row adapters,
         each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
-        that reply's conversation from its KV cache."""
+        that reply's conversation from its KV cache; replies at nodes whose children sit above
+        ``cache_depth`` keep theirs."""
         from marlang.agents.answer_parsing import extract_answer
         from marlang.agents.llm_agent import CallContext
         from marlang.models.local_engine import GenerationRequest, SamplingParams
@@ -226,7 +227,6 @@ class MAGRPOLearner(AdapterLearner):
         options: Any = self.options
         engine, team = self.engine, self.team
         assert engine is not None and team is not None
-        depth = options.num_turns or self._tree_env().max_steps
         suffix = turn_suffix(engine) if any(r[4] is not None for r in requests) else ""
         batch, prompts = [], []
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
@@ -243,7 +243,7 @@ class MAGRPOLearner(AdapterLearner):
                     + k * 17 + g
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
                     temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_new_tokens,
-                    seed=seed % (2 ** 63), logprobs=True, keep_cache=keep_cache and node.turn + 1 < depth),
+                    seed=seed % (2 ** 63), logprobs=True, keep_cache=node.turn + 1 < cache_depth),
                     adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
         result: list[list[Completion]] = []

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from marlang.report import mean_ci
 from marlang.trainers.grpo_loss import group_advantages
 
 SANDBOX_FAILURES = ("timeout", "killed", "crashed")
@@ -142,8 +143,6 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
     terminated by the threshold, the first turn's rewards (mean and 95% interval) and share
     solved, the completion tokens sampled, and the joint answers the sandbox could not judge
     (timeout, killed, crashed) or the env failed to judge at all (``unjudged``)."""
-    from marlang.report import mean_ci
-
     expanded = evaluated = terminated = solved_first = first = tokens = not_judged = unjudged = 0
     rewards: list[float] = []
     for root in roots:
