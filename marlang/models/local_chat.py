@@ -38,7 +38,7 @@ from marlang.models.local_engine import (
     ScoreRequest,
 )
 
-CALL_PARAMS = ("temperature", "top_p", "max_tokens", "seed")
+CALL_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
 ADAPTER_PARAM = "adapter"
 """Per-call: the LoRA adapter (an agent's trained policy) that answers; absent: the base model."""
@@ -73,6 +73,8 @@ class LocalChatModel(BaseChatModel):
     engine: LocalLM = Field(exclude=True, repr=False)
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0)
+    """Sample among the top_k most likely tokens only; 0: no limit."""
     max_tokens: int = Field(256, ge=1)
     seed: int | None = None
     stop: list[str] | None = None
@@ -119,6 +121,7 @@ class LocalChatModel(BaseChatModel):
             "weights_id": self.weights_id,
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "stop": self.stop,

@@ -52,6 +52,8 @@ class SamplingParams:
 
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0
+    """Sample among the ``top_k`` most likely tokens only; 0: no limit."""
     max_tokens: int = 256
     seed: int | None = None
     """Seeds this request's own random generator: same seed, same sample."""
@@ -59,7 +61,7 @@ class SamplingParams:
     """Generation ends at the first of these strings, which is cut from the text."""
     logprobs: bool = False
     """Record each generated token's log-probability under the temperature-scaled
-    distribution (before nucleus truncation): the sampling policy's log pi of the token."""
+    distribution (before top-k and nucleus truncation): the sampling policy's log pi of the token."""
     keep_cache: bool = False
     """Return the row's KV cache (`RowCache`) for a later request that continues it."""
 
@@ -68,6 +70,8 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0: no limit), got {self.top_k}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -554,11 +558,15 @@ def _row_cache(cache: Any, row: int, mask: torch.Tensor, state: _RowState) -> Ro
 
 
 def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> int:
-    """Draw one token id from temperature-scaled, nucleus-truncated probabilities."""
+    """Draw one token id from temperature-scaled probabilities, truncated to the ``top_k``
+    most likely tokens and then to the nucleus of mass ``top_p``."""
     probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p >= 1:
+    if sampling.top_p >= 1 and not 0 < sampling.top_k < probs.size(-1):
         return int(torch.multinomial(probs, 1, generator=generator))
     sorted_probs, order = torch.sort(probs, descending=True)
+    if 0 < sampling.top_k < probs.size(-1):
+        sorted_probs[sampling.top_k:] = 0.0
+        sorted_probs = sorted_probs / sorted_probs.sum()
     # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
     outside = sorted_probs.cumsum(-1) - sorted_probs >= sampling.top_p
     sorted_probs = sorted_probs.masked_fill(outside, 0.0)

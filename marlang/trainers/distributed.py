@@ -39,6 +39,9 @@ class DataParallel:
     def sum_int(self, value: int) -> int:
         return int(self._reduce(float(value), "sum"))
 
+    def sum_float(self, value: float) -> float:
+        return self._reduce(float(value), "sum")
+
     def max_int(self, value: int) -> int:
         return int(self._reduce(float(value), "max"))
 

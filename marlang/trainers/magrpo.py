@@ -74,6 +74,7 @@ class MAGRPOOptions(AdapterOptions):
     beta: float = Field(0.0, ge=0, description="Weight of the KL to the base model (k3 estimate).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
+    top_k: int = Field(0, ge=0, description="Sample among the top_k most likely tokens only (0: no limit).")
     max_new_tokens: int = Field(256, ge=1, description="Longest completion, in tokens.")
     memory: Literal["env", "memoryful"] = Field(
         "env", description="env: each turn's prompt is the env's observation (env.kwargs.memory, full or last, "
@@ -126,7 +127,8 @@ class MAGRPOLearner(AdapterLearner):
 
     def sampling_update(self) -> dict[str, Any]:
         options: Any = self.options
-        return {"cache": False, "temperature": options.temperature, "top_p": options.top_p}
+        return {"cache": False, "temperature": options.temperature, "top_p": options.top_p,
+                "top_k": options.top_k}
 
     def _tree_env(self) -> Any:
         env = self.context.env
@@ -242,7 +244,8 @@ class MAGRPOLearner(AdapterLearner):
                 seed = (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 \
                     + k * 17 + g
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
-                    temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_new_tokens,
+                    temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
+                    max_tokens=options.max_new_tokens,
                     seed=seed % (2 ** 63), logprobs=True, keep_cache=node.turn + 1 < cache_depth),
                     adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
@@ -277,18 +280,26 @@ class MAGRPOLearner(AdapterLearner):
         ref = {u: self._logprobs(u, items, base=True) for u, items in by_unit.items()} \
             if options.beta > 0 else {}
         totals: dict[str, dict[str, float]] = {}
+        # Under a launcher each process trains on its own trees: every unit takes as many
+        # steps as the process with the most minibatches of it (a process out of them joins
+        # with none), and a step's gradient, summed across processes, is that of the weighted
+        # mean over all processes' completions of the step.
+        parallel = self.parallel or DataParallel()
         for _epoch in range(options.epochs):
             for unit in units:
                 order = _grouped_order(by_unit.get(unit, []), rng)
-                for start in range(0, len(order), options.minibatch_size):
-                    idx = order[start:start + options.minibatch_size]
+                local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
+                for j in range(parallel.max_int(len(local))):
+                    idx = local[j] if j < len(local) else []
                     with engine.exclusive():
                         result = self._step(unit, [by_unit[unit][i] for i in idx],
                                             [old[unit][i] for i in idx] if old else None,
-                                            [ref[unit][i] for i in idx] if ref else None)
+                                            [ref[unit][i] for i in idx] if ref else None, parallel)
                     counters["steps"] += 1
                     if result is None:
                         counters["skipped_steps"] += 1
+                        continue
+                    if not result:  # this process had no completions for the step
                         continue
                     acc = totals.setdefault(unit, {})
                     for k, v in result.items():
@@ -335,17 +346,20 @@ class MAGRPOLearner(AdapterLearner):
                                       self.options.temperature)  # type: ignore[attr-defined]
 
     def _step(self, unit: str, items: list[TrainingSample], old: list[Any] | None,
-              ref: list[Any] | None) -> dict[str, float] | None:
-        """One gradient step of ``unit``'s adapter on ``items``; None when the loss is not
-        finite or the gradient norm is not (or exceeds ``max_skip_norm``): nothing changes."""
+              ref: list[Any] | None, parallel: DataParallel | None = None) -> dict[str, float] | None:
+        """One gradient step of ``unit``'s adapter on ``items`` (with every process's items of
+        the step under a launcher); None when the loss is not finite or the gradient norm is
+        not (or exceeds ``max_skip_norm``): nothing changes. ``{}``: the step was taken on
+        other processes' items only."""
         import torch
 
         options: Any = self.options
         team = self.team
         assert team is not None
+        parallel = parallel or DataParallel()
         optimizer = self.optimizers[unit]
         optimizer.zero_grad(set_to_none=True)
-        total_weight = float(sum(s.weight for s in items))
+        total_weight = parallel.sum_float(float(sum(s.weight for s in items)))
         loss_sum, finite = 0.0, True
         with team.training(unit):
             for start in range(0, len(items), options.micro_batch_size):
@@ -368,11 +382,10 @@ class MAGRPOLearner(AdapterLearner):
                     break
                 scaled.backward()
                 loss_sum += float(scaled.detach())
-        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite,
-                             self.parallel or DataParallel()) is None:
+        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel) is None:
             return None
         optimizer.zero_grad(set_to_none=True)
-        return {"loss": loss_sum, "grad_norm": self._last_norm}
+        return {"loss": loss_sum, "grad_norm": self._last_norm} if items else {}
 
     # records ---------------------------------------------------------------------------------
     def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:

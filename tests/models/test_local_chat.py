@@ -170,6 +170,7 @@ def test_identifying_params_name_model_and_every_sampling_param(tiny_engine: Loc
         "weights_id": tiny_engine.weights_id,
         "temperature": 0.3,
         "top_p": 0.8,
+        "top_k": 0,
         "max_tokens": 9,
         "seed": 5,
         "stop": None,
@@ -224,6 +225,29 @@ def test_nucleus_sampling_keeps_only_the_top_mass() -> None:
     assert {sample_token(logits, top_only, generator) for _ in range(50)} == {0}
     full = SamplingParams(temperature=1.0)
     assert {sample_token(logits, full, generator) for _ in range(400)} == {0, 1, 2, 3}
+
+
+def test_top_k_samples_among_the_k_most_likely_tokens_then_the_nucleus() -> None:
+    logits = torch.tensor([0.0, 3.0, 0.1, 2.9, 0.2])  # ranks: 1, 3, 4, 2, 0
+    generator = torch.Generator().manual_seed(0)
+    top2 = SamplingParams(temperature=1.0, top_k=2)
+    assert {sample_token(logits, top2, generator) for _ in range(300)} == {1, 3}
+    top3 = SamplingParams(temperature=5.0, top_k=3)
+    assert {sample_token(logits, top3, generator) for _ in range(300)} == {1, 3, 4}
+    # top_p then applies to the renormalised top-k mass: 0.51 of it is token 1 alone.
+    both = SamplingParams(temperature=1.0, top_k=2, top_p=0.5)
+    assert {sample_token(logits, both, generator) for _ in range(100)} == {1}
+    assert {sample_token(logits, SamplingParams(temperature=1.0, top_k=99), generator)
+            for _ in range(600)} == {0, 1, 2, 3, 4}
+    with pytest.raises(ValueError, match="top_k"):
+        SamplingParams(top_k=-1)
+
+
+def test_top_k_is_a_per_call_param_of_the_local_chat_model(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine, temperature=1.0, top_k=1, max_tokens=6, seed=3)
+    greedy = tiny_chat_model(tiny_engine, temperature=0.0, max_tokens=6)
+    assert model.invoke(chat("hi")).content == greedy.invoke(chat("hi")).content
+    assert model.build_request(chat("hi"), top_k=4).sampling.top_k == 4
 
 
 def test_models_without_a_chat_template_get_a_plain_one(tiny_engine: LocalLM) -> None:

@@ -1,6 +1,7 @@
-"""Data-parallel PPO under accelerate (two CPU processes, gloo): after an update the adapters
-are identical in both processes and equal one process's on the same decisions; a short
-`marlang run` under accelerate trains and keeps every process's adapters identical."""
+"""Data-parallel PPO and MAGRPO under accelerate (two CPU processes, gloo): after an update the
+adapters are identical in both processes and equal one process's on the same decisions (the
+same completions); a short `marlang run` under accelerate trains and keeps every process's
+adapters identical."""
 
 from __future__ import annotations
 
@@ -44,6 +45,39 @@ def test_two_processes_take_the_same_step_as_one(tmp_path):
     single_losses = json.loads((one / "rank0.json").read_text())["losses"]
     for agent, loss in single_losses.items():
         assert sum(part[agent] for part in losses) == pytest.approx(loss, abs=1e-5)
+
+
+@pytest.mark.parametrize("loss", ["reinforce", "grpo"])
+def test_two_magrpo_processes_take_the_same_steps_as_one(tmp_path, loss):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    script = str(HERE / "ddp_magrpo_step.py")
+    single = subprocess.run([sys.executable, script, str(one), loss, "64"], check=False, capture_output=True,
+                            text=True, timeout=600)
+    assert single.returncode == 0, single.stderr[-3000:]
+    _launch([script, str(two), loss, "64"], tmp_path)
+    ranks = [torch.load(two / f"rank{r}.pt") for r in (0, 1)]
+    alone = torch.load(one / "rank0.pt")
+    for key in alone:
+        assert torch.equal(ranks[0][key], ranks[1][key]), key
+        assert torch.allclose(ranks[0][key], alone[key], atol=1e-6), key
+    assert [k for k in alone if "lora_B" in k and alone[k].abs().max() > 0], "the update must train"
+    # each process's loss is its share of the step's weighted mean
+    parts = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
+    single_losses = json.loads((one / "rank0.json").read_text())["losses"]
+    for agent, value in single_losses.items():
+        assert sum(p["losses"][agent] for p in parts) == pytest.approx(value, abs=1e-5)
+
+
+def test_magrpo_processes_with_unequal_minibatches_take_the_same_steps(tmp_path):
+    # minibatches of 4: process 0 holds 2 nodes (2 minibatches per agent), process 1 one node
+    _launch([str(HERE / "ddp_magrpo_step.py"), str(tmp_path), "reinforce", "4"], tmp_path)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    for key in ranks[0]:
+        assert torch.equal(ranks[0][key], ranks[1][key]), key
+    parts = [json.loads((tmp_path / f"rank{r}.json").read_text())["counters"] for r in (0, 1)]
+    assert parts[0]["steps"] == parts[1]["steps"] == 4
+    assert parts[0]["skipped_steps"] == parts[1]["skipped_steps"] == 0
 
 
 def test_a_short_ppo_run_under_accelerate(tmp_path):
