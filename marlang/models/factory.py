@@ -45,7 +45,7 @@ COMMON_PARAMS = frozenset(
 BACKEND_PARAMS: dict[str, frozenset[str]] = {
     "local": frozenset({"engine", "device", "max_batch_size"}),
     "hf": frozenset({"engine", "device", "max_batch_size"}),
-    "openai": frozenset({"base_url", "api_key", "retry_backoff_s", "token_limit_field"}),
+    "openai": frozenset({"base_url", "api_key", "retry_backoff_s", "token_limit_field", "extra_body"}),
     "litellm": frozenset({"base_url", "api_key", "retry_backoff_s", "token_limit_field"}),
 }
 TOKEN_LIMIT_FIELD_CHOICES = ("auto", "max_tokens", "max_completion_tokens", "both")

@@ -82,6 +82,15 @@ class MAGRPOOptions(AdapterOptions):
         "turn continuing the KV cache of its last prompt and reply (local engine only).")
     max_joint_actions: int = Field(
         64, ge=1, description="Refuse a cross tree with more joint actions per node than this.")
+    rollout_server: str | None = Field(
+        None, description="Base URL of an OpenAI-compatible server that serves LoRA adapters by name (vLLM "
+        "--enable-lora), e.g. http://gpu-host:8000/v1: every rollout samples there, from the committed adapters "
+        "loaded after each update; None: the local engine samples.")
+    rollout_adapter_root: str | None = Field(
+        None, description="The run directory as the rollout server sees it (a shared disk mounted elsewhere); "
+        "None: the same path.")
+    rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
+                                     "server's API key (unset: none sent).")
 
 
 class MAGRPOLearner(AdapterLearner):
@@ -97,6 +106,14 @@ class MAGRPOLearner(AdapterLearner):
         options: Any = config.learning.options
         method = cls.name
         spec = config.model.spec
+        server = options.rollout_server
+        if server is not None and not server.startswith(("http://", "https://")):
+            raise ValueError(f"learning.rollout_server must be the server's base URL, e.g. http://HOST:8000/v1; "
+                             f"got {server!r}")
+        if options.memory == "memoryful" and server is not None:
+            raise ValueError("learning.memory 'memoryful' continues each agent's KV cache on the local engine; "
+                             "a rollout server keeps none for marlang (unset learning.rollout_server, or use "
+                             "learning.memory: env)")
         if options.memory == "memoryful" and not spec.startswith(("local:", "hf:")):
             raise ValueError(f"learning.memory 'memoryful' carries each agent's KV cache across turns, which "
                              f"only the local engine keeps; model.spec {spec!r} has none (use local:smollm2 "
@@ -129,6 +146,56 @@ class MAGRPOLearner(AdapterLearner):
         options: Any = self.options
         return {"cache": False, "temperature": options.temperature, "top_p": options.top_p,
                 "top_k": options.top_k}
+
+    # the rollout server --------------------------------------------------------------------
+    _server: Any = None
+
+    def rollout_server(self) -> Any:
+        """The `RolloutServer` of ``learning.rollout_server`` (None when the local engine samples)."""
+        options: Any = self.options
+        if options.rollout_server is None:
+            return None
+        if self._server is None:
+            from marlang.trainers.rollout_server import RolloutServer, api_key_from
+
+            base = next(iter(self._chat_models.values()), None) or next(iter(self.context.actors.values())).model
+            self._adapters_dir(0)  # makes sure there is a run directory
+            self._server = RolloutServer(options.rollout_server, self.context.run_dir,
+                                         adapter_root=options.rollout_adapter_root,
+                                         api_key=api_key_from(options.rollout_api_key_env),
+                                         timeout=getattr(base, "timeout", None) or 60.0)
+        return self._server
+
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
+        """As every adapter learner; with a rollout server, the committed adapters are loaded
+        there first and every agent's calls go to its adapter by name."""
+        await super().prepare_rollout(state, phase)
+        server = self.rollout_server()
+        if server is None:
+            return
+        await self.engine.run(self._publish, state)
+        options: Any = self.options
+        for name, actor in self.context.actors.items():
+            base = self._chat_models[name]
+            params = {"temperature": options.temperature if phase == "train" else 0.0,
+                      "max_tokens": base.max_tokens, "seed": base.seed, "stop": base.stop}
+            if phase == "train":
+                params.update(top_p=options.top_p, top_k=options.top_k)
+            actor.adapter = None
+            actor.model = server.chat_model(name, **params)
+
+    def _publish(self, state: PolicyState) -> dict[str, str]:
+        """Load ``state``'s adapters into the rollout server (the initial ones saved first under
+        ``adapters/initial/``)."""
+        server, team = self.rollout_server(), self.team
+        assert server is not None and team is not None
+        refs = state.adapters
+        if not refs:
+            directory = self._adapters_dir(0).parent / "initial"
+            with self.engine.exclusive():  # the initial weights: prepare_rollout has loaded them
+                hashes = team.save(directory)
+            refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]} for a in self.context.agents}
+        return server.publish({a: (team.adapter_for(a), ref["path"], ref["hash"]) for a, ref in refs.items()})
 
     def _tree_env(self) -> Any:
         env = self.context.env
@@ -222,42 +289,89 @@ class MAGRPOLearner(AdapterLearner):
         that reply's conversation from its KV cache; replies at nodes whose children sit above
         ``cache_depth`` keep theirs."""
         from marlang.agents.answer_parsing import extract_answer
-        from marlang.agents.llm_agent import CallContext
         from marlang.models.local_engine import GenerationRequest, SamplingParams
         from marlang.trainers.ppo import _chat_dict
 
+        if self.rollout_server() is not None:
+            return self._sample_remote(requests, iteration)
         options: Any = self.options
         engine, team = self.engine, self.team
         assert engine is not None and team is not None
         suffix = turn_suffix(engine) if any(r[4] is not None for r in requests) else ""
         batch, prompts = [], []
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
-            actor = self.context.actors[agent]
-            form = obs.data.get("answer_format", "text")
-            messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction=f"act_instruction_{form}")
+            messages, form, entry = self._messages(agent, obs)
             if prior is None:
                 prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
             else:
                 prompt_ids = continue_conversation(engine, prior, str(messages[-1].content), suffix)
-            prompts.append((prompt_ids, form, obs.data.get("entry_point") if form == "code" else None))
+            prompts.append((prompt_ids, form, entry))
             for g in range(options.num_generations):
-                seed = (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 \
-                    + k * 17 + g
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
                     temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
-                    max_tokens=options.max_new_tokens,
-                    seed=seed % (2 ** 63), logprobs=True, keep_cache=node.turn + 1 < cache_depth),
+                    max_tokens=options.max_new_tokens, seed=self._seed(iteration, tree, node, k, g) % (2 ** 63),
+                    logprobs=True, keep_cache=node.turn + 1 < cache_depth),
                     adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
+        G = options.num_generations
+        return [[Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
+                            extract_answer(out.text, form, entry).answer or "", logprobs=out.token_logprobs,
+                            past=out.cache) for out in outs[k * G:(k + 1) * G]]
+                for k, ((_n, _t, agent, _o, _p), (prompt_ids, form, entry)) in enumerate(zip(requests, prompts,
+                                                                                              strict=True))]
+
+    def _messages(self, agent: str, obs: Any) -> tuple[list[Any], str, str | None]:
+        """``agent``'s act prompt for ``obs``, its answer format and the code's entry point."""
+        from marlang.agents.llm_agent import CallContext
+
+        form = obs.data.get("answer_format", "text")
+        messages = self.context.actors[agent].act_messages(obs, [], CallContext(episode=-1),
+                                                           instruction=f"act_instruction_{form}")
+        return messages, form, obs.data.get("entry_point") if form == "code" else None
+
+    def _seed(self, iteration: int, tree: int, node: Node, k: int, g: int) -> int:
+        """The sampling seed of request ``k``'s ``g``-th completion (the same wherever it samples)."""
+        options: Any = self.options
+        return (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 + k * 17 + g
+
+    def _sample_remote(self, requests: list[tuple[Node, int, str, Any, Completion | None]],
+                       iteration: int) -> list[list[Completion]]:
+        """`_sample` on the rollout server: each agent's G completions are G seeded requests to
+        its served adapter, sent at once. The replies are tokenized here (chat template and
+        tokenizer of the trained model, EOS after a reply that stopped); the ratio losses' old
+        log-probs then come from the trainer's own adapters, which the served ones equal."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from marlang.agents.answer_parsing import extract_answer
+        from marlang.trainers.ppo import _chat_dict
+
+        options: Any = self.options
+        engine, server = self.engine, self.rollout_server()
+        assert engine is not None and server is not None
+        models = {agent: server.chat_model(agent, temperature=options.temperature, top_p=options.top_p,
+                                           top_k=options.top_k, max_tokens=options.max_new_tokens)
+                  for agent in self.context.agents}
+        calls, prompts = [], []
+        for k, (node, tree, agent, obs, _prior) in enumerate(requests):
+            messages, form, entry = self._messages(agent, obs)
+            prompts.append((engine.encode(engine.format_chat([_chat_dict(m) for m in messages])), form, entry))
+            calls += [(models[agent], messages, self._seed(iteration, tree, node, k, g) % (2 ** 31))
+                      for g in range(options.num_generations)]
+        with ThreadPoolExecutor(max_workers=max(1, min(64, len(calls)))) as pool:
+            replies = list(pool.map(lambda c: c[0].invoke(c[1], seed=c[2]), calls))
+        eos = engine.tokenizer.eos_token_id
         result: list[list[Completion]] = []
         G = options.num_generations
         for k, (_node, _tree, agent, _obs, _prior) in enumerate(requests):
             prompt_ids, form, entry = prompts[k]
             group = []
-            for out in outs[k * G:(k + 1) * G]:
-                found = extract_answer(out.text, form, entry)
-                group.append(Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
-                                        found.answer or "", logprobs=out.token_logprobs, past=out.cache))
+            for reply in replies[k * G:(k + 1) * G]:
+                text = str(reply.content)
+                tokens = engine.encode(text)[:options.max_new_tokens]
+                if reply.response_metadata.get("finish_reason") == "stop" and len(tokens) < options.max_new_tokens:
+                    tokens = (*tokens, eos)
+                found = extract_answer(text, form, entry)
+                group.append(Completion(agent, tuple(prompt_ids), tuple(tokens), text, found.answer or ""))
             result.append(group)
         return result
 
@@ -275,8 +389,9 @@ class MAGRPOLearner(AdapterLearner):
         counters: dict[str, Any] = {"completions": sum(len(v) for v in samples.values()), "steps": 0,
                                     "skipped_steps": 0}
         # the ratio losses' old policy: the log-probs recorded when the completions were sampled
-        old = {u: [_sampled_logprobs(s) for s in items] for u, items in by_unit.items()} \
-            if options.loss != "reinforce" else {}
+        # (a rollout server records none: the adapters before this update, which it served)
+        old = {u: [_sampled_logprobs(s) for s in items] if all(s.completion.logprobs is not None for s in items)
+               else self._logprobs(u, items) for u, items in by_unit.items()} if options.loss != "reinforce" else {}
         ref = {u: self._logprobs(u, items, base=True) for u, items in by_unit.items()} \
             if options.beta > 0 else {}
         totals: dict[str, dict[str, float]] = {}
