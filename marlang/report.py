@@ -123,6 +123,19 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+EVAL_HEADER = "eval return (before -> after)"
+
+
+def _evaluation(summary: dict[str, Any]) -> str:
+    last, first = summary.get("evaluation"), summary.get("evaluation_initial")
+    if not last:
+        return "-"
+    after = _pm(last["return"], 3)
+    if not first or first.get("iteration") == last.get("iteration"):
+        return after
+    return f"{_pm(first['return'], 3)} -> {after}"
+
+
 def _llm_team(summary: dict[str, Any]) -> bool:
     """Whether a summary is of language-model agents (not a neural or scripted team)."""
     return summary.get("agents") != "neural" and summary.get("model") != "scripted"
@@ -141,12 +154,22 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     if summaries and not any(s.get("success_defined", True) for s in summaries.values()):
         drop |= {"success rate (95% CI)", "steps when solved"}
     keep = [i for i, h in enumerate(headers) if h not in drop]
-    body = tabulate([[r[i] for i in keep] for r in rows], headers=[headers[i] for i in keep], tablefmt="github")
+    headers, rows = [headers[i] for i in keep], [[r[i] for i in keep] for r in rows]
+    evaluated = summaries and any(s.get("evaluation") for s in summaries.values())
+    if evaluated:
+        # learners that evaluate greedily on held-out episodes: before training and after it
+        headers.append(EVAL_HEADER)
+        rows = [[*r, _evaluation(s)] for r, s in zip(rows, summaries.values(), strict=True)]
+    body = tabulate(rows, headers=headers, tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
         "metric of the conversation-protocol paper; return: the team's reward per episode; "
         "± is the 95% t-interval half-width."
     )
+    if evaluated:
+        note += (" The other columns are over a run's own episodes (a learner's: its training "
+                 f"rollouts, sampled); {EVAL_HEADER}: the greedy held-out evaluation's return before "
+                 "the first update and after the last.")
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 
 

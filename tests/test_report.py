@@ -51,6 +51,18 @@ def test_summary_and_table(tmp_path):
     assert out.stat().st_size > 1000
 
 
+def test_learners_greedy_evaluations_before_and_after_get_their_own_column():
+    plain = summarize_episodes([_row(0, True, 10), _row(1, False, 20)])
+    assert "eval return" not in markdown_table({"none": plain})
+    trained = {**plain, "evaluation_initial": {"iteration": 0, "return": mean_ci([0.0, 0.5])},
+               "evaluation": {"iteration": 8, "return": mean_ci([1.0, 0.5])}}
+    table = markdown_table({"ppo": trained, "none": plain})
+    ppo_row = next(line for line in table.splitlines() if line.startswith("| ppo"))
+    none_row = next(line for line in table.splitlines() if line.startswith("| none"))
+    assert "0.250 ± 3.177 -> 0.750 ± 3.177" in ppo_row and none_row.rstrip(" |").endswith("-")
+    assert "before the first update and after the last" in table
+
+
 def test_t_interval_beyond_30_degrees_of_freedom_is_not_the_normal_one():
     values = [float(i % 2) for i in range(40)]  # mean 0.5
     se = math.sqrt(sum((v - 0.5) ** 2 for v in values) / 39 / 40)
