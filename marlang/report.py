@@ -126,12 +126,20 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
 EVAL_HEADER = "eval return (before -> after)"
 
 
+def _held_out(summary: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A learner's greedy evaluation in ``summary`` (``evaluation``: after the last update;
+    ``evaluation_initial``: before the first); None when the run has none (a neural run's
+    ``evaluation`` names its kind and is already its own row)."""
+    found = summary.get(key)
+    return found if isinstance(found, dict) and isinstance(found.get("return"), dict) else None
+
+
 def _evaluation(summary: dict[str, Any]) -> str:
-    last, first = summary.get("evaluation"), summary.get("evaluation_initial")
-    if not last:
+    last, first = _held_out(summary, "evaluation"), _held_out(summary, "evaluation_initial")
+    if last is None:
         return "-"
     after = _pm(last["return"], 3)
-    if not first or first.get("iteration") == last.get("iteration"):
+    if first is None or first.get("iteration") == last.get("iteration"):
         return after
     return f"{_pm(first['return'], 3)} -> {after}"
 
@@ -155,7 +163,7 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
         drop |= {"success rate (95% CI)", "steps when solved"}
     keep = [i for i, h in enumerate(headers) if h not in drop]
     headers, rows = [headers[i] for i in keep], [[r[i] for i in keep] for r in rows]
-    evaluated = summaries and any(s.get("evaluation") for s in summaries.values())
+    evaluated = any(_held_out(s, "evaluation") for s in summaries.values())
     if evaluated:
         # learners that evaluate greedily on held-out episodes: before training and after it
         headers.append(EVAL_HEADER)

@@ -102,9 +102,9 @@ def test_every_shipped_config_and_each_grid_setting_is_valid(path):
     settings = expand_grid(base, [(k, list(v)) for k, v in config.grid.items()])
     assert settings
     for setting in settings:
-        # the env's agent count follows its id (pistonball/n10 has 10 agents)
+        # the env's agent count follows its id (pistonball/n10 has 10 agents); a task env's is set
         env = setting.config.env
-        generic = {"n_agents": env.n_agents} if env.id == "pistonball" else {}
+        generic = {"n_agents": env.n_agents} if env.id == "pistonball" or env.id.startswith(("code/", "qa/")) else {}
         assert len(setting.config.agent_names()) == len(make(env.id, **generic).possible_agents)
 
 
