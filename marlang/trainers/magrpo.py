@@ -8,6 +8,9 @@ a restored snapshot (no copy of the env or its sandbox), returns are backed up a
 taken against the siblings. Then each agent's adapter is trained on its completions with
 ``learning.loss`` (``reinforce``: seed 003's on-policy loss), one agent at a time; the
 adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
+With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
+name instead (``rollout_server``); under ``accelerate`` each process grows its own trees and the
+gradients are summed.
 """
 
 from __future__ import annotations
