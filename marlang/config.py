@@ -87,6 +87,12 @@ class ModelConfig(_Section):
         description="Request field carrying the token limit (openai: specs). auto: max_completion_tokens for "
         "OpenAI itself (no base_url), max_tokens for a server at base_url (llama.cpp, vLLM, SGLang, Ollama).",
     )
+    structured: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        "auto",
+        description="How calls that want JSON (critics' credit) ask for it: json_schema (OpenAI, vLLM) or "
+        "json_object with the schema (llama-cpp-python's server) as response_format; none: unconstrained; auto: "
+        "json_schema on a server, json_object once it refuses that, none on the local engine.",
+    )
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
     cache: bool = Field(True, description="Use the persistent SQLite response cache.")

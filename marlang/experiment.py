@@ -213,6 +213,7 @@ class Experiment:
             trajectory=runtime.trajectory,
             run_dir=self.run_dir.path,
             instructions={a: _instructions(a, c.env.n_agents, world) for a in c.agent_names()},
+            structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
         )
         return entry.factory(options, context)
 

@@ -299,3 +299,70 @@ def test_an_optimizer_reply_that_echoes_the_outcome_is_no_policy_and_is_counted(
     rejected = result.summary["policies"]["agent_0"]["rejected"]
     assert rejected == [{"iteration": 0, "text": echo, "decided_by": "the parser (restates an episode's outcome)"}]
     assert "rejected at iteration 0 by the parser" in policies_text(result.summary["policies"])
+
+
+class _Refused(RuntimeError):
+    """What a server that does not know a response_format raises (llama-cpp-python: 500)."""
+
+    status_code = 500
+
+
+def test_structured_critic_calls_ask_for_the_credit_schema_and_fall_back_once_the_server_refuses(tmp_path):
+    formats = []
+
+    def rule(messages):
+        return langmarl_rule(messages)
+
+    class Server(FakeRuleChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            fmt = kwargs.pop("response_format", None)
+            formats.append((role_of(messages), fmt))
+            if fmt is not None and fmt["type"] == "json_schema":
+                raise _Refused("response_format type must be 'text' or 'json_object'")
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    model = Server(rule=rule)
+    result = Experiment(make_config(learning={"iterations": 1}), tmp_path / "run", chat_model=model).run()
+    critic = [fmt for role, fmt in formats if role == "critic"]
+    # the two concurrent first calls ask for json_schema and are refused; both are asked again,
+    # and every critic call from then on, with json_object and the same schema
+    assert [f["type"] for f in critic] == ["json_schema", "json_schema", "json_object", "json_object"]
+    schema = critic[2]["schema"]
+    assert schema["required"] == AGENTS and set(schema["properties"]) == set(AGENTS)
+    assert schema["properties"]["agent_0"]["required"] == ["feedback", "score"]
+    assert critic[0]["json_schema"]["schema"] == schema
+    assert all(fmt is None for role, fmt in formats if role != "critic")  # only what wants JSON
+    assert RunDirectory(result.run_dir).read_iterations()[0]["credit_failures"] == 0
+
+
+@pytest.mark.parametrize(("structured", "expected"), [("none", None), ("json_object", "json_object")])
+def test_structured_none_sends_no_response_format_and_a_fixed_mode_is_kept(tmp_path, structured, expected):
+    seen = []
+
+    class Server(FakeRuleChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            fmt = kwargs.pop("response_format", None)
+            if role_of(messages) == "critic":
+                seen.append(fmt and fmt["type"])
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    Experiment(make_config(learning={"iterations": 1}, model={"structured": structured}), tmp_path / "run",
+               chat_model=Server(rule=langmarl_rule)).run()
+    assert seen and set(seen) == {expected}
+
+
+def test_the_local_engine_is_never_sent_a_response_format_and_refuses_a_fixed_one():
+    from marlang.models.structured import StructuredReplies
+    from marlang.testing import tiny_chat_model
+
+    local = tiny_chat_model()
+    assert StructuredReplies("auto", local).call_kwargs({"type": "object"}, "critic") == {}
+    with pytest.raises(ValueError, match="constrains no decoding"):
+        StructuredReplies("json_schema", local)
+    remote = StructuredReplies("auto", object())
+    sent = remote.call_kwargs({"type": "object"}, "critic")
+    assert sent["response_format"]["type"] == "json_schema"
+    assert not remote.fall_back(RuntimeError("no status"), sent) and remote.mode == "json_schema"
+    assert remote.fall_back(_Refused("refused"), sent) and remote.mode == "json_object"
+    fixed = StructuredReplies("json_schema", object())  # chosen, not auto: a refusal is the user's to see
+    assert not fixed.fall_back(_Refused("refused"), fixed.call_kwargs({"type": "object"}, "critic"))

@@ -74,6 +74,16 @@ class Learner:
     def __init__(self, options: LearnerOptions, context: LearnerContext) -> None:
         self.options = options
         self.context = context
+        self._structured: Any = None
+
+    def structured_replies(self) -> Any:
+        """How this learner's calls that want JSON ask for it (``model.structured``; a
+        `marlang.models.structured.StructuredReplies`, one per run: a fallback sticks)."""
+        if self._structured is None:
+            from marlang.models.structured import StructuredReplies
+
+            self._structured = StructuredReplies(getattr(self.context, "structured", "auto"), self.context.model)
+        return self._structured
 
     # the seam ----------------------------------------------------------------------------
     @classmethod

@@ -35,6 +35,8 @@ class LearnerContext:
     rewrite; shown to the learner's LLM calls as context."""
     run_dir: Path | None = None
     """The run directory (weight-space learners write ``adapters/<iteration>/`` there)."""
+    structured: str = "auto"
+    """``model.structured``: how the learner's calls that want JSON ask for it."""
     before_calls: Callable[[], Awaitable[None]] | None = None
     """Awaited before each of the learner's model calls (the run makes its checkpoint
     durable first, so a killed run never makes an answered call again)."""

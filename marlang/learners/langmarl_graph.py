@@ -20,6 +20,7 @@ from marlang.agents.calls import call_model, call_seed
 from marlang.agents.llm_agent import CallContext
 from marlang.learners.base import UpdateOutput, UpdateState
 from marlang.learners.langmarl_parsing import TEAM, clean_policy, malformed_policy, parse_credits
+from marlang.models.structured import credit_schema
 from marlang.types import Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -32,18 +33,26 @@ def _ctx(learner: Any, iteration: int, episode: int = -1) -> CallContext:
 
 
 async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration: int, episode: int,
-               max_tokens: int, extra: int = 0, prefill: str = "") -> str:
+               max_tokens: int, extra: int = 0, prefill: str = "", schema: dict[str, Any] | None = None) -> str:
     """One learner call. ``prefill`` starts the reply on models that can continue one (local
     models): a small model asked for JSON answers far more often when the reply already
-    opens the object; the returned text includes the prefill."""
+    opens the object; the returned text includes the prefill. ``schema``: the reply's JSON
+    schema, sent as the request's ``response_format`` where ``model.structured`` says so."""
     if learner.context.before_calls is not None:
         await learner.context.before_calls()
     model = learner.context.model
     seed = None
     if float(getattr(model, "temperature", 0) or 0) > 0:
         seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
-    return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
-                            max_tokens=max_tokens, seed=seed, prefill=prefill)
+    structured = learner.structured_replies()
+    while True:
+        sent = structured.call_kwargs(schema, role)
+        try:
+            return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
+                                    max_tokens=max_tokens, seed=seed, prefill=prefill, **sent)
+        except Exception as exc:  # fall_back says whether a retry can help
+            if not structured.fall_back(exc, sent):
+                raise
 
 
 def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -86,7 +95,8 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
         messages = learner.critic_messages(policy, traj)
         kw = {"iteration": policy.iteration, "episode": episode, "max_tokens": options.critic_max_tokens}
         opening = "" if options.credit == "global" else json_opening(agents)
-        reply = await _ask(learner, messages, role="critic", agent="", prefill=opening, **kw)
+        schema = None if options.credit == "global" else credit_schema(agents)
+        reply = await _ask(learner, messages, role="critic", agent="", prefill=opening, schema=schema, **kw)
         if options.credit == "global":
             credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
             return {"credits": {str(episode): {"credit": credit, "retried": [], "replies": [reply]}}}
@@ -95,7 +105,8 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
         replies = [reply]
         if missing:  # ask once more, for the missing agents only
             retry = learner.critic_retry_messages(messages, reply, missing)
-            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=json_opening(missing), **kw)
+            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=json_opening(missing),
+                                schema=credit_schema(missing), **kw)
             replies.append(reply2)
             for a, c in parse_credits(reply2, missing).items():
                 found.setdefault(a, c)
