@@ -161,12 +161,10 @@ class MAGRPOLearner(AdapterLearner):
         if self._server is None:
             from marlang.trainers.rollout_server import RolloutServer, api_key_from
 
-            base = next(iter(self._chat_models.values()), None) or next(iter(self.context.actors.values())).model
             self._adapters_dir(0)  # makes sure there is a run directory
             self._server = RolloutServer(options.rollout_server, self.context.run_dir,
                                          adapter_root=options.rollout_adapter_root,
-                                         api_key=api_key_from(options.rollout_api_key_env),
-                                         timeout=getattr(base, "timeout", None) or 60.0)
+                                         api_key=api_key_from(options.rollout_api_key_env))
         return self._server
 
     async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
@@ -194,11 +192,16 @@ class MAGRPOLearner(AdapterLearner):
         assert server is not None and team is not None
         refs = state.adapters
         if not refs:
-            directory = self._adapters_dir(0).parent / "initial"
-            with self.engine.exclusive():  # the initial weights: prepare_rollout has loaded them
-                hashes = team.save(directory)
-            refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]} for a in self.context.agents}
+            if self._initial_refs is None:  # saved once: the initial weights never change
+                directory = self._adapters_dir(0).parent / "initial"
+                with self.engine.exclusive():  # the initial weights: prepare_rollout has loaded them
+                    hashes = team.save(directory)
+                self._initial_refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]}
+                                      for a in self.context.agents}
+            refs = self._initial_refs
         return server.publish({a: (team.adapter_for(a), ref["path"], ref["hash"]) for a, ref in refs.items()})
+
+    _initial_refs: dict[str, dict[str, str]] | None = None
 
     def _tree_env(self) -> Any:
         env = self.context.env
@@ -261,9 +264,7 @@ class MAGRPOLearner(AdapterLearner):
             for node, _tree in frontier:  # the replies' caches are continued by the children only
                 parent = parents.pop(id(node), None)
                 if parent is not None:
-                    for group in parent.completions.values():
-                        for c in group:
-                            c.past = None
+                    _drop_caches(parent)
             nxt = []
             for node, tree in frontier:
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
@@ -280,9 +281,7 @@ class MAGRPOLearner(AdapterLearner):
             frontier = nxt
         for root in roots:  # no cache outlives the sampling
             for node in iter_nodes(root):
-                for group in node.completions.values():
-                    for c in group:
-                        c.past = None
+                _drop_caches(node)
         return roots
 
     def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
@@ -548,6 +547,13 @@ def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], 
         kept["reason"] = (reason or str(kept["status"]))[:300]
     return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
                 done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
+
+
+def _drop_caches(node: Node) -> None:
+    """Let go of the KV caches ``node``'s completions kept (``memoryful``)."""
+    for group in node.completions.values():
+        for c in group:
+            c.past = None
 
 
 def _sampled_logprobs(sample: TrainingSample) -> Any:

@@ -87,6 +87,8 @@ class RolloutServer:
         hash)): load those it does not hold, check ``/v1/models`` lists them, unload the
         names no longer used. Returns agent -> adapter name."""
         names = {agent: self.adapter_name(unit, digest) for agent, (unit, _path, digest) in adapters.items()}
+        if names == self.served:  # loaded, listed and the rest unloaded when they were published
+            return names
         held = self.listed_models()  # a resumed run finds its committed adapters there already
         for agent, (_unit, path, _digest) in adapters.items():
             name = names[agent]
