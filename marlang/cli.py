@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="episodes kept per run (default 2000; the page says when some are left out)")
     v.add_argument("--open", action="store_true", help="also open the page in the default browser")
 
+    ex = sub.add_parser("export", help="write a neural run's credit-annotated timesteps as a Hugging Face dataset")
+    ex.add_argument("run_dir", metavar="RUN_DIR", help="a neural run with learning.critic")
+    ex.add_argument("--format", choices=["parquet", "jsonl"], default="parquet", help="data file format (default parquet)")
+    ex.add_argument("--out", metavar="DIR", help="dataset folder (default: RUN_DIR/dataset)")
+
     sub.add_parser("envs", help="list the registered environments")
     sub.add_parser("models", help="list the supported model specs")
     sub.add_parser("protocols", help="list the registered conversation protocols")
@@ -115,11 +120,26 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _review(args)
     if args.command == "view":
         return _view(args)
+    if args.command == "export":
+        return _export(args)
     if args.command == "run":
         return _run(args)
     if args.command == "compare":
         return _compare(args)
     raise AssertionError(args.command)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from marlang.credit.dataset import export_dataset
+
+    try:
+        out, rows = export_dataset(args.run_dir, args.out, args.format)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"marlang export: error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: {rows} timesteps ({args.format}); "
+          f"load it with datasets.load_dataset({str(out)!r}, split='train')")
+    return 0
 
 
 def _view(args: argparse.Namespace) -> int:

@@ -48,9 +48,13 @@ def pytest_sessionfinish(session, exitstatus):
     whose worker is a non-daemon thread: the test process would then never exit after the
     last test. The leak itself is a known open bug (see the run's interrupt tests)."""
     import gc
+    import warnings
 
     import aiosqlite
 
-    for obj in gc.get_objects():
-        if isinstance(obj, aiosqlite.Connection) and getattr(obj, "_connection", None) is not None:
-            obj.stop()
+    with warnings.catch_warnings():  # isinstance on every live object wakes deprecated module attributes
+        warnings.simplefilter("ignore")
+        open_connections = [obj for obj in gc.get_objects()
+                            if isinstance(obj, aiosqlite.Connection) and getattr(obj, "_connection", None) is not None]
+    for connection in open_connections:
+        connection.stop()

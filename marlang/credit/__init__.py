@@ -1,5 +1,6 @@
-"""Per-agent credit for the neural learners (``learning.critic``): the critic seam, LCA
-(agent-specific state rankings -> Bradley-Terry potentials) and env difference rewards.
+"""Per-agent credit for the neural learners (``learning.critic``): the critic seam, LLM-MCA
+(a centralised LLM critic splits each team reward), LCA (agent-specific state rankings ->
+Bradley-Terry potentials) and env difference rewards.
 
 Only the options load with the package; torch loads with the critics themselves.
 """
@@ -15,6 +16,7 @@ _LAZY = {
     "Critic": "marlang.credit.critic",
     "build_critic": "marlang.credit.critic",
     "LCACritic": "marlang.credit.lca",
+    "LLMCreditCritic": "marlang.credit.llm_mca",
     "DifferenceCritic": "marlang.credit.difference",
     "StepRecords": "marlang.credit.records",
 }
@@ -26,5 +28,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CRITICS", "CreditOptions", "Critic", "DifferenceCritic", "LCACritic", "StepRecords",
+__all__ = ["CRITICS", "CreditOptions", "Critic", "DifferenceCritic", "LCACritic", "LLMCreditCritic", "StepRecords",
            "build_critic", "check_credit_config"]

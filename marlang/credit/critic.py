@@ -47,7 +47,8 @@ class Critic(Protocol):
 
 def build_critic(config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False) -> Critic | None:
     """The critic ``learning.critic`` names (None for ``none``); a one-line ``ValueError`` when
-    the env cannot serve it. ``out_dir`` is the run directory (LCA writes ``credit/`` there)."""
+    the env cannot serve it. ``out_dir`` is the run directory (LLM-MCA and LCA write
+    ``credit/`` there)."""
     o = config.learning.options
     critic = getattr(o, "critic", "none")
     if critic == "none":
@@ -58,7 +59,28 @@ def build_critic(config: ExperimentConfig, out_dir: str | Path, *, resume: bool 
             raise ValueError(f"learning.critic 'difference' needs an env whose state forks cleanly; "
                              f"env.id {env_id!r} is not one; valid choices: {', '.join(DIFFERENCE_ENVS)}")
         return DifferenceCritic(env_id)
+    if critic == "llm_mca":
+        return _build_llm_mca(config, Path(out_dir), resume)
     return _build_lca(config, Path(out_dir), resume)
+
+
+def _build_llm_mca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
+    from marlang.credit.llm_mca import LLMCreditCritic
+    from marlang.models import UsageRecorder
+    from marlang.models.structured import StructuredReplies
+    from marlang.prompts import PromptLibrary
+
+    o = config.learning.options
+    env = _make_env(config, "text")
+    for needed in ("state_text", "ego_text", "snapshot"):
+        if not callable(getattr(env, needed, None)):
+            raise ValueError(  # noqa: TRY004 (config errors are ValueErrors: reported in one line)
+                f"learning.critic 'llm_mca' needs the env's {needed}(); env.id {config.env.id!r} has none")
+    model = critic_chat_model(config)
+    return LLMCreditCritic(env, model, PromptLibrary(config.agents.prompt_dir), out_dir, options=o,
+                           seed=config.run.seed, capacity=2 * (o.frames_per_batch // o.n_envs) + 4,
+                           usage=UsageRecorder(), structured=StructuredReplies(config.model.structured, model),
+                           max_concurrency=config.model.max_concurrency, resume=resume)
 
 
 def _make_env(config: ExperimentConfig, observation_mode: str) -> Any:

@@ -25,7 +25,7 @@ import torch
 
 from marlang.credit.bradley_terry import StateScorer, potential_rewards, train_scorer
 from marlang.credit.difference import default_action, team_reward
-from marlang.credit.rankers import Ranker, RankQuery
+from marlang.credit.rankers import Ranker, RankQuery, critic_usage
 from marlang.credit.records import StepRecords
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class LCACritic:
         """Files written into ``credit/`` with the first ranking (the LLM ranker's preamble)."""
         self.batches = 0
         self.last: dict[str, Any] = {}
+        self.ranked: dict[int, dict[str, Any]] = {}
+        """The rankings of each position of the last batch (``annotations``)."""
         self.last_accuracy: float | None = None
         if resume:
             self._restore()
@@ -140,6 +142,7 @@ class LCACritic:
     def __call__(self, batch: TensorDictBase) -> torch.Tensor:
         index = self.batches
         self.batches += 1
+        self.ranked = {}
         frames = int(batch.numel())
         self.last = {"credit_accuracy": self.last_accuracy, "critic_calls_per_kframe": 0.0,
                      "critic_tokens_per_kframe": 0.0}
@@ -155,6 +158,10 @@ class LCACritic:
 
     def metrics(self) -> dict[str, Any]:
         return dict(self.last)
+
+    def annotations(self) -> dict[int, dict[str, Any]]:
+        """Per flat position of the last batch that was ranked: each agent's ranker answers."""
+        return dict(self.ranked)
 
     def manifest(self) -> dict[str, Any]:
         o = self.options
@@ -229,6 +236,7 @@ class LCACritic:
                        "obs": [round(x, 6) for x in obs[p, i].tolist()],
                        "next_obs": [round(x, 6) for x in next_obs[p, i].tolist()]}
                 fh.write(json.dumps(row) + "\n")
+                self.ranked.setdefault(p, {"rankings": {}})["rankings"][query.agent] = answer
                 if conf is not None:
                     self.data[row["group"]].append((row["obs"], row["next_obs"], conf))
                     new[row["group"]] += 1
@@ -289,10 +297,7 @@ class LCACritic:
         return int(self.env.rank_states(agent, before.snapshot, after.snapshot))
 
     def _usage(self) -> tuple[int, int]:
-        if self.usage is None:
-            return 0, 0
-        totals = self.usage.totals_by_role().get("critic", {})
-        return int(totals.get("calls", 0)), int(totals.get("input_tokens", 0) + totals.get("output_tokens", 0))
+        return critic_usage(self.usage)
 
     # files --------------------------------------------------------------------------------------
     def save(self) -> None:

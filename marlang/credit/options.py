@@ -14,24 +14,46 @@ from marlang.learners.base import LearnerOptions
 if TYPE_CHECKING:
     from marlang.config import ExperimentConfig
 
-CRITICS: tuple[str, ...] = ("none", "lca", "difference")
+CRITICS: tuple[str, ...] = ("none", "llm_mca", "lca", "difference")
 """The ``learning.critic`` values marlang implements (the Literal below lists the same)."""
 
 
 class CreditOptions(LearnerOptions):
-    """Per-agent credit for MAPPO/IPPO: an LCA reward model or env difference rewards."""
+    """Per-agent credit for MAPPO/IPPO: an LLM critic's credit, an LCA reward model or env
+    difference rewards."""
 
-    critic: Literal["none", "lca", "difference"] = Field(
+    critic: Literal["none", "llm_mca", "lca", "difference"] = Field(
         "none",
-        description="Per-agent credit added to the training rewards: none; lca (Bradley-Terry "
-        "potentials trained on agent-specific rankings of consecutive states); difference "
-        "(counterfactual difference rewards computed from the env).",
+        description="Per-agent credit for the training rewards: none; llm_mca (a centralised LLM "
+        "critic reads the batch's timesteps and splits each team reward between the agents); lca "
+        "(Bradley-Terry potentials trained on agent-specific rankings of consecutive states, added "
+        "to the team reward); difference (counterfactual difference rewards computed from the env).",
     )
     critic_model: str | None = Field(
-        None, description="Model of the LLM ranker (any model spec); None: model.spec."
+        None, description="Model of the LLM critic or ranker (any model spec); None: model.spec."
     )
     critic_every: int = Field(
-        1, ge=1, description="Training batches between critic calls (LCA: rank new pairs and retrain)."
+        1, ge=1,
+        description="Training batches between critic calls (llm_mca: the batches in between train on "
+        "the env's rewards; lca: rank new pairs and retrain, the models keep crediting in between).",
+    )
+    critic_context: int = Field(
+        4096, ge=512,
+        description="llm_mca: the critic model's context in tokens; each call's prompt and reply fit "
+        "in it, so a batch is read in as many calls (chunks of consecutive timesteps) as it needs.",
+    )
+    critic_max_tokens: int = Field(
+        768, ge=64, description="llm_mca: reply tokens per critic call (also bounds the timesteps per call)."
+    )
+    critic_normalize: Literal["sum", "none"] = Field(
+        "sum",
+        description="llm_mca: sum (each timestep's credits rescaled to add up to its team reward) or "
+        "none (the critic's numbers as they are).",
+    )
+    critic_steps: int | None = Field(
+        None, ge=1,
+        description="llm_mca: timesteps of an annotated batch the critic reads (whole chunks drawn at "
+        "random); the others train on the team reward split evenly. None: every timestep.",
     )
     ranker: Literal["llm", "heuristic", "synthetic"] = Field(
         "heuristic",

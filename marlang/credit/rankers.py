@@ -98,6 +98,14 @@ class LLMCallContext:
     iteration: int = 0
 
 
+def critic_usage(usage: Any) -> tuple[int, int]:
+    """Calls and tokens (input and output) of role ``critic`` so far in a ``UsageRecorder``."""
+    if usage is None:
+        return 0, 0
+    totals = usage.totals_by_role().get("critic", {})
+    return int(totals.get("calls", 0)), int(totals.get("input_tokens", 0) + totals.get("output_tokens", 0))
+
+
 class LLMRanker:
     """Asks ``model`` (role ``critic``) whether the agent's action helped the team. A model
     that can score choices answers by comparing log p("Yes") and log p("No") (always

@@ -41,20 +41,23 @@ class StepObserver(Protocol):
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One env state as a critic sees it: the env's snapshot and, for LLM rankers, each
-    agent's ego text (``{}`` when texts are not recorded)."""
+    """One env state as a critic sees it: the env's snapshot; for LLM rankers, each agent's
+    ego text (``{}`` when texts are not recorded); for centralised LLM critics, the team's
+    state in words (``env.state_text()``; ``""`` when not recorded)."""
 
     snapshot: Any
     texts: Mapping[str, str] = field(default_factory=dict)
+    state: str = ""
 
 
 class StepRecords:
     """The records of every env instance built for one run, each instance keeping its most
     recent ``capacity`` (enough for one batch, its resets and the state before it)."""
 
-    def __init__(self, capacity: int, *, texts: bool = False) -> None:
+    def __init__(self, capacity: int, *, texts: bool = False, states: bool = False) -> None:
         self.capacity = max(2, capacity)
         self.texts = texts
+        self.states = states
         self._lock = threading.Lock()
         self._envs: list[OrderedDict[int, StepRecord]] = []
 
@@ -97,7 +100,8 @@ class RecordingObserver:
     def _record(self, env: Any) -> dict[str, dict[str, float]]:
         number = next(self._numbers) % _ID_SPAN
         texts = {a: env.ego_text(a) for a in env.possible_agents} if self.store.texts else {}
-        self.store.add(self.env_index, number, StepRecord(env.snapshot(), texts))
+        state = env.state_text() if self.store.states else ""
+        self.store.add(self.env_index, number, StepRecord(env.snapshot(), texts, state))
         entry = {RECORD_ENV: float(self.env_index), RECORD_STEP: float(number)}
         return {agent: dict(entry) for agent in env.possible_agents}
 

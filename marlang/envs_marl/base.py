@@ -65,6 +65,7 @@ Registration
 
 from __future__ import annotations
 
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -239,6 +240,15 @@ class NumericTextEnv(ParallelEnv, ABC):
     def observation_data(self, agent: str) -> dict[str, Any]:
         """Structured facts for ``TextObservation.data`` (positions, carried items, ...)."""
         return {}
+
+    def state_text(self) -> str:
+        """The whole team's state in a few words, for centralised LLM critics reading many steps
+        at once (LLM-MCA). Default: the agents' ``observation_data`` as compact JSON, once when
+        every agent sees the same facts; envs whose joint state is shorter to tell override it."""
+        data = {a: json.dumps(self.observation_data(a), separators=(",", ":")) for a in self.possible_agents}
+        if len(set(data.values())) == 1:
+            return next(iter(data.values()))
+        return "\n".join(f"{agent}: {text}" for agent, text in data.items())
 
     def narrator(self) -> Narrator:
         """Tells this env's episodes in words (the generic narrator)."""

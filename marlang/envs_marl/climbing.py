@@ -153,6 +153,13 @@ class ClimbingGameEnv(NumericTextEnv):
             "step": self.step_count,
         }
 
+    def state_text(self) -> str:
+        if self._last is None:
+            return f"round {self.step_count} of {self.max_steps}; no round played yet"
+        a, b = self._last
+        return (f"round {self.step_count} of {self.max_steps}; last round agent_0 chose "
+                f"{CLIMBING_ACTIONS[a]}, agent_1 chose {CLIMBING_ACTIONS[b]}, payoff {self.payoff[a, b]:g}")
+
     def snapshot(self) -> ClimbingSnapshot:
         return ClimbingSnapshot(self.step_count, self._last)
 

@@ -275,6 +275,14 @@ class LevelBasedForagingEnv(NumericTextEnv):
             "step": self.step_count,
         }
 
+    def state_text(self) -> str:
+        players = "; ".join(
+            f"{agent} at ({int(p.position[0])}, {int(p.position[1])}) level {int(p.level)}"
+            for agent, p in zip(self.possible_agents, self.lbf.players, strict=True))
+        foods = ", ".join(f"({int(r)}, {int(c)}) level {int(self.lbf.field[r, c])}"
+                          for r, c in zip(*np.nonzero(self.lbf.field), strict=True))
+        return f"{players}; food left: {foods or 'none'}"
+
     def snapshot(self) -> LBFSnapshot:
         self._require_started("snapshot")
         players = self.lbf.players

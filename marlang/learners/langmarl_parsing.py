@@ -16,7 +16,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _AGENT_INDEX = re.compile(r"agent[\s_\-]*(\d+)\b", re.IGNORECASE)
 
 
-def _objects(text: str) -> list[Any]:
+def json_objects(text: str) -> list[Any]:
     """Candidate JSON objects in a reply: fenced blocks first, then every balanced ``{...}``."""
     found: list[Any] = []
     chunks = [m.group(1) for m in _FENCE.finditer(text)] + [text]
@@ -101,7 +101,7 @@ def parse_credits(reply: str, agents: list[str]) -> dict[str, dict[str, Any]]:
     naming agents loosely; with no JSON, lines that start with an agent's name. An agent
     never receives text the critic addressed to another agent, nor the whole reply."""
     out: dict[str, dict[str, Any]] = {}
-    for obj in _objects(reply):
+    for obj in json_objects(reply):
         for key, value in obj.items():
             agent = match_agent(str(key), agents)
             if agent is None or agent in out:

@@ -22,21 +22,28 @@ def _error(**kwargs) -> str:
 
 
 @pytest.mark.parametrize("method", ["qmix", "vdn"])
-def test_a_critic_with_qmix_or_vdn_is_refused(method):
-    message = _error(method=method, critic="lca")
+@pytest.mark.parametrize("critic", ["llm_mca", "lca", "difference"])
+def test_a_critic_with_qmix_or_vdn_is_refused(method, critic):
+    message = _error(method=method, critic=critic)
     assert "team reward" in message and "mappo or ippo" in message
     _config(method=method)  # without a critic they run as before
 
 
 @pytest.mark.parametrize("method", ["mappo", "ippo"])
 def test_critics_reach_mappo_and_ippo(method):
-    for critic in ("lca", "difference"):
+    for critic in ("llm_mca", "lca", "difference"):
         assert _config(method=method, critic=critic).learning.options.critic == critic
 
 
 def test_an_unknown_critic_lists_the_valid_choices():
-    message = _error(critic="llm_mca")
-    assert "'none'" in message and "'lca'" in message and "'difference'" in message
+    message = _error(critic="llm_taca")
+    assert "'none'" in message and "'llm_mca'" in message and "'lca'" in message and "'difference'" in message
+
+
+def test_llm_mca_keys_are_checked():
+    assert "critic_normalize" in _error(critic="llm_mca", critic_normalize="mean")
+    assert "critic_context" in _error(critic="llm_mca", critic_context=100)
+    assert "critic_steps" in _error(critic="llm_mca", critic_steps=0)
 
 
 @pytest.mark.parametrize("value", [0.5, 0.3, 1.01])

@@ -70,6 +70,10 @@ def test_ippo_with_lca_heuristic_ranker_trains_on_the_credit(tmp_path):
     assert len(rankings) == 2 * 64 * 2  # 2 critic calls x 64 pairs x 2 agents
     assert {r["agent"] for r in rankings} == {"agent_0", "agent_1"}
     assert all(r["answers"] == [r["heuristic"]] for r in rankings)  # the heuristic ranker
+    steps = [json.loads(line) for line in (run / "credit" / "timesteps.jsonl").read_text().splitlines()]
+    assert len(steps) == 2 * 1000  # every trained timestep, for marlang export
+    ranked = [s for s in steps if s["rankings"]]
+    assert len(ranked) == 2 * 64 and all(len(s["rankings"]) == 2 and len(s["rankings"][0]) == 1 for s in ranked)
     assert (run / "credit" / "bt_agent_0+agent_1.pt").is_file()  # one model: homogeneous agents
     calls = [json.loads(line) for line in (run / "credit" / "accuracy.jsonl").read_text().splitlines()]
     assert [c["batch"] for c in calls] == [0, 1] and all(c["ranker_agreement"] == 1.0 for c in calls)

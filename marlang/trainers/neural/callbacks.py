@@ -12,9 +12,10 @@ import torch
 from benchmarl.experiment.callback import Callback
 from tensordict import TensorDictBase
 
+from marlang.credit.dataset import TimestepWriter
 from marlang.report import mean_ci, wilson_ci
 from marlang.rundir import RunDirectory
-from marlang.trainers.neural.reward_hook import RewardHook, apply_reward_hook, hook_name
+from marlang.trainers.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
 from marlang.trainers.neural.tasks import GROUP
 
 
@@ -22,20 +23,28 @@ class RewardHookCallback(Callback):
     """Replaces each collected batch's per-agent rewards by ``hook(batch)`` before BenchMARL
     computes advantages or targets or fills its replay buffer (see ``reward_hook``)."""
 
-    def __init__(self, hook: RewardHook) -> None:
+    def __init__(self, hook: RewardHook, writer: TimestepWriter | None = None) -> None:
         super().__init__()
         self.hook: RewardHook | None = hook
         self.name = hook_name(hook)
         self.last: dict[str, float] = {}
+        self.writer = writer
+        """Records every timestep with its env and training rewards (a critic's annotated dataset)."""
 
     def on_batch_collected(self, batch: TensorDictBase) -> None:
-        if self.hook is not None:
-            self.last = apply_reward_hook(self.hook, batch)
+        if self.hook is None:
+            return
+        before = batch.get(REWARD_KEY).clone() if self.writer is not None else None
+        self.last = apply_reward_hook(self.hook, batch)
+        if self.writer is not None and before is not None:
+            annotations = getattr(self.hook, "annotations", None)
+            self.writer.write(self.experiment.n_iters_performed, batch, before,
+                              annotations() if callable(annotations) else None)
 
     def __getstate__(self) -> dict[str, Any]:
         # BenchMARL pickles callbacks into its config.pkl; hooks may be closures. marlang never
         # restores callbacks from there (a resumed run builds them afresh).
-        return {"hook": None, "name": self.name, "last": {}, "experiment": None}
+        return {"hook": None, "name": self.name, "last": {}, "writer": None, "experiment": None}
 
 
 def episode_stats(batch: TensorDictBase) -> tuple[list[float], list[bool]]:

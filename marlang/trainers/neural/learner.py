@@ -29,12 +29,13 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
 from marlang.credit.critic import Critic, build_critic
+from marlang.credit.dataset import TimestepWriter
 from marlang.report import plot_iteration_curves, summarize_episodes
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, RunResult, package_versions
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
 from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
 from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
-from marlang.trainers.neural.tasks import GROUP, MarlangTask
+from marlang.trainers.neural.tasks import GROUP, MarlangTask, build_numeric_env
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +262,11 @@ class NeuralTrainer:
             callbacks.append(RewardHookCallback(self.reward_hook))
         if self.critic is not None:  # a critic is a reward hook fed by what its env observers record
             task.observers = self.critic.observers
-            callbacks.append(RewardHookCallback(self.critic))
+            env = build_numeric_env(self.config.env.id, self.config.env.n_agents, self.config.env.max_steps,
+                                    self.config.env.kwargs)
+            writer = TimestepWriter(self.run_dir.path, env.possible_agents,
+                                    {a: list(env.action_names(a)) for a in env.possible_agents})
+            callbacks.append(RewardHookCallback(self.critic, writer=writer))
         # The recorder comes first: it reads the env's rewards before the hook replaces them.
         callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None))
         callbacks.extend(self.callbacks)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -171,6 +171,12 @@ class NeuralLearner(Learner):
     """The ``agents.kind`` this method trains (LLM learners have none: ``llm``)."""
     algorithm: ClassVar[str] = ""
     """BenchMARL's algorithm config class name."""
+
+    @classmethod
+    def label(cls, options: Any) -> str:
+        """``mappo``, or with per-agent credit ``mappo+llm_mca`` (so a grid over critics names its rows)."""
+        critic = getattr(options, "critic", "none")
+        return cls.name if critic == "none" else f"{cls.name}+{critic}"
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         raise RuntimeError(
