@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import bench_credit
 import bench_envs_marl
 import bench_envs_overcooked
 import bench_envs_pistonball
@@ -40,6 +41,8 @@ def main() -> None:
     bench_envs_marl.main()
     print("\n== neural MARL (BenchMARL): env steps and MAPPO frames per second ==")
     bench_neural.main()
+    print("\n== LCA ranking on the embedded model: scoring vs generating ==")
+    bench_credit.main()
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def build_critic(config: ExperimentConfig, out_dir: str | Path, *, resume: bool 
             raise ValueError(f"learning.critic 'difference' needs an env whose state forks cleanly; "
                              f"env.id {env_id!r} is not one; valid choices: {', '.join(DIFFERENCE_ENVS)}")
         return DifferenceCritic(env_id)
-    if critic == "llm_mca":
+    if critic in ("llm_mca", "llm_taca"):
         return _build_llm_mca(config, Path(out_dir), resume)
     return _build_lca(config, Path(out_dir), resume)
 
@@ -75,12 +75,13 @@ def _build_llm_mca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Cri
     for needed in ("state_text", "ego_text", "snapshot"):
         if not callable(getattr(env, needed, None)):
             raise ValueError(  # noqa: TRY004 (config errors are ValueErrors: reported in one line)
-                f"learning.critic 'llm_mca' needs the env's {needed}(); env.id {config.env.id!r} has none")
+                f"learning.critic {o.critic!r} needs the env's {needed}(); env.id {config.env.id!r} has none")
     model = critic_chat_model(config)
     return LLMCreditCritic(env, model, PromptLibrary(config.agents.prompt_dir), out_dir, options=o,
                            seed=config.run.seed, capacity=2 * (o.frames_per_batch // o.n_envs) + 4,
                            usage=UsageRecorder(), structured=StructuredReplies(config.model.structured, model),
-                           max_concurrency=config.model.max_concurrency, resume=resume)
+                           max_concurrency=config.model.max_concurrency, resume=resume,
+                           task_size=o.task_size if o.critic == "llm_taca" else 0)
 
 
 def _make_env(config: ExperimentConfig, observation_mode: str) -> Any:

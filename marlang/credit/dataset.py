@@ -40,6 +40,7 @@ COLUMNS: dict[str, str] = {
     "explanation": "the critic's words about this timestep (LLM-MCA's why; empty where none)",
     "missed": "agents the critic's reply gave no credit (LLM-MCA; they got the even split)",
     "rankings": "LCA: per agent, the ranker's answers for this step (+1 better, -1 worse, 0 tie); [] if unranked",
+    "tasks": "LLM-TACA: per agent, the task the critic assigned at this step; [] where none",
 }
 
 
@@ -78,6 +79,7 @@ class TimestepWriter:
                     "done": bool(done[p]), "explanation": str(note.get("why", "")),
                     "missed": list(note.get("missed", [])),
                     "rankings": [list(note["rankings"].get(a, [])) for a in self.agents] if "rankings" in note else [],
+                    "tasks": [list(note["tasks"][a]) for a in self.agents] if "tasks" in note else [],
                 }
                 fh.write(json.dumps(row) + "\n")
         return len(done)

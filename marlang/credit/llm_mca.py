@@ -18,6 +18,11 @@ Files under ``credit/`` in the run directory: ``llm_credit.jsonl`` (every timest
 read: its batch, env row, episode, state, actions, team reward, the credit trained on, the
 critic's raw numbers and explanation, and the agents it missed), ``critic_calls.jsonl`` (every
 call's timesteps and reply) and ``mca_state.json`` (batches seen, for resume).
+
+LLM-TACA (``learning.critic: llm_taca``, ``task_size`` > 0): the critic also assigns each agent
+a task per timestep (a fifth prompt part, ``mca_tasks``), which is written into the last
+``task_size`` inputs of that agent's observations in the training batch (zeros when acting),
+for a share of the timesteps that falls over training (``task_anneal``).
 """
 
 from __future__ import annotations
@@ -48,15 +53,18 @@ REWARD_KEY = ("next", "agents", "reward")
 ACTION_KEY = ("agents", "action")
 TRAJ_KEY = ("collector", "traj_ids")
 PROMPT_PARTS = ("mca_env", "mca_data", "mca_definitions", "mca_role")
+TACA_PROMPT_PARTS = ("mca_env", "mca_data", "mca_definitions", "mca_tasks", "mca_role")
+OBS_KEY = ("agents", "observation")
+NEXT_OBS_KEY = ("next", "agents", "observation")
 CHARS_PER_TOKEN = 3.0
 """Token estimate of a model without a local tokenizer (a cautious one: prompts of numbers and
 punctuation run shorter than prose)."""
 
 
-def reply_tokens_per_step(n_agents: int) -> int:
-    """What one timestep's entry of the reply costs, about: its label, a number per agent and a
-    short "why"."""
-    return 16 + 8 * n_agents
+def reply_tokens_per_step(n_agents: int, task_size: int = 0) -> int:
+    """What one timestep's entry of the reply costs, about: its label, a number per agent, a
+    short "why" and (LLM-TACA) a task per agent."""
+    return 16 + 8 * n_agents + (6 + n_agents * (6 + 3 * task_size) if task_size else 0)
 
 
 @dataclass(frozen=True)
@@ -71,11 +79,17 @@ class Chunk:
         return [f"t{k + 1}" for k in range(len(self.positions))]
 
 
-def credit_schema(labels: Sequence[str], agents: Sequence[str]) -> dict[str, Any]:
-    """The JSON schema of one call's reply: per label, a number per agent and an optional why."""
-    step = {"type": "object",
-            "properties": {**{a: {"type": "number"} for a in agents}, "why": {"type": "string"}},
-            "required": list(agents), "additionalProperties": False}
+def credit_schema(labels: Sequence[str], agents: Sequence[str], task_size: int = 0) -> dict[str, Any]:
+    """The JSON schema of one call's reply: per label, a number per agent, an optional why and
+    (LLM-TACA, ``task_size`` > 0) the agents' tasks."""
+    properties: dict[str, Any] = {**{a: {"type": "number"} for a in agents}, "why": {"type": "string"}}
+    required = list(agents)
+    if task_size:
+        vector = {"type": "array", "items": {"type": "integer"}, "minItems": task_size, "maxItems": task_size}
+        properties["tasks"] = {"type": "object", "properties": dict.fromkeys(agents, vector),
+                               "required": list(agents), "additionalProperties": False}
+        required.append("tasks")
+    step = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     return {"type": "object", "properties": dict.fromkeys(labels, step), "required": list(labels),
             "additionalProperties": False}
 
@@ -99,15 +113,16 @@ class TokenCounter:
 
 
 class LLMCreditCritic:
-    """``learning.critic: llm_mca`` (see the module docstring). ``env`` is an env of the run's
-    id (for action names and prompts); ``model`` the critic's chat model; ``usage`` the
-    ``UsageRecorder`` its calls report to."""
-
-    name = "llm_mca"
+    """``learning.critic: llm_mca`` (see the module docstring), or ``llm_taca`` with
+    ``task_size`` > 0. ``env`` is an env of the run's id (for action names and prompts);
+    ``model`` the critic's chat model; ``usage`` the ``UsageRecorder`` its calls report to."""
 
     def __init__(self, env: Any, model: Any, prompts: Any, out_dir: str | Path, *, options: Any, seed: int,
                  capacity: int, usage: Any, structured: Any, max_concurrency: int = 4,
-                 resume: bool = False) -> None:
+                 resume: bool = False, task_size: int = 0) -> None:
+        self.task_size = task_size
+        self.name = "llm_taca" if task_size else "llm_mca"
+        self.parts = TACA_PROMPT_PARTS if task_size else PROMPT_PARTS
         self.env = env
         self.model = model
         self.options = options
@@ -121,11 +136,13 @@ class LLMCreditCritic:
         self.llm_calls_file = Path(out_dir) / "llm_calls.csv"
         self.count_tokens = TokenCounter(model)
         self.system = self._system_prompt(env, prompts)
-        self.prompt_files = {part: self._prompt(prompts, part, env).name for part in PROMPT_PARTS}
+        self.prompt_files = {part: self._prompt(prompts, part, env).name for part in self.parts}
         self.batches = 0
         self.last: dict[str, Any] = {}
         self.said: dict[int, dict[str, Any]] = {}
         """What the critic said about each position of the last batch (``annotations``)."""
+        self.tasks: dict[int, dict[str, list[int]]] = {}
+        """LLM-TACA: the tasks of each position of the last batch the critic read."""
         if resume:
             state = self.dir / "mca_state.json"
             if state.exists():
@@ -146,13 +163,16 @@ class LLMCreditCritic:
         else:
             action_text = "; ".join(f"{a}: {', '.join(env.action_names(a))}" for a in self.agents)
         env.reset(seed=self.seed)
-        example = {"t1": {**{a: 0.0 for a in self.agents}, "why": "..."},
-                   "t2": {**{a: 1.0 for a in self.agents}, "why": "..."}}
-        values = {"n_agents": len(self.agents), "agents": ", ".join(self.agents), "first_agent": self.agents[0],
+        example: dict[str, Any] = {"t1": {**{a: 0.0 for a in self.agents}, "why": "..."},
+                                   "t2": {**{a: 1.0 for a in self.agents}, "why": "..."}}
+        if self.task_size:
+            for k, entry in enumerate(example.values()):
+                entry["tasks"] = {a: [k + 1] + [0] * (self.task_size - 1) for a in self.agents}
+        values = {"task_size": self.task_size, "n_agents": len(self.agents), "agents": ", ".join(self.agents), "first_agent": self.agents[0],
                   "world": getattr(env, "world_description", "a shared environment"), "mission": env.mission,
                   "actions": action_text, "example_view": env.ego_text(self.agents[0]),
                   "example_json": json.dumps(example)}
-        return "\n\n".join(self._prompt(prompts, part, env).render(**values) for part in PROMPT_PARTS)
+        return "\n\n".join(self._prompt(prompts, part, env).render(**values) for part in self.parts)
 
     def messages(self, chunk: Chunk) -> list[Any]:
         from langchain_core.messages import HumanMessage, SystemMessage
@@ -171,11 +191,15 @@ class LLMCreditCritic:
         frames = int(batch.numel())
         self.last = {"critic_failures": 0, "critic_steps_read": 0, "critic_calls_per_kframe": 0.0,
                      "critic_tokens_per_kframe": 0.0}
+        if self.task_size:
+            self.last.update({"task_missing": 0, "task_inputs": 0})
         if index % self.options.critic_every != 0:  # between critic calls: the env's rewards
             self.last["credit_mean"] = float(reward.mean())
             self._save_state()
             return reward
         credit, calls, tokens = self.annotate(batch, index)
+        if self.task_size:
+            self.assign_tasks(batch, index)
         self.last.update({"critic_calls_per_kframe": round(1000 * calls / frames, 3),
                           "critic_tokens_per_kframe": round(1000 * tokens / frames, 3),
                           "credit_mean": float(credit.mean())})
@@ -191,7 +215,8 @@ class LLMCreditCritic:
 
     def manifest(self) -> dict[str, Any]:
         o = self.options
-        return {"critic": "llm_mca", "critic_every": o.critic_every, "critic_context": o.critic_context,
+        tasks = {"task_size": self.task_size, "task_anneal": o.task_anneal} if self.task_size else {}
+        return {"critic": self.name, **tasks, "critic_every": o.critic_every, "critic_context": o.critic_context,
                 "critic_max_tokens": o.critic_max_tokens, "critic_normalize": o.critic_normalize,
                 "critic_steps": o.critic_steps, "prompts": self.prompt_files,
                 "structured": getattr(self.structured, "mode", None)}
@@ -219,7 +244,7 @@ class LLMCreditCritic:
         """Consecutive positions, as many per call as the context and the reply budget allow."""
         o = self.options
         budget = o.critic_context - o.critic_max_tokens - self.count_tokens(self.system) - 32
-        per_reply = max(1, (o.critic_max_tokens - 8) // reply_tokens_per_step(len(self.agents)))
+        per_reply = max(1, (o.critic_max_tokens - 8) // reply_tokens_per_step(len(self.agents), self.task_size))
         if budget < 64:
             raise ValueError(f"learning.critic_context {o.critic_context} leaves no room for timesteps after "
                              f"the critic's prompt ({self.count_tokens(self.system)} tokens) and reply "
@@ -269,7 +294,8 @@ class LLMCreditCritic:
         calls, tokens = (a - b for a, b in zip(self._usage(), before, strict=True))
         if self.usage is not None:
             self.usage.append_csv(self.llm_calls_file)
-        failures = read_steps = 0
+        failures = read_steps = task_missing = 0
+        self.tasks = {}
         self.dir.mkdir(parents=True, exist_ok=True)
         actions = batch.get(ACTION_KEY).reshape(-1, n).tolist()
         with open(self.dir / "llm_credit.jsonl", "a", encoding="utf-8") as steps_fh, \
@@ -280,7 +306,7 @@ class LLMCreditCritic:
                 found = parse_step_credits(reply or "", chunk.labels, self.agents)
                 for label, p in zip(chunk.labels, chunk.positions, strict=True):
                     read_steps += 1
-                    entry = found.get(label, {"credits": {}, "why": ""})
+                    entry = found.get(label, {"credits": {}, "why": "", "tasks": {}})
                     raw = entry["credits"]
                     missed = [a for a in self.agents if a not in raw]
                     failures += len(missed)
@@ -296,13 +322,53 @@ class LLMCreditCritic:
                                        for i, a in enumerate(self.agents)},
                            "state": lines[p].split(" | ")[0], "credit": {a: round(given[a], 6) for a in self.agents},
                            "raw": raw, "why": entry["why"], "missed": missed}
+                    note: dict[str, Any] = {"why": entry["why"], "missed": missed}
+                    if self.task_size:
+                        tasks = {a: self._task(entry["tasks"].get(a)) for a in self.agents}
+                        task_missing += sum(a not in entry["tasks"] for a in self.agents)
+                        self.tasks[p] = tasks
+                        row["tasks"] = note["tasks"] = tasks
                     steps_fh.write(json.dumps(row) + "\n")
-                    self.said[p] = {"why": entry["why"], "missed": missed}
+                    self.said[p] = note
         if failures:
             logger.info("LLM-MCA batch %d: the critic missed %d of %d timestep credits (even split instead)",
                         index, failures, read_steps * n)
         self.last.update({"critic_failures": failures, "critic_steps_read": read_steps})
+        if self.task_size:
+            self.last["task_missing"] = task_missing
         return credit, calls, tokens
+
+    # LLM-TACA -------------------------------------------------------------------------------------
+    def _task(self, vector: list[int] | None) -> list[int]:
+        """A task input of ``task_size`` integers (cut or padded with 0; none: zeros)."""
+        vector = list(vector or [])[: self.task_size]
+        return vector + [0] * (self.task_size - len(vector))
+
+    def keep_share(self, index: int) -> float:
+        """The share of the critic's task inputs batch ``index`` trains with (``task_anneal``)."""
+        o = self.options
+        if not o.task_anneal:
+            return 1.0
+        total = max(1, int(getattr(o, "batches", 0) or -(-int(o.frames) // int(o.frames_per_batch))))
+        return max(0.0, 1.0 - index / total)
+
+    def assign_tasks(self, batch: TensorDictBase, index: int) -> None:
+        """Write the tasks of the timesteps the critic read into the last ``task_size`` entries of
+        their observations (before and after the step), for a ``keep_share`` of them; the rest
+        keep zeros, the input the agents act with."""
+        n, k = len(self.agents), self.task_size
+        keep = np.random.default_rng([self.seed, index, 1]).random(len(self.tasks)) < self.keep_share(index)
+        written = 0
+        for key in (OBS_KEY, NEXT_OBS_KEY):
+            obs = batch.get(key)
+            flat = obs.reshape(-1, n, obs.shape[-1]).clone()
+            for kept, (p, tasks) in zip(keep, sorted(self.tasks.items()), strict=True):
+                if kept:
+                    for i, a in enumerate(self.agents):
+                        flat[p, i, -k:] = torch.tensor(tasks[a], dtype=flat.dtype)
+                    written += n if key == OBS_KEY else 0
+            batch.set(key, flat.reshape(obs.shape))
+        self.last["task_inputs"] = written
 
     def _clip(self, value: float, team: torch.Tensor) -> float:
         """A credit within n_agents times the batch's largest team reward (at least 1) either
@@ -333,7 +399,7 @@ class LLMCreditCritic:
         kwargs: dict[str, Any] = {}
         if float(getattr(self.model, "temperature", 0) or 0) > 0:
             kwargs["seed"] = call_seed(self.seed, "llm_mca", index, k)
-        schema = credit_schema(chunk.labels, self.agents)
+        schema = credit_schema(chunk.labels, self.agents, self.task_size)
         prefill = '{"t1": {"'
         while True:
             sent = self.structured.call_kwargs(schema, "credit") if self.structured is not None else {}

@@ -21,6 +21,7 @@ from marlang.learners.langmarl_parsing import json_objects, match_agent
 _LABEL = re.compile(r"\b(?:t|step|timestep)\s*[=#:]?\s*(\d+)\b", re.IGNORECASE)
 _CREDIT = re.compile(r"(agent[\s_\-]*\d+)\"?\s*[:=]\s*\"?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)",
                      re.IGNORECASE)
+_TASK = re.compile(r"(agent[\s_\-]*\d+)\"?\s*[:=]\s*\[\s*([-+]?\d+(?:\s*,\s*[-+]?\d+)*)\s*\]", re.IGNORECASE)
 _WHY = re.compile(r"\"(?:why|explanation|reason)\"\s*:\s*\"((?:[^\"\\]|\\.)*)", re.IGNORECASE)
 WHY_KEYS = ("why", "explanation", "reason")
 
@@ -45,6 +46,26 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def task_vector(value: Any) -> list[int] | None:
+    """A task: a list of integers (numbers are rounded), or None when it is not one."""
+    if isinstance(value, (list, tuple)) and value:
+        numbers = [_number(v) for v in value]
+        if all(n is not None for n in numbers):
+            return [round(n) for n in numbers if n is not None]
+    return None
+
+
+def _tasks(value: Any, agents: list[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    if isinstance(value, Mapping):
+        for key, vector in value.items():
+            agent = match_agent(str(key), agents)
+            task = task_vector(vector)
+            if agent is not None and task is not None:
+                out.setdefault(agent, task)
+    return out
+
+
 def _label_of(key: Any, labels: Sequence[str]) -> str | None:
     key = str(key).strip()
     if key in labels:
@@ -57,20 +78,25 @@ def _label_of(key: Any, labels: Sequence[str]) -> str | None:
     return None
 
 
-def _from_entry(entry: Mapping[str, Any], agents: list[str]) -> tuple[dict[str, float], str]:
+def _from_entry(entry: Mapping[str, Any], agents: list[str]) -> tuple[dict[str, float], str, dict[str, list[int]]]:
     credits: dict[str, float] = {}
     why = ""
+    tasks = _tasks(entry.get("tasks") or entry.get("task"), agents)
     for key, value in entry.items():
         if str(key).lower() in WHY_KEYS and isinstance(value, str):
             why = value.strip()
             continue
         agent = match_agent(str(key), agents)
+        if agent is not None and isinstance(value, Mapping) and agent not in tasks:
+            task = task_vector(value.get("task"))
+            if task is not None:
+                tasks[agent] = task
         number = _number(value)
         if agent is not None and number is not None and agent not in credits:
             credits[agent] = number
             if isinstance(value, Mapping) and not why:
                 why = next((str(value[k]).strip() for k in WHY_KEYS if isinstance(value.get(k), str)), "")
-    return credits, why
+    return credits, why, tasks
 
 
 def _json_credits(reply: str, labels: Sequence[str], agents: list[str]) -> dict[str, dict[str, Any]]:
@@ -86,9 +112,9 @@ def _json_credits(reply: str, labels: Sequence[str], agents: list[str]) -> dict[
             label = _label_of(key, labels)
             if label is None or label in out or not isinstance(value, Mapping):
                 continue
-            credits, why = _from_entry({k: v for k, v in value.items() if k not in ("t", "step")}, agents)
+            credits, why, tasks = _from_entry({k: v for k, v in value.items() if k not in ("t", "step")}, agents)
             if credits:
-                out[label] = {"credits": credits, "why": why}
+                out[label] = {"credits": credits, "why": why, "tasks": tasks}
     return out
 
 
@@ -110,13 +136,19 @@ def _text_credits(reply: str, labels: Sequence[str], agents: list[str]) -> dict[
                 credits.setdefault(agent, number)
         if credits and label not in out:
             why = _WHY.search(segment)
-            out[label] = {"credits": credits, "why": why.group(1).strip() if why else ""}
+            tasks = {}
+            for found in _TASK.finditer(segment):
+                agent = match_agent(found.group(1), agents)
+                if agent is not None:
+                    tasks.setdefault(agent, [int(x) for x in re.split(r"\s*,\s*", found.group(2).strip())])
+            out[label] = {"credits": credits, "why": why.group(1).strip() if why else "", "tasks": tasks}
     return out
 
 
 def parse_step_credits(reply: str, labels: Sequence[str], agents: list[str]) -> dict[str, dict[str, Any]]:
-    """``{label: {"credits": {agent: number}, "why": str}}`` for the timesteps of ``labels``
-    the reply credits (each with the agents it names; an agent it leaves out is absent)."""
+    """``{label: {"credits": {agent: number}, "why": str, "tasks": {agent: [int, ...]}}}`` for
+    the timesteps of ``labels`` the reply credits (each with the agents it names; an agent it
+    leaves out is absent; ``tasks`` holds LLM-TACA's task assignments, where given)."""
     found = _json_credits(reply, labels, agents)
     for label, entry in _text_credits(reply, labels, agents).items():
         if label not in found:
@@ -124,6 +156,8 @@ def parse_step_credits(reply: str, labels: Sequence[str], agents: list[str]) -> 
         else:  # JSON that named some agents; the text may hold the others
             for agent, number in entry["credits"].items():
                 found[label]["credits"].setdefault(agent, number)
+            for agent, task in entry["tasks"].items():
+                found[label]["tasks"].setdefault(agent, task)
     return found
 
 

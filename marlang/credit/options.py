@@ -14,7 +14,7 @@ from marlang.learners.base import LearnerOptions
 if TYPE_CHECKING:
     from marlang.config import ExperimentConfig
 
-CRITICS: tuple[str, ...] = ("none", "llm_mca", "lca", "difference")
+CRITICS: tuple[str, ...] = ("none", "llm_mca", "llm_taca", "lca", "difference")
 """The ``learning.critic`` values marlang implements (the Literal below lists the same)."""
 
 
@@ -22,10 +22,12 @@ class CreditOptions(LearnerOptions):
     """Per-agent credit for MAPPO/IPPO: an LLM critic's credit, an LCA reward model or env
     difference rewards."""
 
-    critic: Literal["none", "llm_mca", "lca", "difference"] = Field(
+    critic: Literal["none", "llm_mca", "llm_taca", "lca", "difference"] = Field(
         "none",
         description="Per-agent credit for the training rewards: none; llm_mca (a centralised LLM "
-        "critic reads the batch's timesteps and splits each team reward between the agents); lca "
+        "critic reads the batch's timesteps and splits each team reward between the agents); llm_taca "
+        "(llm_mca, and the critic also assigns each agent a task, task_size integers appended to its "
+        "observation in training, zeros when acting); lca "
         "(Bradley-Terry potentials trained on agent-specific rankings of consecutive states, added "
         "to the team reward); difference (counterfactual difference rewards computed from the env).",
     )
@@ -49,6 +51,15 @@ class CreditOptions(LearnerOptions):
         "sum",
         description="llm_mca: sum (each timestep's credits rescaled to add up to its team reward) or "
         "none (the critic's numbers as they are).",
+    )
+    task_size: int = Field(
+        2, ge=1, le=8, description="llm_taca: integers in each agent's task input (what they mean: the "
+        "env family's mca_tasks prompt file).",
+    )
+    task_anneal: bool = Field(
+        True,
+        description="llm_taca: keep a share of the critic's task inputs that falls linearly from 1 at "
+        "the first batch to 0 at the end of training (the rest are zeros, as when acting); false: keep all.",
     )
     critic_steps: int | None = Field(
         None, ge=1,

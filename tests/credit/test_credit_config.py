@@ -22,7 +22,7 @@ def _error(**kwargs) -> str:
 
 
 @pytest.mark.parametrize("method", ["qmix", "vdn"])
-@pytest.mark.parametrize("critic", ["llm_mca", "lca", "difference"])
+@pytest.mark.parametrize("critic", ["llm_mca", "llm_taca", "lca", "difference"])
 def test_a_critic_with_qmix_or_vdn_is_refused(method, critic):
     message = _error(method=method, critic=critic)
     assert "team reward" in message and "mappo or ippo" in message
@@ -31,19 +31,20 @@ def test_a_critic_with_qmix_or_vdn_is_refused(method, critic):
 
 @pytest.mark.parametrize("method", ["mappo", "ippo"])
 def test_critics_reach_mappo_and_ippo(method):
-    for critic in ("llm_mca", "lca", "difference"):
+    for critic in ("llm_mca", "llm_taca", "lca", "difference"):
         assert _config(method=method, critic=critic).learning.options.critic == critic
 
 
 def test_an_unknown_critic_lists_the_valid_choices():
-    message = _error(critic="llm_taca")
-    assert "'none'" in message and "'llm_mca'" in message and "'lca'" in message and "'difference'" in message
+    message = _error(critic="llm_critic")
+    assert all(f"'{c}'" in message for c in ("none", "llm_mca", "llm_taca", "lca", "difference"))
 
 
 def test_llm_mca_keys_are_checked():
     assert "critic_normalize" in _error(critic="llm_mca", critic_normalize="mean")
     assert "critic_context" in _error(critic="llm_mca", critic_context=100)
     assert "critic_steps" in _error(critic="llm_mca", critic_steps=0)
+    assert "task_size" in _error(critic="llm_taca", task_size=0)
 
 
 @pytest.mark.parametrize("value", [0.5, 0.3, 1.01])

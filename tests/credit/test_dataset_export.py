@@ -25,7 +25,7 @@ def test_export_writes_a_loadable_dataset_of_every_trained_timestep(critic_run, 
     out = tmp_path / f"dataset-{fmt}"
     assert main(["export", str(run), "--format", fmt, "--out", str(out)]) == 0
     assert "200 timesteps" in capsys.readouterr().out
-    data = datasets.load_dataset(str(out), split="train")
+    data = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))
     assert data.num_rows == 2 * 100 and set(data.column_names) == set(COLUMNS)
     why = {(r["batch"], r["position"]): r["why"] for r in rows}
     for item in data:

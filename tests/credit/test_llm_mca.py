@@ -27,8 +27,9 @@ LABELS = ["t1", "t2", "t3"]
 def test_json_reply_gives_every_credit_and_why():
     reply = '{"t1": {"agent_0": 1.5, "agent_1": -0.5, "why": "agent_1 broke the agreement"}, "t2": {"agent_0": 0, "agent_1": 2}}'
     found = parse_step_credits(reply, LABELS, AGENTS)
-    assert found == {"t1": {"credits": {"agent_0": 1.5, "agent_1": -0.5}, "why": "agent_1 broke the agreement"},
-                     "t2": {"credits": {"agent_0": 0.0, "agent_1": 2.0}, "why": ""}}
+    assert found == {"t1": {"credits": {"agent_0": 1.5, "agent_1": -0.5}, "why": "agent_1 broke the agreement",
+                            "tasks": {}},
+                     "t2": {"credits": {"agent_0": 0.0, "agent_1": 2.0}, "why": "", "tasks": {}}}
 
 
 def test_reply_cut_off_by_its_token_limit_keeps_the_complete_steps():
@@ -52,7 +53,7 @@ def test_list_form_and_per_agent_objects_are_read():
     reply = ('```json\n{"credits": [{"t": 1, "agent_0": {"credit": 1, "why": "loaded"}, "agent_1": "2"}, '
              '{"step": 3, "agent_1": -1}]}\n```')
     found = parse_step_credits(reply, LABELS, AGENTS)
-    assert found["t1"] == {"credits": {"agent_0": 1.0, "agent_1": 2.0}, "why": "loaded"}
+    assert found["t1"] == {"credits": {"agent_0": 1.0, "agent_1": 2.0}, "why": "loaded", "tasks": {}}
     assert found["t3"]["credits"] == {"agent_1": -1.0}
 
 
@@ -64,7 +65,7 @@ def test_unreadable_replies_give_nothing_and_never_raise(reply):
 
 def test_labels_outside_the_call_or_agents_outside_the_team_are_ignored():
     found = parse_step_credits('{"t1": {"agent_0": 1, "agent_2": 5}, "t4": {"agent_0": 9}}', LABELS, AGENTS)
-    assert found == {"t1": {"credits": {"agent_0": 1.0}, "why": ""}}
+    assert found == {"t1": {"credits": {"agent_0": 1.0}, "why": "", "tasks": {}}}
 
 
 def test_normalize_sum_scales_shares_and_shifts_the_rest():
@@ -210,3 +211,76 @@ def test_a_resumed_critic_counts_batches_on(tmp_path, monkeypatch):
     (tmp_path / "credit" / "mca_state.json").write_text('{"batches": 3}')
     assert build_critic(_config(), tmp_path, resume=True).batches == 3
     assert build_critic(_config(), tmp_path, resume=False).batches == 0
+
+
+# LLM-TACA -----------------------------------------------------------------------------------------
+def test_tasks_are_read_from_json_and_text():
+    reply = ('{"t1": {"agent_0": 1, "agent_1": 0, "tasks": {"agent_0": [2, 3], "agent_1": [-1, -1]}}, '
+             '"t2": {"agent_0": {"credit": 1, "task": [1.2, 0]}, "agent_1": 2}}')
+    found = parse_step_credits(reply, LABELS, AGENTS)
+    assert found["t1"]["tasks"] == {"agent_0": [2, 3], "agent_1": [-1, -1]}
+    assert found["t2"]["tasks"] == {"agent_0": [1, 0]}
+    text = parse_step_credits("t1: agent_0: 1, agent_1: 2; tasks agent_0: [1, 2], agent_1: [3,4]", LABELS, AGENTS)
+    assert text["t1"]["tasks"] == {"agent_0": [1, 2], "agent_1": [3, 4]}
+    assert parse_step_credits('{"t1": {"agent_0": 1, "tasks": {"agent_0": ["x"]}}}', LABELS, AGENTS)["t1"]["tasks"] == {}
+
+
+def test_the_acting_env_ends_each_observation_with_zero_task_inputs():
+    from marlang.trainers.neural.tasks import NumericParallelEnv, build_numeric_env
+
+    plain = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"))
+    tasked = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"), task_size=3)
+    size = plain.observation_space("agent_0").shape[0]
+    assert tasked.observation_space("agent_0").shape == (size + 3,)
+    a, _ = plain.reset(seed=4)
+    b, _ = tasked.reset(seed=4)
+    for agent in a:
+        assert b[agent].tolist() == [*a[agent].tolist(), 0.0, 0.0, 0.0]
+        assert tasked.observation_space(agent).contains(b[agent])
+
+
+def assign_tasks(messages):
+    """Credits 1/1; agent_0's task is [1], agent_1's [2, k] at line t<k>."""
+    return json.dumps({label: {"agent_0": 1.0, "agent_1": 1.0,
+                               "tasks": {"agent_0": [1], "agent_1": [2, int(label[1:])]}}
+                       for label, _, _, _ in _LINE.findall(messages[-1].content)})
+
+
+class ObservationProbe(RewardProbe):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[list[list[float]]] = []
+
+    def on_batch_collected(self, batch):
+        super().on_batch_collected(batch)
+        self.tasks.append(batch.get(("agents", "observation"))[..., -2:].reshape(-1, 2, 2).tolist())
+
+
+def test_llm_taca_trains_with_the_critics_tasks_and_fewer_of_them_over_time(tmp_path, monkeypatch):
+    model = FakeRuleChatModel(rule=assign_tasks)
+    monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: model)
+    probe = ObservationProbe()
+    config = _config(method="ippo", critic="llm_taca", frames=400)
+    NeuralTrainer(config, tmp_path / "run", callbacks=[probe]).run()
+    assert "Task assignment" in model.calls[0][0].content and '"tasks"' in model.calls[0][0].content
+    rows = [json.loads(line) for line in (tmp_path / "run" / "credit" / "llm_credit.jsonl").read_text().splitlines()]
+    with open(tmp_path / "run" / "iterations.csv", newline="") as fh:
+        iterations = list(csv.DictReader(fh))
+    kept = []
+    for batch, seen in enumerate(probe.tasks):
+        steps = {r["position"]: r for r in rows if r["batch"] == batch}
+        assert len(steps) == 100
+        with_task = 0
+        for position, (task_0, task_1) in enumerate(seen):
+            if task_0 == [0.0, 0.0] and task_1 == [0.0, 0.0]:
+                continue  # dropped by the annealing: the zeros the agents act with
+            label = steps[position]["tasks"]
+            assert label == {"agent_0": [1, 0], "agent_1": [2, label["agent_1"][1]]}  # padded to task_size
+            assert task_0 == [1.0, 0.0] and task_1 == [2.0, float(label["agent_1"][1])]
+            with_task += 1
+        kept.append(with_task)
+        assert int(iterations[batch]["task_inputs"]) == 2 * with_task
+        assert int(iterations[batch]["task_missing"]) == 0
+    assert kept[0] == 100 and kept[0] > kept[2] > kept[3] and kept[3] < 50  # shares 1, 0.75, 0.5, 0.25
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["critic"]["critic"] == "llm_taca" and manifest["critic"]["prompts"]["mca_tasks"] == "mca_tasks_matrix"

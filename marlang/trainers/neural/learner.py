@@ -168,7 +168,9 @@ def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file:
 
 def task_for(config: ExperimentConfig) -> MarlangTask:
     """The BenchMARL task of a config's env section."""
-    return MarlangTask(config.env.id, config.env.n_agents, config.env.max_steps, config.env.kwargs)
+    o = config.learning.options
+    task_size = o.task_size if getattr(o, "critic", "none") == "llm_taca" else 0
+    return MarlangTask(config.env.id, config.env.n_agents, config.env.max_steps, config.env.kwargs, task_size)
 
 
 class NeuralTrainer:

@@ -46,8 +46,11 @@ class NumericParallelEnv(ParallelEnv):
     metadata: ClassVar[dict[str, Any]] = {"name": "marlang_numeric_v0", "render_modes": [], "is_parallelizable": True}
 
     def __init__(self, env: ParallelEnv, max_steps: int | None = None,
-                 observers: Sequence[Any] = ()) -> None:
+                 observers: Sequence[Any] = (), task_size: int = 0) -> None:
         self.env = env
+        # LLM-TACA: each observation ends with ``task_size`` task inputs, zero here (at collection
+        # and evaluation); the critic writes its task assignments into the training batch.
+        self.task_size = task_size
         # Step observers (``marlang.credit.records.StepObserver``): what a critic records at
         # each step, and the numeric info entries they add.
         self.observers = list(observers)
@@ -60,7 +63,14 @@ class NumericParallelEnv(ParallelEnv):
 
     def observation_space(self, agent: str) -> Any:
         numeric = getattr(self.env, "numeric_observation_space", None)
-        return numeric(agent) if numeric is not None else self.env.observation_space(agent)
+        space = numeric(agent) if numeric is not None else self.env.observation_space(agent)
+        if not self.task_size:
+            return space
+        from gymnasium.spaces import Box
+
+        low = np.concatenate([np.asarray(space.low, np.float32).reshape(-1), np.full(self.task_size, -np.inf, np.float32)])
+        high = np.concatenate([np.asarray(space.high, np.float32).reshape(-1), np.full(self.task_size, np.inf, np.float32)])
+        return Box(low, high, dtype=np.float32)
 
     def action_space(self, agent: str) -> Any:
         return self.env.action_space(agent)
@@ -100,7 +110,10 @@ class NumericParallelEnv(ParallelEnv):
         self.env.close()
 
     def _observations(self, observations: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        return {a: np.asarray(o, dtype=np.float32) for a, o in observations.items()}
+        out = {a: np.asarray(o, dtype=np.float32) for a, o in observations.items()}
+        if self.task_size:
+            out = {a: np.concatenate([o.reshape(-1), np.zeros(self.task_size, np.float32)]) for a, o in out.items()}
+        return out
 
     def _infos(self, infos: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -155,16 +168,18 @@ class MarlangTask(PettingZooClass):
     observers: Callable[[], Sequence[Any]] | None = None
 
     def __init__(self, env_id: str, n_agents: int | None = None, max_steps: int | None = None,
-                 kwargs: Mapping[str, Any] | None = None) -> None:
+                 kwargs: Mapping[str, Any] | None = None, task_size: int = 0) -> None:
         # BenchMARL names its output folders after the task: no slashes there.
         super().__init__(name=env_id.replace("/", "-"), config={
             "env_id": env_id, "n_agents": n_agents, "max_steps": max_steps, "kwargs": dict(kwargs or {}),
+            "task_size": task_size,
         })
 
     def make_parallel_env(self) -> NumericParallelEnv:
         c = self.config
         env = build_numeric_env(c["env_id"], c["n_agents"], c["max_steps"], c["kwargs"])
-        return NumericParallelEnv(env, c["max_steps"], self.observers() if self.observers else ())
+        return NumericParallelEnv(env, c["max_steps"], self.observers() if self.observers else (),
+                                  task_size=int(c.get("task_size", 0) or 0))
 
     def __getstate__(self) -> dict[str, Any]:
         # BenchMARL pickles its task into config.pkl; observers belong to this process only.

@@ -1,0 +1,101 @@
+"""Benchmark: LCA's LLM ranker on the embedded model, answering by scoring "Yes" against "No"
+(one forward per query, always an answer) vs by generating a reply and parsing its yes/no.
+
+Both rank the same Two-Switch state pairs (each agent's ego view before and after a random
+step), with the same prompts, no response cache, side by side in one run.
+Run: ``python benchmarks/bench_credit.py``; ``main()`` returns the figures as a dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script from a source checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from marlang.credit.lca import key_steps
+from marlang.credit.rankers import LLMRanker, RankQuery
+from marlang.credit.records import StepRecord
+from marlang.envs_text import make
+from marlang.models import LocalLM, load_chat_model
+from marlang.prompts import PromptLibrary
+
+
+def two_switch_queries(pairs: int, seed: int = 0) -> list[RankQuery]:
+    """One query per agent for each of ``pairs // 2`` random Two-Switch steps."""
+    env = make("gridworld/two-switch", observation_mode="text")
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+
+    def record() -> StepRecord:
+        return StepRecord(env.snapshot(), {a: env.ego_text(a) for a in env.possible_agents})
+
+    queries: list[RankQuery] = []
+    before = record()
+    t = 0
+    while len(queries) < pairs:
+        if not env.agents:
+            env.reset(seed=seed + t + 1)
+            before = record()
+        actions = {a: int(rng.integers(env.action_space(a).n)) for a in env.agents}
+        env.step(actions)
+        after = record()
+        for agent, action in actions.items():
+            queries.append(RankQuery(agent, before, after, env.action_names(agent)[action], key=f"{t}:{agent}"))
+        before, t = after, t + 1
+    return queries[:pairs]
+
+
+def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -> dict[str, Any]:
+    engine = engine or LocalLM.from_spec("local:smollm2")
+    prompts = PromptLibrary()
+    env = make("gridworld/two-switch")
+    preamble = prompts.get("lca_preamble").render(world=env.world_description, mission=env.mission,
+                                                  key_steps="\n".join(key_steps(env, seed=0)))
+    queries = two_switch_queries(pairs)
+
+    def ranker(scores: bool) -> LLMRanker:
+        model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0, max_tokens=max_tokens)
+        r = LLMRanker(model, preamble=preamble, question=prompts.get("lca_rank_behaviour"), max_tokens=max_tokens,
+                      max_concurrency=pairs)
+        r.scores = scores  # False: generate and parse, as with a backend that cannot score
+        return r
+
+    ranker(True).rank(queries[:2], 1)  # warm-up
+    out: dict[str, Any] = {"model": "local:smollm2", "pairs": pairs, "max_tokens": max_tokens}
+    for name, scores in (("scoring", True), ("generating", False)):
+        r = ranker(scores)
+        start = time.perf_counter()
+        answers = r.rank(queries, 1)
+        seconds = time.perf_counter() - start
+        out[f"{name}_pairs_per_s"] = round(pairs / seconds, 2)
+        out[f"{name}_unparseable"] = sum(a[0] is None for a in answers)
+        out[f"{name}_yes_share"] = round(sum(a[0] == 1 for a in answers) / pairs, 3)
+    out["speedup"] = round(out["scoring_pairs_per_s"] / out["generating_pairs_per_s"], 2)
+    _print_report(out)
+    return out
+
+
+def _print_report(r: dict[str, Any]) -> None:
+    print(f"LCA ranking on {r['model']}: {r['pairs']} Two-Switch state pairs, one query each "
+          f"(generation up to {r['max_tokens']} tokens), no cache, concurrent calls batched")
+    for name in ("scoring", "generating"):
+        print(f"  {name:<11} {r[f'{name}_pairs_per_s']:8.2f} pairs/s   unparseable {r[f'{name}_unparseable']:3d}"
+              f"   'yes' {r[f'{name}_yes_share']:.0%}")
+    print(f"  scoring / generating   {r['speedup']:6.2f}x   (target >= 3, 0 unparseable)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=32)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    main(pairs=args.pairs, max_tokens=args.max_tokens)
