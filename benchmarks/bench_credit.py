@@ -18,39 +18,11 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
-
 from marlang.credit.lca import key_steps
-from marlang.credit.rankers import LLMRanker, RankQuery
-from marlang.credit.records import StepRecord
+from marlang.credit.rankers import LLMRanker, random_queries
 from marlang.envs_text import make
 from marlang.models import LocalLM, load_chat_model
 from marlang.prompts import PromptLibrary
-
-
-def two_switch_queries(pairs: int, seed: int = 0) -> list[RankQuery]:
-    """One query per agent for each of ``pairs // 2`` random Two-Switch steps."""
-    env = make("gridworld/two-switch", observation_mode="text")
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-
-    def record() -> StepRecord:
-        return StepRecord(env.snapshot(), {a: env.ego_text(a) for a in env.possible_agents})
-
-    queries: list[RankQuery] = []
-    before = record()
-    t = 0
-    while len(queries) < pairs:
-        if not env.agents:
-            env.reset(seed=seed + t + 1)
-            before = record()
-        actions = {a: int(rng.integers(env.action_space(a).n)) for a in env.agents}
-        env.step(actions)
-        after = record()
-        for agent, action in actions.items():
-            queries.append(RankQuery(agent, before, after, env.action_names(agent)[action], key=f"{t}:{agent}"))
-        before, t = after, t + 1
-    return queries[:pairs]
 
 
 def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -> dict[str, Any]:
@@ -59,7 +31,7 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -
     env = make("gridworld/two-switch")
     preamble = prompts.get("lca_preamble").render(world=env.world_description, mission=env.mission,
                                                   key_steps="\n".join(key_steps(env, seed=0)))
-    queries = two_switch_queries(pairs)
+    queries = random_queries(make("gridworld/two-switch", observation_mode="text"), pairs, texts=True)[:pairs]
 
     def ranker(scores: bool) -> LLMRanker:
         model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0, max_tokens=max_tokens)

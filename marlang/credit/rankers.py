@@ -33,6 +33,31 @@ class RankQuery:
     key: str
 
 
+def random_queries(env: Any, n_steps: int, *, seed: int = 0, texts: bool = False) -> list[RankQuery]:
+    """One query per agent for each of ``n_steps`` steps of random joint actions in ``env``
+    (reset with ``seed``, then ``seed + t + 1`` after an episode ends at step t): held-out pairs
+    to measure a ranker against the heuristic. ``texts``: record ego texts (LLM rankers)."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+
+    def record() -> StepRecord:
+        return StepRecord(env.snapshot(), {a: env.ego_text(a) for a in env.possible_agents} if texts else {})
+
+    queries: list[RankQuery] = []
+    before = record()
+    for t in range(n_steps):
+        if not env.agents:
+            env.reset(seed=seed + t + 1)
+            before = record()
+        actions = {a: int(rng.integers(env.action_space(a).n)) for a in env.agents}
+        env.step(actions)
+        after = record()
+        queries.extend(RankQuery(agent, before, after, env.action_names(agent)[action], key=f"{t}:{agent}")
+                       for agent, action in actions.items())
+        before = after
+    return queries
+
+
 class Ranker(Protocol):
     name: str
 
