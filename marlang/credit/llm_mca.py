@@ -193,10 +193,11 @@ class LLMCreditCritic:
                      "critic_tokens_per_kframe": 0.0}
         if self.task_size:
             self.last.update({"task_missing": 0, "task_inputs": 0})
-        if index % self.options.critic_every != 0:  # between critic calls: the env's rewards
-            self.last["credit_mean"] = float(reward.mean())
+        if index % self.options.critic_every != 0:  # between critic calls: the even split
+            even = self.team_rewards(batch) / len(self.agents)
+            self.last["credit_mean"] = float(even.mean())
             self._save_state()
-            return reward
+            return even.unsqueeze(-1).repeat(1, len(self.agents)).reshape(reward.shape).to(reward)
         credit, calls, tokens = self.annotate(batch, index)
         if self.task_size:
             self.assign_tasks(batch, index)

@@ -37,7 +37,7 @@ class CreditOptions(LearnerOptions):
     critic_every: int = Field(
         1, ge=1,
         description="Training batches between critic calls (llm_mca: the batches in between train on "
-        "the env's rewards; lca: rank new pairs and retrain, the models keep crediting in between).",
+        "the team reward split evenly; lca: rank new pairs and retrain, the models keep crediting in between).",
     )
     critic_context: int = Field(
         4096, ge=512,

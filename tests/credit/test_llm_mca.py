@@ -192,7 +192,9 @@ def test_critic_every_and_critic_steps_bound_the_calls(tmp_path, monkeypatch):
     unread_rewards = [probe.rewards[0][p] for p in range(100) if p not in read]
     assert all(a == pytest.approx(b) for a, b in unread_rewards)  # the even split
     assert float(iterations[1]["critic_calls_per_kframe"]) == 0.0
-    assert float(iterations[1]["train_reward_mean"]) == pytest.approx(float(iterations[1]["env_reward_mean"]))
+    # between critic calls: the even split, as for the unread steps (climbing: every agent gets the team reward)
+    assert float(iterations[1]["train_reward_mean"]) == pytest.approx(float(iterations[1]["env_reward_mean"]) / 2)
+    assert all(a == pytest.approx(b) for a, b in probe.rewards[1])
 
 
 def test_a_context_too_small_for_the_prompt_is_a_one_line_error(tmp_path, monkeypatch):
