@@ -13,6 +13,7 @@ collection of each iteration.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,8 @@ class TimestepWriter:
 
     def __init__(self, run_dir: str | Path, agents: list[str], action_names: Mapping[str, list[str]]) -> None:
         self.path = Path(run_dir) / CREDIT_DIR / TIMESTEPS_FILE
+        self.session = time.time_ns()
+        """Tells this process's rows from those of a run it resumed (the same iteration collected again)."""
         self.agents = list(agents)
         self.action_names = {a: list(names) for a, names in action_names.items()}
 
@@ -71,7 +74,7 @@ class TimestepWriter:
             for p in range(len(done)):
                 note = annotations.get(p, {})
                 row = {
-                    "iteration": iteration, "env_index": p // steps, "position": p, "episode": episodes[p],
+                    "session": self.session, "iteration": iteration, "env_index": p // steps, "position": p, "episode": episodes[p],
                     "agents": self.agents, "observations": [[round(x, 5) for x in o] for o in obs[p].tolist()],
                     "actions": [self.action_names[a][int(actions[p][i])] for i, a in enumerate(self.agents)],
                     "action_ids": [int(x) for x in actions[p]], "rewards": [round(x, 6) for x in rewards[p]],
@@ -91,7 +94,7 @@ def read_timesteps(run_dir: str | Path) -> Iterator[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: only neural runs with learning.critic record their timesteps")
     blocks: dict[int, list[dict[str, Any]]] = {}
-    current: int | None = None
+    current: tuple[int, Any] | None = None
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
@@ -99,11 +102,12 @@ def read_timesteps(run_dir: str | Path) -> Iterator[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue  # a line torn by an interruption
             it = int(row["iteration"])
-            if it != current:  # a new block: a recollected iteration replaces the old one and the ones after
-                for stale in [k for k in blocks if k >= it]:
+            if (it, row.get("session")) != current:  # a new block: a recollected iteration replaces
+                for stale in [k for k in blocks if k >= it]:  # the old one and the ones after it
                     del blocks[stale]
                 blocks[it] = []
-                current = it
+                current = (it, row.get("session"))
+            row.pop("session", None)
             blocks[it].append(row)
     for it in sorted(blocks):
         yield from blocks[it]

@@ -47,9 +47,11 @@ def test_export_of_a_run_without_a_critic_says_why(tmp_path, capsys):
 def test_a_recollected_iteration_replaces_the_first_collection(tmp_path):
     credit = tmp_path / "credit"
     credit.mkdir()
-    # iterations 0, 1, 2, then the run resumed from the checkpoint after 0: 1 and 2 again
-    lines = [{"iteration": it, "position": p, "tag": tag} for it, tag in [(0, "a"), (1, "a"), (2, "a"), (1, "b"), (2, "b")]
-             for p in range(2)]
+    # iterations 0, 1, 2, then the run resumed from the checkpoint after 0: 1 and 2 again; then
+    # interrupted while collecting 2, and resumed from the checkpoint after 1: 2 once more
+    blocks = [(0, "a"), (1, "a"), (2, "a"), (1, "b"), (2, "b"), (2, "c")]
+    lines = [{"session": tag, "iteration": it, "position": p, "tag": tag} for it, tag in blocks for p in range(2)]
     (credit / "timesteps.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n{\"iteration\": 3, \"pos")
     kept = list(read_timesteps(tmp_path))
-    assert [(r["iteration"], r["tag"]) for r in kept] == [(0, "a"), (0, "a"), (1, "b"), (1, "b"), (2, "b"), (2, "b")]
+    assert [(r["iteration"], r["tag"]) for r in kept] == [(0, "a"), (0, "a"), (1, "b"), (1, "b"), (2, "c"), (2, "c")]
+    assert all("session" not in r for r in kept)

@@ -104,3 +104,28 @@ def test_an_unreachable_critic_model_stops_the_run_with_what_to_check(tmp_path):
     assert json.loads((tmp_path / "run" / "neural_state.json").read_text())["status"] == "training"  # resumable
     assert "Team goal" in (tmp_path / "run" / "credit" / "key_steps.txt").read_text()
     assert not (tmp_path / "run" / "credit" / "rankings.jsonl").exists()  # nothing was ranked
+
+
+def test_an_interrupted_lca_run_resumes_with_its_rankings_and_exports_each_batch_once(tmp_path):
+    from marlang.credit.dataset import read_timesteps
+    from tests.trainers.test_neural_methods import StopAfter
+
+    config = build_config({
+        "env": {"id": "gridworld/two-switch", "max_steps": 40}, "agents": {"kind": "neural"},
+        "learning": {"method": "ippo", "frames": 1500, "frames_per_batch": 500, "n_envs": 2, "epochs": 1,
+                     "minibatch_size": 250, "hidden": [16], "evaluation_episodes": 1, "critic": "lca",
+                     "ranker": "heuristic", "ranker_pairs": 16, "bt_epochs": 2, "checkpoint_batches": 1},
+    })
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        NeuralTrainer(config, out, callbacks=[StopAfter(2)]).run()
+    ranked_before = len((out / "credit" / "rankings.jsonl").read_text().splitlines())
+    assert ranked_before >= 2 * 16 * 2  # batches 0 and 1 were ranked before the interruption
+    trainer = NeuralTrainer(config, out, resume=True)
+    trainer.run()
+    rankings = (out / "credit" / "rankings.jsonl").read_text().splitlines()
+    assert len(rankings) > ranked_before  # the resumed run ranked on, after what it had
+    # The resumed critic trained on every ranking of the run, those from before the interruption too.
+    assert sum(len(rows) for rows in trainer.critic.data.values()) == len(rankings)
+    steps = list(read_timesteps(out))
+    assert [s["iteration"] for s in steps] == [i for i in range(3) for _ in range(500)]
