@@ -255,6 +255,8 @@ class LLMCreditCritic:
         text: list[str] = []
         used = 0
         for p, line in enumerate(lines):
+            while self.count_tokens(line) > budget - 16 and len(line) > 40:  # one state too long for a call
+                line = line[: int(len(line) * 0.8)] + " ..."
             head = [] if positions and episodes[p] == episodes[positions[-1]] else [f"Episode {episodes[p]}:"
                                                                                      if episodes[p] is not None
                                                                                      else "Episode:"]

@@ -286,3 +286,17 @@ def test_llm_taca_trains_with_the_critics_tasks_and_fewer_of_them_over_time(tmp_
     assert kept[0] == 100 and kept[0] > kept[2] > kept[3] and kept[3] < 50  # shares 1, 0.75, 0.5, 0.25
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["critic"]["critic"] == "llm_taca" and manifest["critic"]["prompts"]["mca_tasks"] == "mca_tasks_matrix"
+
+
+def test_a_timestep_too_long_for_one_call_is_shortened_to_fit(tmp_path, monkeypatch):
+    from marlang.credit.critic import build_critic
+
+    monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: FakeRuleChatModel(rule=credit_agent_0_for_a))
+    critic = build_critic(_config(), tmp_path)
+    budget = 2048 - 768 - critic.count_tokens(critic.system) - 32
+    lines = ["x" * 8000, "short line", "y " * 3000]
+    chunks = critic.chunks(lines, [0, 0, 1])
+    assert [p for c in chunks for p in c.positions] == [0, 1, 2] and len(chunks) >= 2
+    assert chunks[0].lines[1].endswith(" ...")  # the long state, cut
+    for chunk in chunks:
+        assert critic.count_tokens("\n".join(chunk.lines)) <= budget
