@@ -300,3 +300,20 @@ def test_a_timestep_too_long_for_one_call_is_shortened_to_fit(tmp_path, monkeypa
     assert chunks[0].lines[1].endswith(" ...")  # the long state, cut
     for chunk in chunks:
         assert critic.count_tokens("\n".join(chunk.lines)) <= budget
+
+
+def test_an_unreachable_critic_model_stops_the_run_resumably_with_what_to_check(tmp_path):
+    from marlang.models import ModelUnreachableError
+
+    config = build_config({
+        "env": {"id": "matrix/climbing"}, "agents": {"kind": "neural"},
+        "model": {"base_url": "http://127.0.0.1:9/v1", "max_retries": 1, "timeout": 2, "cache": False},
+        "learning": {"method": "mappo", "frames": 100, "frames_per_batch": 100, "n_envs": 2, "epochs": 1,
+                     "minibatch_size": 100, "hidden": [8], "evaluation_episodes": 1, "critic": "llm_mca",
+                     "critic_model": "openai:some-model", "critic_steps": 10},
+    })
+    with pytest.raises(ModelUnreachableError) as err:
+        NeuralTrainer(config, tmp_path / "run").run()
+    assert "LLM-MCA critic's model (learning.critic_model)" in str(err.value) and "127.0.0.1:9" in str(err.value)
+    assert json.loads((tmp_path / "run" / "neural_state.json").read_text())["status"] == "training"
+    assert not (tmp_path / "run" / "credit" / "llm_credit.jsonl").exists()  # nothing credited
