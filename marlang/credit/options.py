@@ -61,6 +61,11 @@ class CreditOptions(LearnerOptions):
         description="llm_taca: keep a share of the critic's task inputs that falls linearly from 1 at "
         "the first batch to 0 at the end of training (the rest are zeros, as when acting); false: keep all.",
     )
+    record_timesteps: bool = Field(
+        True,
+        description="With a critic: write every trained timestep to credit/timesteps.jsonl (what marlang "
+        "export reads; about 0.4 kB per timestep for two agents with small observations).",
+    )
     critic_steps: int | None = Field(
         None, ge=1,
         description="llm_mca: timesteps of an annotated batch the critic reads (whole chunks drawn at "

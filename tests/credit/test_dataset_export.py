@@ -55,3 +55,9 @@ def test_a_recollected_iteration_replaces_the_first_collection(tmp_path):
     kept = list(read_timesteps(tmp_path))
     assert [(r["iteration"], r["tag"]) for r in kept] == [(0, "a"), (0, "a"), (1, "b"), (1, "b"), (2, "c"), (2, "c")]
     assert all("session" not in r for r in kept)
+
+
+def test_record_timesteps_false_writes_no_timesteps(tmp_path, monkeypatch):
+    _, _, probe, rows, _, run = _run(tmp_path, monkeypatch, credit_agent_0_for_a, record_timesteps=False)
+    assert len(probe.rewards) == 2 and rows  # the critic ran as before
+    assert not (run / "credit" / "timesteps.jsonl").exists()

@@ -264,10 +264,12 @@ class NeuralTrainer:
             callbacks.append(RewardHookCallback(self.reward_hook))
         if self.critic is not None:  # a critic is a reward hook fed by what its env observers record
             task.observers = self.critic.observers
-            env = build_numeric_env(self.config.env.id, self.config.env.n_agents, self.config.env.max_steps,
-                                    self.config.env.kwargs)
-            writer = TimestepWriter(self.run_dir.path, env.possible_agents,
-                                    {a: list(env.action_names(a)) for a in env.possible_agents})
+            writer = None
+            if self.options.record_timesteps:
+                env = build_numeric_env(self.config.env.id, self.config.env.n_agents, self.config.env.max_steps,
+                                        self.config.env.kwargs)
+                writer = TimestepWriter(self.run_dir.path, env.possible_agents,
+                                        {a: list(env.action_names(a)) for a in env.possible_agents})
             callbacks.append(RewardHookCallback(self.critic, writer=writer))
         # The recorder comes first: it reads the env's rewards before the hook replaces them.
         callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None))
