@@ -72,3 +72,12 @@ def test_ranker_groups_must_partition_the_agents():
 
 def test_a_bad_critic_model_spec_is_refused():
     assert "critic_model" in _error(critic="lca", ranker="llm", critic_model="gpt-4o")
+
+
+def test_learner_labels_name_the_critic_so_grids_over_critics_have_distinct_rows():
+    assert _config().learning.label == "ippo"
+    assert _config(method="mappo", critic="difference").learning.label == "mappo+difference"
+    assert _config(critic="llm_taca").learning.label == "ippo+llm_taca"
+    assert _config(critic="lca", ranker="heuristic").learning.label == "ippo+lca-heuristic"
+    assert _config(critic="lca", ranker="synthetic", ranker_accuracy=0.7,
+                   queries=4).learning.label == "ippo+lca-synthetic-70-q4"

@@ -174,9 +174,19 @@ class NeuralLearner(Learner):
 
     @classmethod
     def label(cls, options: Any) -> str:
-        """``mappo``, or with per-agent credit ``mappo+llm_mca`` (so a grid over critics names its rows)."""
+        """``mappo``, or with per-agent credit ``mappo+llm_mca``, ``ippo+lca-synthetic-70-q4`` (LCA:
+        the ranker, a synthetic ranker's accuracy, queries when more than one), so a grid over
+        critics names its rows."""
         critic = getattr(options, "critic", "none")
-        return cls.name if critic == "none" else f"{cls.name}+{critic}"
+        if critic == "none":
+            return cls.name
+        if critic == "lca":
+            critic = f"lca-{options.ranker}"
+            if options.ranker == "synthetic":
+                critic += f"-{round(100 * options.ranker_accuracy)}"
+            if options.queries > 1:
+                critic += f"-q{options.queries}"
+        return f"{cls.name}+{critic}"
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         raise RuntimeError(
