@@ -81,3 +81,18 @@ def test_learner_labels_name_the_critic_so_grids_over_critics_have_distinct_rows
     assert _config(critic="lca", ranker="heuristic").learning.label == "ippo+lca-heuristic"
     assert _config(critic="lca", ranker="synthetic", ranker_accuracy=0.7,
                    queries=4).learning.label == "ippo+lca-synthetic-70-q4"
+
+
+@pytest.mark.parametrize("name", ["credit_climbing.yaml", "credit_lbf.yaml", "lca_two_switch.yaml"])
+def test_shipped_credit_configs_expand_into_distinct_settings(name):
+    from pathlib import Path
+
+    import yaml
+
+    from marlang.compare import expand_grid
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / name).read_text())
+    base = build_config(data)
+    settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
+    assert len(settings) >= 6 and len({s.config.run.seed for s in settings}) == 3
+    assert {s.config.learning.options.critic for s in settings} - {"none"}  # a critic in every grid
