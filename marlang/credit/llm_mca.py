@@ -168,8 +168,8 @@ class LLMCreditCritic:
         if self.task_size:
             for k, entry in enumerate(example.values()):
                 entry["tasks"] = {a: [k + 1] + [0] * (self.task_size - 1) for a in self.agents}
-        values = {"task_size": self.task_size, "n_agents": len(self.agents), "agents": ", ".join(self.agents), "first_agent": self.agents[0],
-                  "world": getattr(env, "world_description", "a shared environment"), "mission": env.mission,
+        values = {"task_size": self.task_size, "n_agents": len(self.agents), "agents": ", ".join(self.agents),
+                  "first_agent": self.agents[0], "world": getattr(env, "world_description", "a shared environment"), "mission": env.mission,
                   "actions": action_text, "example_view": env.ego_text(self.agents[0]),
                   "example_json": json.dumps(example)}
         return "\n\n".join(self._prompt(prompts, part, env).render(**values) for part in self.parts)
