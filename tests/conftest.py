@@ -52,9 +52,14 @@ def pytest_sessionfinish(session, exitstatus):
 
     import aiosqlite
 
+    open_connections = []
     with warnings.catch_warnings():  # isinstance on every live object wakes deprecated module attributes
         warnings.simplefilter("ignore")
-        open_connections = [obj for obj in gc.get_objects()
-                            if isinstance(obj, aiosqlite.Connection) and getattr(obj, "_connection", None) is not None]
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, aiosqlite.Connection) and getattr(obj, "_connection", None) is not None:
+                    open_connections.append(obj)
+            except ReferenceError:  # a weak proxy whose object is gone
+                continue
     for connection in open_connections:
         connection.stop()

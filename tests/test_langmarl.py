@@ -351,14 +351,14 @@ def test_structured_none_sends_no_response_format_and_a_fixed_mode_is_kept(tmp_p
     assert seen and set(seen) == {expected}
 
 
-def test_the_local_engine_is_never_sent_a_response_format_and_refuses_a_fixed_one():
+def test_the_local_engine_constrains_its_own_decoding_and_remote_auto_falls_back_once():
     from marlang.models.structured import StructuredReplies
     from marlang.testing import tiny_chat_model
 
     local = tiny_chat_model()
-    assert StructuredReplies("auto", local).call_kwargs({"type": "object"}, "critic") == {}
-    with pytest.raises(ValueError, match="constrains no decoding"):
-        StructuredReplies("json_schema", local)
+    sent = StructuredReplies("auto", local).call_kwargs({"type": "object"}, "critic")
+    assert sent["response_format"]["type"] == "json_schema"  # constrained decoding (llguidance)
+    assert not StructuredReplies("auto", local).fall_back(_Refused("refused"), sent)
     remote = StructuredReplies("auto", object())
     sent = remote.call_kwargs({"type": "object"}, "critic")
     assert sent["response_format"]["type"] == "json_schema"

@@ -56,6 +56,9 @@ PROMPT_PARTS = ("mca_env", "mca_data", "mca_definitions", "mca_role")
 TACA_PROMPT_PARTS = ("mca_env", "mca_data", "mca_definitions", "mca_tasks", "mca_role")
 OBS_KEY = ("agents", "observation")
 NEXT_OBS_KEY = ("next", "agents", "observation")
+WHY_MAX_CHARS = 80
+"""A timestep's explanation in the reply's schema: a sentence, so that a model that would ramble
+on in it (a small one, greedy) cannot spend the call's reply on one timestep."""
 CHARS_PER_TOKEN = 3.0
 """Token estimate of a model without a local tokenizer (a cautious one: prompts of numbers and
 punctuation run shorter than prose)."""
@@ -63,8 +66,8 @@ punctuation run shorter than prose)."""
 
 def reply_tokens_per_step(n_agents: int, task_size: int = 0) -> int:
     """What one timestep's entry of the reply costs, about: its label, a number per agent, a
-    short "why" and (LLM-TACA) a task per agent."""
-    return 16 + 8 * n_agents + (6 + n_agents * (6 + 3 * task_size) if task_size else 0)
+    "why" of at most ``WHY_MAX_CHARS`` and (LLM-TACA) a task per agent."""
+    return 12 + 8 * n_agents + WHY_MAX_CHARS // 4 + (6 + n_agents * (6 + 3 * task_size) if task_size else 0)
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class Chunk:
 def credit_schema(labels: Sequence[str], agents: Sequence[str], task_size: int = 0) -> dict[str, Any]:
     """The JSON schema of one call's reply: per label, a number per agent, an optional why and
     (LLM-TACA, ``task_size`` > 0) the agents' tasks."""
-    properties: dict[str, Any] = {**{a: {"type": "number"} for a in agents}, "why": {"type": "string"}}
+    properties: dict[str, Any] = {**{a: {"type": "number"} for a in agents},
+                                  "why": {"type": "string", "maxLength": WHY_MAX_CHARS}}
     required = list(agents)
     if task_size:
         vector = {"type": "array", "items": {"type": "integer"}, "minItems": task_size, "maxItems": task_size}
@@ -408,8 +412,8 @@ class LLMCreditCritic:
             sent = self.structured.call_kwargs(schema, "credit") if self.structured is not None else {}
             try:
                 return await call_model(self.model, self.messages(chunk), ctx, role="critic", agent="",
-                                        max_tokens=self.options.critic_max_tokens, prefill=prefill,
-                                        **kwargs, **sent)
+                                        max_tokens=self.options.critic_max_tokens,
+                                        prefill="" if sent else prefill, **kwargs, **sent)
             except Exception as exc:  # a refused response_format is asked again without it
                 if self.structured is None or not self.structured.fall_back(exc, sent):
                     raise

@@ -48,8 +48,9 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
     while True:
         sent = structured.call_kwargs(schema, role)
         try:
+            # A schema opens the object itself: no prefill with it.
             return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
-                                    max_tokens=max_tokens, seed=seed, prefill=prefill, **sent)
+                                    max_tokens=max_tokens, seed=seed, prefill="" if sent else prefill, **sent)
         except Exception as exc:  # fall_back says whether a retry can help
             if not structured.fall_back(exc, sent):
                 raise

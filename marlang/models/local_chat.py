@@ -9,6 +9,7 @@ instead of generating (the GLAM way of acting: every answer is a legal one). Cop
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
+from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
     GenerationOutput,
     GenerationRequest,
@@ -92,6 +94,12 @@ class LocalChatModel(BaseChatModel):
     @property
     def supports_prefill(self) -> bool:
         """Calls may pass ``prefill``: the model continues that start of its reply."""
+        return True
+
+    @property
+    def supports_response_format(self) -> bool:
+        """Calls may pass ``response_format`` (``json_schema`` or ``json_object`` with a
+        ``schema``): decoding is constrained to the schema (`marlang.models.grammar`)."""
         return True
 
     @property
@@ -159,11 +167,16 @@ class LocalChatModel(BaseChatModel):
         """`build_request`, and the prompt text it encodes (chat template and prefill)."""
         prefill = kwargs.pop("prefill", None) or ""
         adapter = kwargs.pop(ADAPTER_PARAM, None)
+        grammar = None
+        if "response_format" in kwargs:  # model.structured: constrain decoding to the schema
+            schema = schema_of(kwargs.pop("response_format"))
+            if schema is not None:
+                grammar = json.dumps(schema, sort_keys=True)
         unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id}; "
-                f"supported: {', '.join(CALL_PARAMS)}, stop, prefill, adapter"
+                f"supported: {', '.join(CALL_PARAMS)}, stop, prefill, adapter, response_format"
             )
         params = {name: getattr(self, name) for name in CALL_PARAMS}
         # An explicit None keeps the default, except for seed where None means "unseeded".
@@ -171,7 +184,7 @@ class LocalChatModel(BaseChatModel):
             {k: v for k, v in kwargs.items() if k in CALL_PARAMS and (v is not None or k == "seed")}
         )
         stop_strings = stop if stop is not None else self.stop
-        sampling = SamplingParams(stop=tuple(stop_strings or ()), **params)
+        sampling = SamplingParams(stop=tuple(stop_strings or ()), grammar=grammar, **params)
         # prefill: the start of the assistant's reply, which the model continues (the reply
         # returned is only the continuation).
         prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill

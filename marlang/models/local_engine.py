@@ -64,6 +64,9 @@ class SamplingParams:
     distribution (before top-k and nucleus truncation): the sampling policy's log pi of the token."""
     keep_cache: bool = False
     """Return the row's KV cache (`RowCache`) for a later request that continues it."""
+    grammar: str | None = None
+    """A JSON schema (as JSON text): only tokens that keep the reply valid under it are chosen
+    (`marlang.models.grammar`); the recorded log-probs are then those of the masked distribution."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -153,6 +156,8 @@ class _RowState:
     finish_reason: str | None = None
     logprobs: list[float] = field(default_factory=list)
     cache: RowCache | None = None
+    constraint: Any = None
+    """The row's `JsonConstraint` when its sampling has a grammar."""
 
 
 class LocalLM:
@@ -187,6 +192,8 @@ class LocalLM:
         prepare_tokenizer_for_generation(tokenizer)
         self._pad_id = int(tokenizer.pad_token_id)
         self._eos_ids = _eos_token_ids(model, tokenizer)
+        self._ll_tokenizer: Any = None
+        """llguidance's view of the tokenizer, built at the first constrained request."""
         self._max_positions = getattr(model.config, "max_position_embeddings", None)
         self._compute_lock = threading.Lock()
         # All of the model's work (batched decoding, scoring, a trainer's steps) runs on this
@@ -437,7 +444,8 @@ class LocalLM:
 
     def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationOutput]:
         with self._compute_lock, torch.inference_mode():
-            rows = [_RowState(r, self._make_generator(r.sampling)) for r in requests]
+            rows = [_RowState(r, self._make_generator(r.sampling), constraint=self._constraint(r.sampling))
+                    for r in requests]
             self._decode(rows, self._forward_kwargs([r.adapter for r in requests]))
         with self._stats_lock:
             self._generate_calls += 1
@@ -510,7 +518,19 @@ class LocalLM:
             ).logits[:, -1, :]
             next_positions = next_positions + 1
 
+    def _constraint(self, sampling: SamplingParams) -> Any:
+        if sampling.grammar is None:
+            return None
+        from marlang.models.grammar import JsonConstraint, ll_tokenizer
+
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = ll_tokenizer(self.tokenizer)
+        return JsonConstraint(self._ll_tokenizer, sampling.grammar)
+
     def _choose_tokens(self, logits: torch.Tensor, rows: Sequence[_RowState]) -> torch.Tensor:
+        for i, row in enumerate(rows):
+            if row.constraint is not None:
+                row.constraint.mask(logits[i])
         tokens = logits.argmax(dim=-1)
         for i, row in enumerate(rows):
             if row.generator is not None:
@@ -523,6 +543,8 @@ class LocalLM:
     def _push(self, row: _RowState, token: int) -> bool:
         """Append a token to a row; return whether the row is finished."""
         row.token_ids.append(token)
+        if row.constraint is not None and token not in self._eos_ids:
+            row.constraint.consume(token)
         sampling = row.request.sampling
         if token in self._eos_ids:
             row.finish_reason = "stop"

@@ -7,14 +7,19 @@ call that wants JSON sends the reply's JSON schema as the request's ``response_f
   honours (it answers 500 to ``json_schema``);
 - ``none``: no constraint (the parsers' fallbacks and, on local models, the JSON prefill);
 - ``auto`` (default): ``json_schema`` on a remote model, falling back to ``json_object`` for the
-  rest of the run once the server refuses it; ``none`` on the local engine, which constrains
-  no decoding (a local call opens the JSON object itself instead).
+  rest of the run once the server refuses it; ``json_schema`` on the local engine too, which
+  constrains its decoding to the schema itself (``marlang.models.grammar``, llguidance).
+
+A call that sends a schema starts no reply of its own (no JSON prefill): the schema makes the
+reply open the object.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from marlang.models.grammar import grammar_available
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +53,14 @@ class StructuredReplies:
     def __init__(self, mode: str, model: Any) -> None:
         if mode not in STRUCTURED_MODES:
             raise ValueError(f"model.structured must be one of {', '.join(STRUCTURED_MODES)}; got {mode!r}")
-        local = getattr(model, "engine", None) is not None
-        if local and mode in ("json_schema", "json_object"):
-            raise ValueError(f"model.structured {mode!r} asks the server to constrain its reply; the local engine "
-                             "constrains no decoding (use auto or none: a local call opens the JSON object itself)")
-        self.auto = mode == "auto"
-        self.mode = "none" if local or model is None else ("json_schema" if mode == "auto" else mode)
+        local = getattr(model, "supports_response_format", False)
+        if local and not grammar_available():
+            if mode in ("json_schema", "json_object"):
+                raise ValueError(f"model.structured {mode!r} on the local engine needs llguidance "
+                                 "(pip install llguidance); or use auto or none")
+            mode = "none"
+        self.auto = mode == "auto" and not local  # the local engine never refuses a schema
+        self.mode = "none" if model is None else ("json_schema" if mode == "auto" else mode)
 
     def call_kwargs(self, schema: dict[str, Any] | None, name: str) -> dict[str, Any]:
         """What a call that wants ``schema``'s JSON adds to its kwargs (nothing for ``none``)."""
