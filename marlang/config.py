@@ -90,8 +90,9 @@ class ModelConfig(_Section):
     structured: Literal["auto", "json_schema", "json_object", "none"] = Field(
         "auto",
         description="How calls that want JSON (critics' credit) ask for it: json_schema (OpenAI, vLLM) or "
-        "json_object with the schema (llama-cpp-python's server) as response_format; none: unconstrained; auto: "
-        "json_schema on a server, json_object once it refuses that, none on the local engine.",
+        "json_object with the schema (llama-cpp-python's server) as response_format, which the local engine "
+        "decodes under too (llguidance); none: unconstrained; auto: json_schema, then json_object once a "
+        "server refuses that.",
     )
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
