@@ -2,7 +2,8 @@
 (one forward per query, always an answer) vs by generating a reply and parsing its yes/no.
 
 Both rank the same Two-Switch state pairs (each agent's ego view before and after a random
-step), with the same prompts, no response cache, side by side in one run.
+step), with the same prompts, no response cache, side by side in one run. Then LLM-MCA critic
+calls on LBF timesteps, decoded under the credit schema (llguidance) and unconstrained.
 Run: ``python benchmarks/bench_credit.py``; ``main()`` returns the figures as a dict.
 """
 
@@ -51,7 +52,54 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -
         out[f"{name}_unparseable"] = sum(a[0] is None for a in answers)
         out[f"{name}_yes_share"] = round(sum(a[0] == 1 for a in answers) / pairs, 3)
     out["speedup"] = round(out["scoring_pairs_per_s"] / out["generating_pairs_per_s"], 2)
+    out.update(mca_calls(engine))
     _print_report(out)
+    return out
+
+
+def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any]:
+    """LLM-MCA critic calls on LBF 8x8 timesteps (random play), the reply constrained to the
+    credit schema (``model.structured: auto``) against unconstrained with the JSON prefill
+    (``none``): seconds per call and credits missed."""
+    import tempfile
+
+    import numpy as np
+
+    from marlang.config import build_config
+    from marlang.credit.llm_mca import Chunk, LLMCreditCritic
+    from marlang.credit.mca_parsing import parse_step_credits
+    from marlang.models.structured import StructuredReplies
+
+    config = build_config({"env": {"id": "lbf/8x8-2p-2f-coop"}, "agents": {"kind": "neural"},
+                           "learning": {"method": "mappo", "critic": "llm_mca", "critic_max_tokens": 768}})
+    env = make("lbf/8x8-2p-2f-coop")
+    rng = np.random.default_rng(0)
+    chunks = []
+    for c in range(calls):
+        env.reset(seed=c)
+        lines = ["Episode 0:"]
+        for t in range(steps):
+            acts = {a: int(rng.integers(env.action_space(a).n)) for a in env.agents}
+            state = env.state_text()
+            rewards = env.step(acts)[1]
+            words = ", ".join(f"{a}: {env.action_names(a)[i]}" for a, i in acts.items())
+            lines.append(f"t{t + 1}: {state} | {words} | team reward {sum(rewards.values()) / len(rewards):g}")
+        chunks.append(Chunk(list(range(steps)), lines))
+    out: dict[str, Any] = {"mca_steps_per_call": steps, "mca_calls": calls}
+    for mode in ("auto", "none"):
+        model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            critic = LLMCreditCritic(make("lbf/8x8-2p-2f-coop"), model, PromptLibrary(), tmp,
+                                     options=config.learning.options, seed=0, capacity=8, usage=None,
+                                     structured=StructuredReplies(mode, model))
+            start = time.perf_counter()
+            replies = critic._ask_all(chunks, 0)
+            seconds = time.perf_counter() - start
+        labels = chunks[0].labels
+        missed = sum(2 - len(parse_step_credits(r, labels, ["agent_0", "agent_1"]).get(label, {"credits": {}})["credits"])
+                     for r in replies for label in labels)
+        out[f"mca_{mode}_s_per_call"] = round(seconds / calls, 1)
+        out[f"mca_{mode}_missed"] = missed
     return out
 
 
@@ -62,6 +110,12 @@ def _print_report(r: dict[str, Any]) -> None:
         print(f"  {name:<11} {r[f'{name}_pairs_per_s']:8.2f} pairs/s   unparseable {r[f'{name}_unparseable']:3d}"
               f"   'yes' {r[f'{name}_yes_share']:.0%}")
     print(f"  scoring / generating   {r['speedup']:6.2f}x   (target >= 3, 0 unparseable)")
+    n = r["mca_steps_per_call"] * r["mca_calls"] * 2
+    print(f"LLM-MCA critic on {r['model']}: {r['mca_calls']} calls of {r['mca_steps_per_call']} LBF timesteps, greedy")
+    print(f"  constrained to the schema (auto)   {r['mca_auto_s_per_call']:6.1f} s/call   "
+          f"credits missed {r['mca_auto_missed']} of {n}")
+    print(f"  free, JSON prefill (none)          {r['mca_none_s_per_call']:6.1f} s/call   "
+          f"credits missed {r['mca_none_missed']} of {n}")
 
 
 if __name__ == "__main__":
