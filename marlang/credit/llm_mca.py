@@ -67,7 +67,7 @@ punctuation run shorter than prose)."""
 def reply_tokens_per_step(n_agents: int, task_size: int = 0) -> int:
     """What one timestep's entry of the reply costs, about: its label, a number per agent, a
     "why" of at most ``WHY_MAX_CHARS`` and (LLM-TACA) a task per agent."""
-    return 12 + 8 * n_agents + WHY_MAX_CHARS // 4 + (6 + n_agents * (6 + 3 * task_size) if task_size else 0)
+    return 16 + 10 * n_agents + WHY_MAX_CHARS // 3 + (6 + n_agents * (6 + 3 * task_size) if task_size else 0)
 
 
 @dataclass(frozen=True)

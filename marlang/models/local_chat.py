@@ -171,7 +171,7 @@ class LocalChatModel(BaseChatModel):
         if "response_format" in kwargs:  # model.structured: constrain decoding to the schema
             schema = schema_of(kwargs.pop("response_format"))
             if schema is not None:
-                grammar = json.dumps(schema, sort_keys=True)
+                grammar = json.dumps(schema)  # key order kept: the reply's properties come in this order
         unknown = set(kwargs) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(

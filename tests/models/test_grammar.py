@@ -68,3 +68,13 @@ def test_structured_replies_constrain_the_local_engine_under_auto(tiny_engine):
     assert auto.call_kwargs(SCHEMA, "credit")["response_format"]["json_schema"]["schema"] == SCHEMA
     assert StructuredReplies("none", model).call_kwargs(SCHEMA, "credit") == {}
     assert StructuredReplies("json_object", model).mode == "json_object"
+
+
+def test_properties_come_in_the_schemas_order(tiny_engine):
+    labels = [f"t{k}" for k in range(1, 12)]  # t10 and t11 sort before t2 as strings
+    schema = {"type": "object", "properties": {label: {"type": "integer", "minimum": 0, "maximum": 9}
+                                               for label in labels},
+              "required": labels, "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "steps", "schema": schema}}
+    reply = tiny_chat_model(tiny_engine, max_tokens=120).invoke([HumanMessage("x")], response_format=fmt).content
+    assert list(json.loads(reply)) == labels
