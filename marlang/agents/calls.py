@@ -62,3 +62,28 @@ async def call_model(
     if isinstance(content, list):  # content blocks from some providers
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
     return prefill + str(content).strip()
+
+
+async def call_model_json(
+    model: Any,
+    messages: list[BaseMessage],
+    ctx: Any,
+    *,
+    structured: Any,
+    schema: dict[str, Any] | None,
+    name: str,
+    prefill: str = "",
+    **kwargs: Any,
+) -> str:
+    """`call_model` for a reply meant to be ``schema``'s JSON. ``structured`` (a
+    `marlang.models.structured.StructuredReplies`, or None for none) says which
+    ``response_format`` the call carries, named ``name``; a call that sends one gets no
+    ``prefill`` (the schema opens the object itself), and a refusal of it is asked again when
+    ``structured.fall_back`` says a retry can help."""
+    while True:
+        sent = structured.call_kwargs(schema, name) if structured is not None else {}
+        try:
+            return await call_model(model, messages, ctx, prefill="" if sent else prefill, **kwargs, **sent)
+        except Exception as exc:  # fall_back says whether a retry can help
+            if structured is None or not structured.fall_back(exc, sent):
+                raise

@@ -60,11 +60,11 @@ class TimestepWriter:
         """Write ``batch`` (after the critic; ``env_rewards`` from before it); returns the rows."""
         n = len(self.agents)
         n_envs = int(batch.batch_size[0]) if len(batch.batch_size) > 1 else 1
-        obs = batch.get(("agents", "observation")).float().reshape(len(batch.get(("next", "done")).reshape(-1)), n, -1)
+        done = batch.get(("next", "done")).reshape(-1).tolist()
+        obs = batch.get(("agents", "observation")).float().reshape(len(done), n, -1)
         actions = batch.get(("agents", "action")).reshape(-1, n).tolist()
         rewards = env_rewards.float().reshape(-1, n).tolist()
         credits = batch.get(("next", "agents", "reward")).float().reshape(-1, n).tolist()
-        done = batch.get(("next", "done")).reshape(-1).tolist()
         episodes = (batch.get(("collector", "traj_ids")).reshape(-1).tolist()
                     if ("collector", "traj_ids") in batch.keys(True) else [None] * len(done))
         steps = len(done) // n_envs
@@ -74,7 +74,8 @@ class TimestepWriter:
             for p in range(len(done)):
                 note = annotations.get(p, {})
                 row = {
-                    "session": self.session, "iteration": iteration, "env_index": p // steps, "position": p, "episode": episodes[p],
+                    "session": self.session, "iteration": iteration, "env_index": p // steps, "position": p,
+                    "episode": episodes[p],
                     "agents": self.agents, "observations": [[round(x, 5) for x in o] for o in obs[p].tolist()],
                     "actions": [self.action_names[a][int(actions[p][i])] for i, a in enumerate(self.agents)],
                     "action_ids": [int(x) for x in actions[p]], "rewards": [round(x, 6) for x in rewards[p]],

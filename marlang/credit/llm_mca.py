@@ -107,12 +107,11 @@ class TokenCounter:
     """Tokens of a text for one model: exact with a local tokenizer, estimated otherwise."""
 
     def __init__(self, model: Any) -> None:
-        engine = getattr(model, "engine", None)
-        self.tokenizer = getattr(engine, "tokenizer", None)
+        self.engine = getattr(model, "engine", None)
 
     def __call__(self, text: str) -> int:
-        if self.tokenizer is not None:
-            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if self.engine is not None:
+            return len(self.engine.encode(text))
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
@@ -139,8 +138,9 @@ class LLMCreditCritic:
         self.max_concurrency = max_concurrency
         self.llm_calls_file = Path(out_dir) / "llm_calls.csv"
         self.count_tokens = TokenCounter(model)
-        self.system = self._system_prompt(env, prompts)
-        self.prompt_files = {part: self._prompt(prompts, part, env).name for part in self.parts}
+        templates = [self._prompt(prompts, part, env) for part in self.parts]
+        self.prompt_files = {part: t.name for part, t in zip(self.parts, templates, strict=True)}
+        self.system = self._system_prompt(env, templates)
         self.batches = 0
         self.last: dict[str, Any] = {}
         self.said: dict[int, dict[str, Any]] = {}
@@ -160,7 +160,7 @@ class LLMCreditCritic:
         except KeyError:
             return prompts.get(part)
 
-    def _system_prompt(self, env: Any, prompts: Any) -> str:
+    def _system_prompt(self, env: Any, templates: Sequence[Any]) -> str:
         actions = {tuple(env.action_names(a)) for a in self.agents}
         if len(actions) == 1:
             action_text = ", ".join(next(iter(actions)))
@@ -173,10 +173,10 @@ class LLMCreditCritic:
             for k, entry in enumerate(example.values()):
                 entry["tasks"] = {a: [k + 1] + [0] * (self.task_size - 1) for a in self.agents}
         values = {"task_size": self.task_size, "n_agents": len(self.agents), "agents": ", ".join(self.agents),
-                  "first_agent": self.agents[0], "world": getattr(env, "world_description", "a shared environment"), "mission": env.mission,
-                  "actions": action_text, "example_view": env.ego_text(self.agents[0]),
+                  "first_agent": self.agents[0], "world": getattr(env, "world_description", "a shared environment"),
+                  "mission": env.mission, "actions": action_text, "example_view": env.ego_text(self.agents[0]),
                   "example_json": json.dumps(example)}
-        return "\n\n".join(self._prompt(prompts, part, env).render(**values) for part in self.parts)
+        return "\n\n".join(t.render(**values) for t in templates)
 
     def messages(self, chunk: Chunk) -> list[Any]:
         from langchain_core.messages import HumanMessage, SystemMessage
@@ -198,13 +198,11 @@ class LLMCreditCritic:
         if self.task_size:
             self.last.update({"task_missing": 0, "task_inputs": 0})
         if index % self.options.critic_every != 0:  # between critic calls: the even split
-            even = self.team_rewards(batch) / len(self.agents)
-            self.last["credit_mean"] = float(even.mean())
-            self._save_state()
-            return even.unsqueeze(-1).repeat(1, len(self.agents)).reshape(reward.shape).to(reward)
-        credit, calls, tokens = self.annotate(batch, index)
-        if self.task_size:
-            self.assign_tasks(batch, index)
+            credit, calls, tokens = self.even_split(self.team_rewards(batch)), 0, 0
+        else:
+            credit, calls, tokens = self.annotate(batch, index)
+            if self.task_size:
+                self.assign_tasks(batch, index)
         self.last.update({"critic_calls_per_kframe": round(1000 * calls / frames, 3),
                           "critic_tokens_per_kframe": round(1000 * tokens / frames, 3),
                           "credit_mean": float(credit.mean())})
@@ -227,6 +225,10 @@ class LLMCreditCritic:
                 "structured": getattr(self.structured, "mode", None)}
 
     # one batch ------------------------------------------------------------------------------------
+    def even_split(self, team: torch.Tensor) -> torch.Tensor:
+        """Each position's team reward shared equally, ``[positions, n_agents]``."""
+        return (team / len(self.agents)).unsqueeze(-1).repeat(1, len(self.agents))
+
     def team_rewards(self, batch: TensorDictBase) -> torch.Tensor:
         """Each position's team reward (the mean of the agents' rewards), flat."""
         return batch.get(REWARD_KEY).float().reshape(-1, len(self.agents)).mean(-1).cpu()
@@ -258,20 +260,23 @@ class LLMCreditCritic:
         positions: list[int] = []
         text: list[str] = []
         used = 0
+
+        def entry(p: int, line: str) -> tuple[list[str], int]:
+            """The lines position ``p`` adds to the current call (an episode header where a new
+            episode starts, or the call does) and their tokens."""
+            new_episode = not positions or episodes[p] != episodes[positions[-1]]
+            head = [f"Episode {episodes[p]}:" if episodes[p] is not None else "Episode:"] if new_episode else []
+            body = [*head, f"t{len(positions) + 1}: {line}"]
+            return body, self.count_tokens("\n".join(body)) + 1
+
         for p, line in enumerate(lines):
             while self.count_tokens(line) > budget - 16 and len(line) > 40:  # one state too long for a call
                 line = line[: int(len(line) * 0.8)] + " ..."
-            head = [] if positions and episodes[p] == episodes[positions[-1]] else [f"Episode {episodes[p]}:"
-                                                                                     if episodes[p] is not None
-                                                                                     else "Episode:"]
-            body = head + [f"t{len(positions) + 1}: {line}"]
-            cost = self.count_tokens("\n".join(body)) + 1
+            body, cost = entry(p, line)
             if positions and (used + cost > budget or len(positions) >= per_reply):
                 out.append(Chunk(positions, text))
                 positions, text, used = [], [], 0
-                head = [f"Episode {episodes[p]}:" if episodes[p] is not None else "Episode:"]
-                body = head + [f"t1: {line}"]
-                cost = self.count_tokens("\n".join(body)) + 1
+                body, cost = entry(p, line)
             positions.append(p)
             text += body
             used += cost
@@ -284,7 +289,7 @@ class LLMCreditCritic:
         and tokens it took."""
         o, n = self.options, len(self.agents)
         team = self.team_rewards(batch)
-        credit = (team / n).unsqueeze(-1).repeat(1, n)  # unread or missed: the even split
+        credit = self.even_split(team)  # unread or missed: the even split
         lines, episodes = self.lines(batch)
         chunks = self.chunks(lines, episodes)
         if o.critic_steps is not None and sum(len(c.positions) for c in chunks) > o.critic_steps:
@@ -365,17 +370,15 @@ class LLMCreditCritic:
         keep zeros, the input the agents act with."""
         n, k = len(self.agents), self.task_size
         keep = np.random.default_rng([self.seed, index, 1]).random(len(self.tasks)) < self.keep_share(index)
-        written = 0
+        kept = [(p, tasks) for (p, tasks), kept in zip(sorted(self.tasks.items()), keep, strict=True) if kept]
         for key in (OBS_KEY, NEXT_OBS_KEY):
             obs = batch.get(key)
             flat = obs.reshape(-1, n, obs.shape[-1]).clone()
-            for kept, (p, tasks) in zip(keep, sorted(self.tasks.items()), strict=True):
-                if kept:
-                    for i, a in enumerate(self.agents):
-                        flat[p, i, -k:] = torch.tensor(tasks[a], dtype=flat.dtype)
-                    written += n if key == OBS_KEY else 0
+            for p, tasks in kept:
+                for i, a in enumerate(self.agents):
+                    flat[p, i, -k:] = torch.tensor(tasks[a], dtype=flat.dtype)
             batch.set(key, flat.reshape(obs.shape))
-        self.last["task_inputs"] = written
+        self.last["task_inputs"] = n * len(kept)
 
     def _clip(self, value: float, team: torch.Tensor) -> float:
         """A credit within n_agents times the batch's largest team reward (at least 1) either
@@ -401,22 +404,15 @@ class LLMCreditCritic:
         return list(await asyncio.gather(*(self._ask(chunk, k, index, ctx) for k, chunk in enumerate(chunks))))
 
     async def _ask(self, chunk: Chunk, k: int, index: int, ctx: Any) -> str:
-        from marlang.agents.calls import call_model, call_seed
+        from marlang.agents.calls import call_model_json, call_seed
 
         kwargs: dict[str, Any] = {}
         if float(getattr(self.model, "temperature", 0) or 0) > 0:
             kwargs["seed"] = call_seed(self.seed, "llm_mca", index, k)
-        schema = credit_schema(chunk.labels, self.agents, self.task_size)
-        prefill = '{"t1": {"'
-        while True:
-            sent = self.structured.call_kwargs(schema, "credit") if self.structured is not None else {}
-            try:
-                return await call_model(self.model, self.messages(chunk), ctx, role="critic", agent="",
-                                        max_tokens=self.options.critic_max_tokens,
-                                        prefill="" if sent else prefill, **kwargs, **sent)
-            except Exception as exc:  # a refused response_format is asked again without it
-                if self.structured is None or not self.structured.fall_back(exc, sent):
-                    raise
+        return await call_model_json(self.model, self.messages(chunk), ctx, structured=self.structured,
+                                     schema=credit_schema(chunk.labels, self.agents, self.task_size),
+                                     name="credit", prefill='{"t1": {"', role="critic", agent="",
+                                     max_tokens=self.options.critic_max_tokens, **kwargs)
 
     def _usage(self) -> tuple[int, int]:
         return critic_usage(self.usage)

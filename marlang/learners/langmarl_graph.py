@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from marlang.agents.calls import call_model, call_seed
+from marlang.agents.calls import call_model_json, call_seed
 from marlang.agents.llm_agent import CallContext
 from marlang.learners.base import UpdateOutput, UpdateState
 from marlang.learners.langmarl_parsing import TEAM, clean_policy, malformed_policy, parse_credits
@@ -44,16 +44,9 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
     seed = None
     if float(getattr(model, "temperature", 0) or 0) > 0:
         seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
-    structured = learner.structured_replies()
-    while True:
-        sent = structured.call_kwargs(schema, role)
-        try:
-            # A schema opens the object itself: no prefill with it.
-            return await call_model(model, messages, _ctx(learner, iteration, episode), role=role, agent=agent,
-                                    max_tokens=max_tokens, seed=seed, prefill="" if sent else prefill, **sent)
-        except Exception as exc:  # fall_back says whether a retry can help
-            if not structured.fall_back(exc, sent):
-                raise
+    return await call_model_json(model, messages, _ctx(learner, iteration, episode),
+                                 structured=learner.structured_replies(), schema=schema, name=role, role=role,
+                                 agent=agent, max_tokens=max_tokens, seed=seed, prefill=prefill)
 
 
 def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:

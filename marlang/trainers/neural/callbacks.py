@@ -34,12 +34,14 @@ class RewardHookCallback(Callback):
     def on_batch_collected(self, batch: TensorDictBase) -> None:
         if self.hook is None:
             return
-        before = batch.get(REWARD_KEY).clone() if self.writer is not None else None
+        if self.writer is None:
+            self.last = apply_reward_hook(self.hook, batch)
+            return
+        before = batch.get(REWARD_KEY).clone()
         self.last = apply_reward_hook(self.hook, batch)
-        if self.writer is not None and before is not None:
-            annotations = getattr(self.hook, "annotations", None)
-            self.writer.write(self.experiment.n_iters_performed, batch, before,
-                              annotations() if callable(annotations) else None)
+        annotations = getattr(self.hook, "annotations", None)
+        self.writer.write(self.experiment.n_iters_performed, batch, before,
+                          annotations() if callable(annotations) else None)
 
     def __getstate__(self) -> dict[str, Any]:
         # BenchMARL pickles callbacks into its config.pkl; hooks may be closures. marlang never
