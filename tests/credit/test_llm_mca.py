@@ -317,3 +317,14 @@ def test_an_unreachable_critic_model_stops_the_run_resumably_with_what_to_check(
     assert "LLM-MCA critic's model (learning.critic_model)" in str(err.value) and "127.0.0.1:9" in str(err.value)
     assert json.loads((tmp_path / "run" / "neural_state.json").read_text())["status"] == "training"
     assert not (tmp_path / "run" / "credit" / "llm_credit.jsonl").exists()  # nothing credited
+
+
+def test_a_wild_credit_is_clipped_to_the_batchs_reward_scale(tmp_path, monkeypatch):
+    def huge(messages):
+        return json.dumps({label: {"agent_0": 1e9, "agent_1": -1e9}
+                           for label, _, _, _ in _LINE.findall(messages[-1].content)})
+
+    _, _, probe, rows, _, _ = _run(tmp_path, monkeypatch, huge, critic_normalize="none", frames=100)
+    bound = 2 * max(1.0, max(abs(r["team_reward"]) for r in rows))  # n_agents x the batch's largest |team reward|
+    assert rows and all(r["credit"] == {"agent_0": bound, "agent_1": -bound} for r in rows)
+    assert max(abs(x) for step in probe.rewards[0] for x in step) == pytest.approx(bound)
