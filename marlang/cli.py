@@ -16,6 +16,7 @@ from typing import Any
 EXIT_CONFIG = 2
 EXIT_MODEL = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"marlang: error: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:
+        # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
+        # stopped this way keeps its finished episodes and resumes with --resume.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_BROKEN_PIPE
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -29,6 +29,16 @@ def test_invalid_config_exits_with_one_line_and_no_traceback(tmp_path):
     assert "protocol.name" in lines[0] and "valid choices: none, bidirectional" in lines[0]
 
 
+def test_a_closed_pipe_stops_the_output_quietly():
+    # `marlang envs | head -1`: the reader is gone before marlang writes.
+    proc = subprocess.Popen([sys.executable, "-m", "marlang.cli", "envs"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
 def test_unknown_override_key(capsys):
     assert main(["run", str(ROOT / "configs/demo.yaml"), "--set", "run.episods=3"]) == 2
     err = capsys.readouterr().err
