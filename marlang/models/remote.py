@@ -124,7 +124,7 @@ class ResilientChatModel(BaseChatModel):
             try:
                 return self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
-                time.sleep(self._delay_or_raise(exc, attempt))
+                time.sleep(self._delay_or_raise(exc, attempt, kwargs))
             attempt += 1
 
     async def _agenerate(
@@ -141,15 +141,17 @@ class ResilientChatModel(BaseChatModel):
                     messages, stop=stop, run_manager=run_manager, **kwargs
                 )
             except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
-                await asyncio.sleep(self._delay_or_raise(exc, attempt))
+                await asyncio.sleep(self._delay_or_raise(exc, attempt, kwargs))
             attempt += 1
 
-    def _delay_or_raise(self, exc: BaseException, attempt: int) -> float:
+    def _delay_or_raise(self, exc: BaseException, attempt: int, kwargs: dict[str, Any] | None = None) -> float:
         """Seconds to wait before retrying after failed ``attempt``, or raise if it was the last
-        or the error is not transient."""
+        or the error is not transient. A 500 to a request that asked for a ``json_schema``
+        reply is how llama-cpp-python's server refuses that format: raised at once, so the
+        caller can ask again in a form the server takes (`StructuredReplies.fall_back`)."""
         unreachable, transient = _provider_exception_types()
         is_unreachable = isinstance(exc, unreachable) and not isinstance(exc, ModelUnreachableError)
-        is_transient = isinstance(exc, transient) or _retryable_status(exc)
+        is_transient = (isinstance(exc, transient) or _retryable_status(exc)) and not _refused_schema(exc, kwargs)
         if not (is_unreachable or is_transient):
             raise exc
         if attempt >= self.max_retries:
@@ -172,6 +174,12 @@ class ResilientChatModel(BaseChatModel):
             delay,
         )
         return delay
+
+
+def _refused_schema(exc: BaseException, kwargs: dict[str, Any] | None) -> bool:
+    response_format = (kwargs or {}).get("response_format")
+    return (getattr(exc, "status_code", None) == 500 and isinstance(response_format, dict)
+            and response_format.get("type") == "json_schema")
 
 
 def _retryable_status(exc: BaseException) -> bool:

@@ -143,6 +143,25 @@ async def test_errors_that_retrying_cannot_fix_are_raised_at_once() -> None:
     assert model.inner._calls == 1
 
 
+class ServerError(Exception):
+    status_code = 500
+
+
+def test_a_500_to_a_json_schema_request_is_not_retried() -> None:
+    # llama-cpp-python's server answers 500 to response_format json_schema: retrying only
+    # delays the structured-reply fallback (json_object + schema). Other 500s are retried.
+    schema = {"type": "json_schema", "json_schema": {"name": "credit", "schema": {"type": "object"}}}
+    model = flaky([ServerError("unsupported response_format")])
+    with pytest.raises(ServerError):
+        model.invoke(MESSAGES, response_format=schema)
+    assert model.inner._calls == 1
+    model = flaky([ServerError("busy")])
+    assert model.invoke(MESSAGES, response_format={"type": "json_object"}).content == "ok"
+    assert model.inner._calls == 2
+    model = flaky([ServerError("busy")])
+    assert model.invoke(MESSAGES).content == "ok" and model.inner._calls == 2
+
+
 def test_retry_waits_grow_exponentially(monkeypatch) -> None:
     waits: list[float] = []
     monkeypatch.setattr("marlang.models.remote.time.sleep", waits.append)
