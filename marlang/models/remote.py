@@ -124,6 +124,8 @@ class ResilientChatModel(BaseChatModel):
             try:
                 return self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
+                if (cut := self._cut_reply(exc)) is not None:
+                    return cut
                 time.sleep(self._delay_or_raise(exc, attempt, kwargs))
             attempt += 1
 
@@ -141,8 +143,21 @@ class ResilientChatModel(BaseChatModel):
                     messages, stop=stop, run_manager=run_manager, **kwargs
                 )
             except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
+                if (cut := self._cut_reply(exc)) is not None:
+                    return cut
                 await asyncio.sleep(self._delay_or_raise(exc, attempt, kwargs))
             attempt += 1
+
+    def _cut_reply(self, exc: BaseException) -> ChatResult | None:
+        """The reply of a call that carried a ``response_format`` and stopped at its token
+        limit: the openai client raises ``LengthFinishReasonError`` for it, holding the
+        completion. It is returned as it came (``finish_reason`` length), since the parsers
+        keep what a cut-off reply completed; None for any other error."""
+        completion = getattr(exc, "completion", None)
+        create = getattr(self.inner, "_create_chat_result", None)
+        if type(exc).__name__ != "LengthFinishReasonError" or completion is None or create is None:
+            return None
+        return create(completion)
 
     def _delay_or_raise(self, exc: BaseException, attempt: int, kwargs: dict[str, Any] | None = None) -> float:
         """Seconds to wait before retrying after failed ``attempt``, or raise if it was the last

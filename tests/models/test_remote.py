@@ -210,6 +210,21 @@ async def test_the_token_limit_reaches_a_server_that_honours_only_max_tokens() -
     assert all("max_completion_tokens" not in r for r in server.requests)
 
 
+async def test_a_structured_reply_cut_at_its_token_limit_is_returned_not_raised() -> None:
+    # The openai client raises LengthFinishReasonError for a call with a response_format that
+    # stops at max_tokens; the cut reply is kept (the credit parsers keep its complete steps).
+    server, model = llama_cpp_like({"max_tokens": 3})
+    fmt = {"type": "json_object", "schema": {"type": "object"}}
+    try:
+        reply = model.invoke(MESSAGES, response_format=fmt)
+        again = await model.ainvoke(MESSAGES, response_format=fmt, max_tokens=4)
+    finally:
+        server.__exit__(None, None, None)
+    assert reply.content == "one two three" and reply.response_metadata["finish_reason"] == "length"
+    assert again.content == "one two three four"
+    assert len(server.requests) == 2  # not retried
+
+
 def test_max_completion_tokens_alone_is_ignored_by_such_a_server() -> None:
     # Why the field matters: langchain-openai's own choice runs on to the end of the reply.
     server, model = llama_cpp_like({"max_tokens": 3, "token_limit_field": "max_completion_tokens"})
