@@ -27,7 +27,7 @@ from marlang.config import (
     parse_value,
 )
 from marlang.experiment import Experiment, build_chat_model
-from marlang.report import markdown_table, plot_iteration_curves, policies_text
+from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
 logger = logging.getLogger(__name__)
@@ -251,18 +251,21 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
         ref = {f"{k}: mean return": summaries[group][k]["return"]["mean"] for k in by_name
                if _is_scripted(k) and summaries[group][k].get("max_steps") in caps
                and summaries[group][k]["return"].get("mean") is not None} or None
+        # Seeds of one setting are drawn as one curve (their mean, with the interval over seeds).
         if llm:
-            plot_iteration_curves(llm, out / f"learning_curve{suffix}.png", reference=ref)
+            plot_iteration_curves(pool_seeds(llm)[0], out / f"learning_curve{suffix}.png", reference=ref)
         elif not neural and any(by_name.values()):
-            plot_iteration_curves({k: v for k, v in by_name.items() if v}, out / f"learning_curve{suffix}.png")
+            plot_iteration_curves(pool_seeds({k: v for k, v in by_name.items() if v})[0],
+                                  out / f"learning_curve{suffix}.png")
         if neural:
             # Neural learners against frames, with their closing greedy evaluation.
             final = {k: (summaries[group][k]["frames"], summaries[group][k]["return"]["mean"]) for k in neural
                      if summaries[group][k].get("frames") is not None
                      and (summaries[group][k].get("return") or {}).get("mean") is not None}
             name = f"learning_curve{suffix}.png" if not llm else f"learning_curve_frames{suffix}.png"
-            plot_iteration_curves(neural, out / name, final=final,
-                                  success=any(summaries[group][k].get("success_defined", True) for k in neural))
+            success = any(summaries[group][k].get("success_defined", True) for k in neural)
+            pooled, pooled_final = pool_seeds(neural, final)
+            plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
     return ComparisonResult(out, summaries, table)
 
 

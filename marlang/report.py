@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,53 @@ def _invalid_rate(trajectories: Sequence[Any]) -> float | None:
     return sum(int(m.get("invalid_actions") or 0) for m in metrics) / decisions if decisions else None
 
 
+SEED_PART = re.compile(r"(^|,\s*)run\.seed=[^,]*")
+"""The seed part of a grid setting's name (``ippo+lca-heuristic, run.seed=2``)."""
+
+
+def pool_seeds(curves: dict[str, list[dict[str, Any]]],
+               final: dict[str, tuple[float, float]] | None = None
+               ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[float, float]] | None]:
+    """One curve per setting over its seeds: settings whose names differ only in
+    ``run.seed`` become ``NAME (N seeds)``, and at each x (frames, else iteration) the mean
+    over the seeds that reached it of the return (``return_ci95``: the 95% t-interval of those
+    seeds' returns), success rate and greedy evaluation return; ``final`` (closing greedy
+    evaluations) is averaged too. Curves with one seed are kept as they are."""
+    groups: dict[str, list[str]] = {}
+    for name in curves:
+        base = SEED_PART.sub("", name).strip(" ,")
+        groups.setdefault(base if base != name else name, []).append(name)
+    pooled: dict[str, list[dict[str, Any]]] = {}
+    pooled_final: dict[str, tuple[float, float]] = {}
+    for base, names in groups.items():
+        if len(names) == 1:
+            pooled[names[0]] = curves[names[0]]
+            if final and names[0] in final:
+                pooled_final[names[0]] = final[names[0]]
+            continue
+        label = f"{base or 'all'} ({len(names)} seeds)"
+        x_key = "frames" if all(r.get("frames") is not None for n in names for r in curves[n]) else "iteration"
+        at: dict[float, list[dict[str, Any]]] = {}
+        for n in names:
+            for r in curves[n]:
+                if r.get(x_key) is not None:
+                    at.setdefault(float(r[x_key]), []).append(r)
+        rows = []
+        for x in sorted(at):
+            def values(key: str, group: list[dict[str, Any]] = at[x]) -> list[float]:
+                return [float(r[key]) for r in group if r.get(key) is not None and math.isfinite(float(r[key]))]
+
+            ret, evals, rates = mean_ci(values("return_mean")), values("eval_return"), values("success_rate")
+            rows.append({x_key: x, "return_mean": ret["mean"], "return_ci95": ret["ci95"],
+                         "success_rate": sum(rates) / len(rates) if rates else None,
+                         "eval_return": sum(evals) / len(evals) if evals else None})
+        pooled[label] = rows
+        finals = [final[n] for n in names if final and n in final]
+        if finals:
+            pooled_final[label] = (max(f[0] for f in finals), sum(f[1] for f in finals) / len(finals))
+    return pooled, (pooled_final if final is not None else None)
+
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 """One marker shape per setting, so settings whose curves coincide stay distinguishable."""
 
@@ -283,7 +331,8 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
         xs = [float(r[x_key]) + shift for r in rows]
         means = [r["return_mean"] if r.get("return_mean") is not None else math.nan for r in rows]
         cis = [r["return_ci95"] if r.get("return_ci95") is not None else 0.0 for r in rows]
-        ax_r.plot(xs, means, marker=marker, color=color, label=name)
+        every = max(1, len(xs) // 12)  # a marker on every point of a 100-batch curve hides the line
+        ax_r.plot(xs, means, marker=marker, color=color, label=name, markevery=every, markersize=4)
         ax_r.fill_between(xs, [m - c for m, c in zip(means, cis)], [m + c for m, c in zip(means, cis)],
                           color=color, alpha=0.15)
         if len(xs) == 1:  # a band needs two points: one point shows its interval as an error bar
@@ -294,10 +343,11 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
             evals = [e for e in evals if e[0] != float(fx) + shift] + [(float(fx) + shift, fy)]
         if evals:
             ax_r.plot([e[0] for e in evals], [e[1] for e in evals], marker=marker, linestyle="--", color=color,
-                      markerfacecolor="white", label=f"{name}: greedy evaluation")
+                      markerfacecolor="white", label=f"{name}: greedy evaluation",
+                      markevery=max(1, len(evals) // 12), markersize=4)
         if ax_s is not None:
             rates = [r["success_rate"] if r.get("success_rate") is not None else math.nan for r in rows]
-            ax_s.plot(xs, rates, marker=marker, color=color, label=name)
+            ax_s.plot(xs, rates, marker=marker, color=color, label=name, markevery=every, markersize=4)
     for j, (name, value) in enumerate((reference or {}).items()):
         ax_r.axhline(value, color="black", linestyle=["--", ":", "-."][j % 3], linewidth=1, label=name)
     ax_r.set_ylabel("team return per episode (mean, 95% CI)")
@@ -312,9 +362,20 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
             # One x value: an axis around it, ticked at it (not -0.04..0.04 around a lone point).
             ax.set_xlim(xs_all[0] - 0.5 * max(1.0, abs(xs_all[0])), xs_all[0] + 0.5 * max(1.0, abs(xs_all[0])))
             ax.set_xticks([xs_all[0]])
-    ax_r.legend(fontsize=7)
     fig.suptitle("Learning curves by " + ("frames" if by_frames else "iteration"))
-    fig.tight_layout()
+    handles, labels = ax_r.get_legend_handles_labels()
+    if len(labels) <= 6:
+        ax_r.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+    # Many entries: a legend under the panels, the figure taller by its rows.
+    columns = 2 if success else 1
+    rows_needed = math.ceil(len(labels) / columns)
+    legend_h = 0.18 * rows_needed + 0.1
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + legend_h)
+    fig.legend(handles, labels, loc="lower center", ncol=columns, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, legend_h / (height + legend_h), 1, 1))
     return fig
 
 

@@ -131,3 +131,36 @@ def test_neural_curves_run_against_frames_with_their_greedy_evaluations():
     assert list(zip(greedy.get_xdata(), greedy.get_ydata())) == [(400.0, 120.0), (600.0, 125.0)]
     assert greedy.get_markerfacecolor() == "white"  # hollow: evaluation, not training
     plt.close(fig)
+
+
+def test_seeds_of_a_setting_are_pooled_into_one_curve():
+    from marlang.report import iteration_figure, pool_seeds
+
+    def run(returns, success, eval_at_end=None):
+        return [{"iteration": i, "frames": 100 * (i + 1), "return_mean": r, "return_ci95": 0.3,
+                 "success_rate": s, "eval_return": eval_at_end if i == len(returns) - 1 else None}
+                for i, (r, s) in enumerate(zip(returns, success))]
+
+    curves = {"ippo, run.seed=0": run([0.0, 1.0], [0.0, 0.5]),
+              "ippo, run.seed=1": run([2.0, 3.0, 4.0], [1.0, 1.0, 1.0], eval_at_end=4.5),
+              "ippo+lca, run.seed=0": run([1.0], [1.0]),
+              "mappo": run([5.0], [1.0])}
+    final = {"ippo, run.seed=0": (200, 1.0), "ippo, run.seed=1": (300, 3.0)}
+    pooled, pooled_final = pool_seeds(curves, final)
+    assert list(pooled) == ["ippo (2 seeds)", "ippo+lca, run.seed=0", "mappo"]
+    rows = pooled["ippo (2 seeds)"]
+    assert [r["frames"] for r in rows] == [100.0, 200.0, 300.0]
+    assert [r["return_mean"] for r in rows] == [1.0, 2.0, 4.0]  # the third x: the one seed that got there
+    assert math.isclose(rows[0]["return_ci95"], stats.t.ppf(0.975, 1) * math.sqrt(2.0 / 2))  # over seeds
+    assert [r["success_rate"] for r in rows] == [0.5, 0.75, 1.0]
+    assert [r["eval_return"] for r in rows] == [None, None, 4.5]
+    assert pooled_final == {"ippo (2 seeds)": (300, 2.0)}
+    assert pooled["mappo"] is curves["mappo"] and pool_seeds(curves)[1] is None
+
+    import matplotlib.pyplot as plt
+
+    many = {f"setting {k}, run.seed={s}": run([float(k)], [1.0]) for k in range(9) for s in range(3)}
+    fig = iteration_figure(pool_seeds(many)[0])
+    assert fig.axes[0].get_legend() is None and len(fig.legends) == 1  # nine entries: under the panels
+    assert fig.get_size_inches()[1] > 4
+    plt.close(fig)
