@@ -5,6 +5,11 @@ Both rank the same Two-Switch state pairs (each agent's ego view before and afte
 step), with the same prompts, no response cache, side by side in one run. Then LLM-MCA critic
 calls on LBF timesteps, decoded under the credit schema (llguidance) and unconstrained.
 Run: ``python benchmarks/bench_credit.py``; ``main()`` returns the figures as a dict.
+
+``--accuracy N`` measures instead the embedded model's LCA rankings against each env's
+heuristic on N held-out pairs of random play (pairs the heuristic does not tie), with the
+prompts a run with ``learning.ranker: llm`` uses (task dependence where the agents differ):
+``python benchmarks/bench_credit.py --accuracy 200``.
 """
 
 from __future__ import annotations
@@ -55,6 +60,36 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -
     out.update(mca_calls(engine))
     _print_report(out)
     return out
+
+
+ACCURACY_ENVS = ("gridworld/two-switch", "gridworld/victim-rubble", "pistonball/n5-sparse")
+
+
+def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None) -> dict[str, Any]:
+    """The embedded model's LCA ranker (one query per pair, scored) against ``env_id``'s
+    heuristic on ``pairs`` held-out steps of random play where the heuristic does not tie."""
+    from marlang.credit.lca import default_groups
+    from marlang.credit.rankers import HeuristicRanker
+
+    engine = engine or LocalLM.from_spec("local:smollm2")
+    prompts = PromptLibrary()
+    env = make(env_id)
+    dependence = "task" if len(default_groups(make(env_id, observation_mode="numeric"))) > 1 else "behaviour"
+    preamble = prompts.get("lca_preamble").render(world=env.world_description, mission=env.mission,
+                                                  key_steps="\n".join(key_steps(make(env_id), seed=0)))
+    queries = random_queries(make(env_id, observation_mode="text"), 2 * pairs, seed=123, texts=True)
+    truth = HeuristicRanker(env).rank(queries, 1)
+    decided = [(q, t[0]) for q, t in zip(queries, truth, strict=True) if t[0] != 0][:pairs]
+    model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0)
+    ranker = LLMRanker(model, preamble=preamble, question=prompts.get(f"lca_rank_{dependence}"), max_concurrency=32)
+    start = time.perf_counter()
+    answers = ranker.rank([q for q, _ in decided], 1)
+    n = len(decided)
+    return {"env": env_id, "prompt": dependence, "pairs": n,
+            "accuracy": round(sum(a[0] == t for (_, t), a in zip(decided, answers, strict=True)) / n, 3),
+            "yes_share": round(sum(a[0] == 1 for a in answers) / n, 3),
+            "heuristic_better_share": round(sum(t == 1 for _, t in decided) / n, 3),
+            "seconds": round(time.perf_counter() - start)}
 
 
 def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any]:
@@ -122,6 +157,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--accuracy", type=int, metavar="N", default=0,
+                        help="measure ranking accuracy against the heuristic on N pairs per env instead")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    main(pairs=args.pairs, max_tokens=args.max_tokens)
+    if args.accuracy:
+        shared = LocalLM.from_spec("local:smollm2")
+        for env_id in ACCURACY_ENVS:
+            r = ranker_accuracy(env_id, args.accuracy, shared)
+            print(f"{r['env']:<24} {r['prompt']:<9} prompt: accuracy {r['accuracy']:.1%} on {r['pairs']} pairs   "
+                  f"'yes' {r['yes_share']:.0%}   heuristic 'better' {r['heuristic_better_share']:.0%}   "
+                  f"{r['seconds']} s", flush=True)
+    else:
+        main(pairs=args.pairs, max_tokens=args.max_tokens)

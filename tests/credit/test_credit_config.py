@@ -83,7 +83,8 @@ def test_learner_labels_name_the_critic_so_grids_over_critics_have_distinct_rows
                    queries=4).learning.label == "ippo+lca-synthetic-70-q4"
 
 
-@pytest.mark.parametrize("name", ["credit_climbing.yaml", "credit_lbf.yaml", "lca_two_switch.yaml"])
+@pytest.mark.parametrize("name", ["credit_climbing.yaml", "credit_lbf.yaml", "lca_two_switch.yaml",
+                                  "lca_victim_rubble.yaml", "lca_pistonball.yaml"])
 def test_shipped_credit_configs_expand_into_distinct_settings(name):
     from pathlib import Path
 
@@ -96,3 +97,17 @@ def test_shipped_credit_configs_expand_into_distinct_settings(name):
     settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
     assert len(settings) >= 6 and len({s.config.run.seed for s in settings}) == 3
     assert {s.config.learning.options.critic for s in settings} - {"none"}  # a critic in every grid
+
+
+def test_llm_ranker_config_runs_the_embedded_model_next_to_the_heuristic():
+    from pathlib import Path
+
+    import yaml
+
+    from marlang.compare import expand_grid
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "lca_llm_ranker.yaml").read_text())
+    base = build_config(data)
+    settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
+    assert [s.config.learning.label for s in settings] == ["ippo+lca-llm", "ippo+lca-heuristic"]
+    assert all(s.config.learning.options.critic_model == "local:smollm2" for s in settings)
