@@ -64,6 +64,22 @@ def test_qmix_trains_on_the_team_mean_of_a_python_hook(tmp_path):
     assert probe.minibatches == 2 * 5 and probe.team_rewards_checked == 10
 
 
+def slow_env_rewards(batch):
+    import time
+
+    time.sleep(0.3)
+    return batch.get(("next", "agents", "reward")).clone()
+
+
+def test_iterations_say_how_long_the_hook_and_the_update_took(tmp_path):
+    config = climbing("mappo", frames=400, frames_per_batch=200, epochs=1, minibatch_size=200)
+    rows = train(config, tmp_path / "hooked", reward_hook=slow_env_rewards).summary["iterations"]
+    assert len(rows) == 2
+    assert all(r["hook_seconds"] >= 0.3 and r["update_seconds"] > 0 for r in rows)
+    plain = train(config, tmp_path / "plain").summary["iterations"]
+    assert all("hook_seconds" not in r and r["update_seconds"] > 0 for r in plain)
+
+
 def test_zero_rewards_stop_learning(tmp_path):
     config = climbing("mappo", frames=3000, frames_per_batch=1000, lr=5e-3, epochs=4, minibatch_size=250,
                       reward_hook="tests.trainers.climbing_credit:zero_rewards")

@@ -5,7 +5,7 @@ training iteration into one row of ``iterations.csv`` (returns with 95% CIs, suc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -30,23 +30,28 @@ class RewardHookCallback(Callback):
         self.last: dict[str, float] = {}
         self.writer = writer
         """Records every timestep with its env and training rewards (a critic's annotated dataset)."""
+        self.seconds = 0.0
+        """Time the last batch spent here: the hook (a critic's calls and training included) and
+        the timestep writer."""
 
     def on_batch_collected(self, batch: TensorDictBase) -> None:
         if self.hook is None:
             return
+        started = time.perf_counter()
         if self.writer is None:
             self.last = apply_reward_hook(self.hook, batch)
-            return
-        before = batch.get(REWARD_KEY).clone()
-        self.last = apply_reward_hook(self.hook, batch)
-        annotations = getattr(self.hook, "annotations", None)
-        self.writer.write(self.experiment.n_iters_performed, batch, before,
-                          annotations() if callable(annotations) else None)
+        else:
+            before = batch.get(REWARD_KEY).clone()
+            self.last = apply_reward_hook(self.hook, batch)
+            annotations = getattr(self.hook, "annotations", None)
+            self.writer.write(self.experiment.n_iters_performed, batch, before,
+                              annotations() if callable(annotations) else None)
+        self.seconds = time.perf_counter() - started
 
     def __getstate__(self) -> dict[str, Any]:
         # BenchMARL pickles callbacks into its config.pkl; hooks may be closures. marlang never
         # restores callbacks from there (a resumed run builds them afresh).
-        return {"hook": None, "name": self.name, "last": {}, "writer": None, "experiment": None}
+        return {"hook": None, "name": self.name, "last": {}, "writer": None, "experiment": None, "seconds": 0.0}
 
 
 def episode_stats(batch: TensorDictBase) -> tuple[list[float], list[bool]]:
@@ -73,13 +78,18 @@ def episode_stats(batch: TensorDictBase) -> tuple[list[float], list[bool]]:
 
 class IterationRecorder(Callback):
     """Writes one ``iterations.csv`` row per training iteration, as soon as its update is done
-    (and again with ``eval_return`` when BenchMARL evaluates after it)."""
+    (and again with ``eval_return`` when BenchMARL evaluates after it). Where the time went:
+    ``hook_seconds`` (the reward hooks: a critic's calls, its training and its credit) and
+    ``update_seconds`` (from the batch's collection to the end of its update, hooks excluded)."""
 
-    def __init__(self, run_dir: RunDirectory, extra: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(self, run_dir: RunDirectory, extra: Callable[[], dict[str, Any]] | None = None,
+                 hooks: Sequence[RewardHookCallback] = ()) -> None:
         super().__init__()
         self.run_dir = run_dir
         self.extra = extra
         """Further columns of each row (a critic's, read after its update)."""
+        self.hooks = list(hooks)
+        self._collected_at = time.perf_counter()
         self._batch: TensorDictBase | None = None
         self._row: dict[str, Any] = {}
         self._losses: dict[str, list[float]] = {}
@@ -99,6 +109,7 @@ class IterationRecorder(Callback):
         rate = wilson_ci(sum(success), len(success))
         self._batch = batch  # the hook (next in line) rewrites its rewards in place
         self._losses = {}
+        self._collected_at = time.perf_counter()
         self._row = {
             "iteration": exp.n_iters_performed,
             "frames": exp.total_frames,
@@ -123,6 +134,10 @@ class IterationRecorder(Callback):
         row.update({k: sum(v) / len(v) for k, v in self._losses.items()})
         if self.extra is not None:
             row.update(self.extra())
+        hook_seconds = sum(h.seconds for h in self.hooks)
+        if self.hooks:
+            row["hook_seconds"] = round(hook_seconds, 4)
+        row["update_seconds"] = round(time.perf_counter() - self._collected_at - hook_seconds, 4)
         row["train_seconds"] = round(self._elapsed_before + time.perf_counter() - self._started, 3)
         self.run_dir.append_iteration_csv(dict(row))
 
@@ -134,4 +149,5 @@ class IterationRecorder(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir, "extra": None, "experiment": None, "_batch": None,
-                "_row": {}, "_losses": {}, "_started": 0.0, "_elapsed_before": 0.0}
+                "_row": {}, "_losses": {}, "_started": 0.0, "_elapsed_before": 0.0, "hooks": [],
+                "_collected_at": 0.0}

@@ -272,7 +272,9 @@ class NeuralTrainer:
                                         {a: list(env.action_names(a)) for a in env.possible_agents})
             callbacks.append(RewardHookCallback(self.critic, writer=writer))
         # The recorder comes first: it reads the env's rewards before the hook replaces them.
-        callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None))
+        hooks = [c for c in callbacks if isinstance(c, RewardHookCallback)]
+        callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None,
+                                              hooks=hooks))
         callbacks.extend(self.callbacks)
         try:
             self.experiment = BenchmarlExperiment(
