@@ -3,7 +3,10 @@
 
 Both rank the same Two-Switch state pairs (each agent's ego view before and after a random
 step), with the same prompts, no response cache, side by side in one run. Then LLM-MCA critic
-calls on LBF timesteps, decoded under the credit schema (llguidance) and unconstrained.
+calls on LBF timesteps, decoded under the credit schema (llguidance) and unconstrained. Then
+LCA's reward hook against the IPPO update it feeds, on 6000-frame Two-Switch batches (the
+``hook_seconds`` and ``update_seconds`` of ``iterations.csv``): BT rewards alone, with every
+timestep recorded, and with 256 pairs ranked (heuristic) and the scoring models trained.
 Run: ``python benchmarks/bench_credit.py``; ``main()`` returns the figures as a dict.
 
 ``--accuracy N`` measures instead the embedded model's LCA rankings against each env's
@@ -58,7 +61,47 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -
         out[f"{name}_yes_share"] = round(sum(a[0] == 1 for a in answers) / pairs, 3)
     out["speedup"] = round(out["scoring_pairs_per_s"] / out["generating_pairs_per_s"], 2)
     out.update(mca_calls(engine))
+    out.update(hook_overhead())
     _print_report(out)
+    return out
+
+
+HOOK_CASES = {
+    "rewards": {"critic_every": 1000, "record_timesteps": False},
+    "rewards_recorded": {"critic_every": 1000, "record_timesteps": True},
+    "ranked_every_batch": {"critic_every": 1, "record_timesteps": True},
+}
+"""LCA hook settings measured: BT rewards only (ranking at the first batch alone, which is left
+out), the same with every timestep written to credit/timesteps.jsonl, and ranking every batch."""
+
+
+def hook_overhead(batches: int = 3, frames_per_batch: int = 6000) -> dict[str, Any]:
+    """Median over batches of LCA's hook time against the IPPO update's time, each case a
+    short Two-Switch run with the paper's PPO settings (4 epochs of 128-frame minibatches)."""
+    import statistics
+    import tempfile
+
+    from marlang.config import build_config
+    from marlang.trainers.neural import train
+
+    out: dict[str, Any] = {"hook_frames_per_batch": frames_per_batch}
+    for case, keys in HOOK_CASES.items():
+        config = build_config({
+            "env": {"id": "gridworld/two-switch"}, "agents": {"kind": "neural"},
+            "learning": {"method": "ippo", "frames": batches * frames_per_batch, "frames_per_batch": frames_per_batch,
+                         "n_envs": 8, "lr": 0.0028, "hidden": [64, 64], "epochs": 4, "minibatch_size": 128,
+                         "evaluation_episodes": 1, "critic": "lca", "ranker": "heuristic", "ranker_pairs": 256,
+                         **keys}})
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = train(config, Path(tmp) / "run").summary["iterations"]
+        # The first batch also ranks and trains the scoring models from nothing: left out where
+        # the case ranks only then.
+        measured = rows[1:] if keys["critic_every"] > 1 else rows
+        hook = statistics.median(r["hook_seconds"] for r in measured)
+        update = statistics.median(r["update_seconds"] for r in measured)
+        out[f"hook_{case}_s"] = round(hook, 3)
+        out[f"hook_{case}_update_s"] = round(update, 3)
+        out[f"hook_{case}_share"] = round(hook / update, 4)
     return out
 
 
@@ -151,6 +194,11 @@ def _print_report(r: dict[str, Any]) -> None:
           f"credits missed {r['mca_auto_missed']} of {n}")
     print(f"  free, JSON prefill (none)          {r['mca_none_s_per_call']:6.1f} s/call   "
           f"credits missed {r['mca_none_missed']} of {n}")
+    print(f"LCA reward hook vs the IPPO update, {r['hook_frames_per_batch']}-frame Two-Switch batches (median)")
+    for case, what in (("rewards", "BT rewards sigma(o') - sigma(o)"), ("rewards_recorded", "  + every timestep recorded"),
+                       ("ranked_every_batch", "  + 256 pairs ranked, models trained")):
+        print(f"  {what:<36} {r[f'hook_{case}_s']:7.3f} s   update {r[f'hook_{case}_update_s']:6.2f} s   "
+              f"{r[f'hook_{case}_share']:6.1%} of the update" + ("   (target < 5%)" if case == "rewards" else ""))
 
 
 if __name__ == "__main__":

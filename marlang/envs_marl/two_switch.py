@@ -5,10 +5,12 @@ Numeric and ego-text observations, a reference team and the reference ranking he
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -332,9 +334,16 @@ def _passability(door_open: bool) -> Callable[[Cell], bool]:
 
 def _distances_from(
     snapshot: TwoSwitchSnapshot, index: int, door_open: bool | None = None
-) -> dict[Cell, int]:
+) -> Mapping[Cell, int]:
     is_open = snapshot.door_open if door_open is None else door_open
-    return bfs_distances(TWO_SWITCH_LAYOUT, [snapshot.positions[index]], _passability(is_open))
+    return _distances_from_cell(tuple(snapshot.positions[index]), is_open)
+
+
+@functools.lru_cache(maxsize=1024)
+def _distances_from_cell(cell: Cell, door_open: bool) -> Mapping[Cell, int]:
+    """Shortest-path steps from ``cell`` on the fixed layout (read-only, shared): the ranking
+    heuristic asks for the same few fields thousands of times per batch."""
+    return MappingProxyType(bfs_distances(TWO_SWITCH_LAYOUT, [cell], _passability(door_open)))
 
 
 def _switch_steps(snapshot: TwoSwitchSnapshot, index: int, switch: int) -> int:

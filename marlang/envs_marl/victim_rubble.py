@@ -6,9 +6,11 @@ the reference ranking heuristic.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -357,7 +359,14 @@ def _reach_phrase(distances: dict[Cell, int], cell: Cell) -> str:
     return f"{steps_phrase(steps)} from you"
 
 
-def _nearest(distances: dict[Cell, int], targets: list[Cell]) -> int:
+@functools.lru_cache(maxsize=1024)
+def _distances_from(cell: Cell, cleared: tuple[bool, ...]) -> Mapping[Cell, int]:
+    """Shortest-path steps from ``cell`` with ``cleared`` rubble (read-only, shared): the
+    ranking heuristic asks for the same few fields thousands of times per batch."""
+    return MappingProxyType(bfs_distances(VICTIM_RUBBLE_LAYOUT, [cell], _passability(cleared)))
+
+
+def _nearest(distances: Mapping[Cell, int], targets: list[Cell]) -> int:
     return min(
         (reach_steps(VICTIM_RUBBLE_LAYOUT, distances, t) for t in targets), default=UNREACHABLE
     )
@@ -366,18 +375,15 @@ def _nearest(distances: dict[Cell, int], targets: list[Cell]) -> int:
 def victim_rubble_rank_key(snapshot: VictimRubbleSnapshot, index: int) -> tuple[int, ...]:
     """The ordering ``VictimRubbleEnv.rank_states`` compares (larger is better for agent
     ``index``)."""
-    here = snapshot.positions[index]
-    distances = bfs_distances(VICTIM_RUBBLE_LAYOUT, [here], _passability(snapshot.cleared))
+    here = tuple(snapshot.positions[index])
+    distances = _distances_from(here, tuple(snapshot.cleared))
     if index == HEALER:
         waiting = [v for v, h in zip(VICTIMS, snapshot.healed, strict=True) if not h]
         if not waiting:
             return (len(VICTIMS), 0)
         steps = _nearest(distances, waiting)
         if steps >= UNREACHABLE:
-            all_clear = (True,) * len(RUBBLE)
-            steps = _nearest(
-                bfs_distances(VICTIM_RUBBLE_LAYOUT, [here], _passability(all_clear)), waiting
-            )
+            steps = _nearest(_distances_from(here, (True,) * len(RUBBLE)), waiting)
         return (sum(snapshot.healed), -steps)
     blocking_left = [
         r for r, c, b in zip(RUBBLE, snapshot.cleared, BLOCKING, strict=True) if b and not c
