@@ -27,7 +27,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from marlang.credit.lca import key_steps
+from marlang.credit.lca import default_groups, ranker_prompts
 from marlang.credit.rankers import LLMRanker, random_queries
 from marlang.envs_text import make
 from marlang.models import LocalLM, load_chat_model
@@ -36,16 +36,12 @@ from marlang.prompts import PromptLibrary
 
 def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None) -> dict[str, Any]:
     engine = engine or LocalLM.from_spec("local:smollm2")
-    prompts = PromptLibrary()
-    env = make("gridworld/two-switch")
-    preamble = prompts.get("lca_preamble").render(world=env.world_description, mission=env.mission,
-                                                  key_steps="\n".join(key_steps(env, seed=0)))
+    preamble, question, _ = _prompts("gridworld/two-switch")
     queries = random_queries(make("gridworld/two-switch", observation_mode="text"), pairs, texts=True)[:pairs]
 
     def ranker(scores: bool) -> LLMRanker:
         model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0, max_tokens=max_tokens)
-        r = LLMRanker(model, preamble=preamble, question=prompts.get("lca_rank_behaviour"), max_tokens=max_tokens,
-                      max_concurrency=pairs)
+        r = LLMRanker(model, preamble=preamble, question=question, max_tokens=max_tokens, max_concurrency=pairs)
         r.scores = scores  # False: generate and parse, as with a backend that cannot score
         return r
 
@@ -105,26 +101,28 @@ def hook_overhead(batches: int = 3, frames_per_batch: int = 6000) -> dict[str, A
     return out
 
 
+def _prompts(env_id: str) -> tuple[str, Any, str]:
+    """The prompts a run of ``env_id`` with ``learning.ranker: llm`` asks with (seed 0)."""
+    groups = default_groups(make(env_id, observation_mode="numeric"))
+    return ranker_prompts(PromptLibrary(), make(env_id), make(env_id), groups)
+
+
 ACCURACY_ENVS = ("gridworld/two-switch", "gridworld/victim-rubble", "pistonball/n5-sparse")
 
 
 def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None) -> dict[str, Any]:
     """The embedded model's LCA ranker (one query per pair, scored) against ``env_id``'s
     heuristic on ``pairs`` held-out steps of random play where the heuristic does not tie."""
-    from marlang.credit.lca import default_groups
     from marlang.credit.rankers import HeuristicRanker
 
     engine = engine or LocalLM.from_spec("local:smollm2")
-    prompts = PromptLibrary()
     env = make(env_id)
-    dependence = "task" if len(default_groups(make(env_id, observation_mode="numeric"))) > 1 else "behaviour"
-    preamble = prompts.get("lca_preamble").render(world=env.world_description, mission=env.mission,
-                                                  key_steps="\n".join(key_steps(make(env_id), seed=0)))
+    preamble, question, dependence = _prompts(env_id)
     queries = random_queries(make(env_id, observation_mode="text"), 2 * pairs, seed=123, texts=True)
     truth = HeuristicRanker(env).rank(queries, 1)
     decided = [(q, t[0]) for q, t in zip(queries, truth, strict=True) if t[0] != 0][:pairs]
     model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0)
-    ranker = LLMRanker(model, preamble=preamble, question=prompts.get(f"lca_rank_{dependence}"), max_concurrency=32)
+    ranker = LLMRanker(model, preamble=preamble, question=question, max_concurrency=32)
     start = time.perf_counter()
     answers = ranker.rank([q for q, _ in decided], 1)
     n = len(decided)

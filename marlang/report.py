@@ -249,8 +249,7 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
     evaluations) is averaged too. Curves with one seed are kept as they are."""
     groups: dict[str, list[str]] = {}
     for name in curves:
-        base = SEED_PART.sub("", name).strip(" ,")
-        groups.setdefault(base if base != name else name, []).append(name)
+        groups.setdefault(SEED_PART.sub("", name).strip(" ,"), []).append(name)
     pooled: dict[str, list[dict[str, Any]]] = {}
     pooled_final: dict[str, tuple[float, float]] = {}
     for base, names in groups.items():

@@ -122,22 +122,16 @@ def _build_lca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
 
 
 def _llm_ranker(config: ExperimentConfig, env: Any, groups: dict[str, list[str]]) -> tuple[Any, Any]:
-    from marlang.credit.lca import key_steps
+    from marlang.credit.lca import ranker_prompts
     from marlang.credit.rankers import LLMRanker
     from marlang.models import UsageRecorder
     from marlang.prompts import PromptLibrary
 
-    o = config.learning.options
-    prompts = PromptLibrary(config.agents.prompt_dir)
-    text_env = _make_env(config, "text")
-    steps = key_steps(text_env, config.run.seed)
-    dependence = o.ranker_dependence
-    if dependence == "auto":
-        dependence = "task" if len(groups) > 1 else "behaviour"
-    preamble = prompts.get("lca_preamble").render(world=getattr(env, "world_description", "a shared environment"),
-                                                  mission=env.mission, key_steps="\n".join(steps))
+    preamble, question, _ = ranker_prompts(PromptLibrary(config.agents.prompt_dir), env, _make_env(config, "text"),
+                                           groups, dependence=config.learning.options.ranker_dependence,
+                                           seed=config.run.seed)
     usage = UsageRecorder()
-    ranker = LLMRanker(critic_chat_model(config), preamble=preamble, question=prompts.get(f"lca_rank_{dependence}"),
+    ranker = LLMRanker(critic_chat_model(config), preamble=preamble, question=question,
                        max_tokens=config.model.max_tokens, seed=config.run.seed,
                        max_concurrency=config.model.max_concurrency, callbacks=[usage])
     return ranker, usage

@@ -91,6 +91,19 @@ def key_steps(env: Any, seed: int, max_steps: int | None = None) -> list[str]:
     return lines or ["(no step of a sample episode earned a team reward)"]
 
 
+def ranker_prompts(prompts: Any, env: Any, text_env: Any, groups: Mapping[str, Sequence[str]], *,
+                   dependence: str = "auto", seed: int = 0) -> tuple[str, Any, str]:
+    """What an LLM ranker is asked with: the preamble (``env``'s world and mission, and the key
+    steps of one reference episode played in ``text_env`` from ``seed``), the question prompt
+    and its dependence (``behaviour`` or ``task``; ``auto``: task when the agents form several
+    ``groups``, i.e. have different actions)."""
+    if dependence == "auto":
+        dependence = "task" if len(groups) > 1 else "behaviour"
+    preamble = prompts.get("lca_preamble").render(world=getattr(env, "world_description", "a shared environment"),
+                                                  mission=env.mission, key_steps="\n".join(key_steps(text_env, seed)))
+    return preamble, prompts.get(f"lca_rank_{dependence}"), dependence
+
+
 class LCACritic:
     """``learning.critic: lca`` (see the module docstring). ``env`` is a numeric-mode env of the
     run's id (for action names, observation sizes and the heuristic); ``ranker`` answers the

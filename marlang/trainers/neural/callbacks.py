@@ -38,11 +38,9 @@ class RewardHookCallback(Callback):
         if self.hook is None:
             return
         started = time.perf_counter()
-        if self.writer is None:
-            self.last = apply_reward_hook(self.hook, batch)
-        else:
-            before = batch.get(REWARD_KEY).clone()
-            self.last = apply_reward_hook(self.hook, batch)
+        before = batch.get(REWARD_KEY).clone() if self.writer is not None else None
+        self.last = apply_reward_hook(self.hook, batch)
+        if self.writer is not None and before is not None:
             annotations = getattr(self.hook, "annotations", None)
             self.writer.write(self.experiment.n_iters_performed, batch, before,
                               annotations() if callable(annotations) else None)
