@@ -149,6 +149,13 @@ class AgentsConfig(_Section):
         description="generate: the model writes 'Action: ...' (parsed leniently); score: the model scores every "
         "legal action and the best is taken (local models only); auto: score for local models, else generate.",
     )
+    calibration: Literal["none", "content_free"] = Field(
+        "none",
+        description="How a scoring agent's action scores become its policy. none: softmax over the "
+        "scores (GLAM); content_free: minus the base model's scores of the same actions when the "
+        "observation reads 'N/A' (contextual calibration: removes the model's preference for some "
+        "action strings whatever it sees).",
+    )
     reprompt: bool = Field(True, description="Ask once more when the output names no legal action.")
     fallback_action: str | None = Field(
         None, description="Action used when no legal action is found; None: the first legal action."

@@ -151,6 +151,7 @@ class Experiment:
                 sample_seeds=c.model.temperature > 0,
                 action_selection=self._action_selection(),
                 world=world,
+                calibration=c.agents.calibration,
             )
             for name in c.agent_names()
         }
@@ -158,12 +159,17 @@ class Experiment:
     def _action_selection(self) -> str:
         mode = self.config.agents.action_selection
         if mode == "auto":
-            return "score" if getattr(self.model, "supports_choices", False) else "generate"
-        if mode == "score" and not getattr(self.model, "supports_choices", False):
+            mode = "score" if getattr(self.model, "supports_choices", False) else "generate"
+        elif mode == "score" and not getattr(self.model, "supports_choices", False):
             raise ConfigError(
                 f"agents.action_selection: 'score' needs a local model (local:... or hf:...); "
                 f"{self.config.model.spec!r} can only 'generate'"
             )
+        if mode == "generate" and self.config.agents.calibration != "none":
+            raise ConfigError(
+                f"agents.calibration {self.config.agents.calibration!r} calibrates scored actions and "
+                "agents.action_selection is 'generate'; use action_selection 'score' (a local model) "
+                "or calibration 'none'")
         return mode
 
     @property

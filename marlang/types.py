@@ -66,8 +66,8 @@ class Decision:
     """Whether the configured fallback action was used because no legal action was found."""
     logprob: float | None = None
     """log pi(action | prompt) under the acting policy, where the policy has one: for a
-    scoring agent the softmax over the legal actions' scores (s_a - logsumexp(s) at
-    temperature 1). PPO's importance ratios start from it."""
+    scoring agent the softmax over the legal actions' logits (scores plus ``offsets``), at the
+    sampling temperature (1 when greedy). PPO's importance ratios start from it."""
     value: float | None = None
     """The policy's value estimate at this decision, where it has a value head."""
     scores: list[float] | None = None
@@ -80,6 +80,9 @@ class Decision:
     """What stands between ``prompt`` and each legal action in the scored text (a space)."""
     sampled: bool = False
     """Whether the action was sampled from the softmax (training) rather than the argmax."""
+    offsets: list[float] | None = None
+    """Added to ``scores`` before the softmax (``agents.calibration: content_free``: minus the
+    content-free prior): the policy's logits are scores + offsets."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -167,6 +167,10 @@ def test_action_selection_follows_the_model(tmp_path):
     with pytest.raises(ConfigError, match="agents.action_selection: 'score' needs a local model"):
         Experiment(make_config(agents={"action_selection": "score"}), tmp_path / "bad",
                    chat_model=generating).run()
+    with pytest.raises(ConfigError, match="agents.calibration 'content_free' calibrates scored actions"):
+        Experiment(make_config(agents={"calibration": "content_free"}), tmp_path / "bad2",
+                   chat_model=generating).run()  # auto -> generate: nothing to calibrate
+    assert not (tmp_path / "bad2").exists()
 
 
 def test_a_finished_run_whose_last_episode_record_is_torn_plays_that_episode_again(tmp_path):

@@ -44,6 +44,12 @@ class CallContext:
         return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)
 
 
+CALIBRATIONS = ("none", "content_free")
+"""Valid ``agents.calibration``: how a scoring agent's action scores become its policy."""
+
+CONTENT_FREE = "N/A"
+"""The observation text of the content-free prompt the prior is scored on."""
+
 FREE_TEXT_ACTIONS = {
     "code": "any Python code (you answer with a program)",
     "math": "any text (you answer with a worked solution and a final answer)",
@@ -92,9 +98,12 @@ class LLMAgent:
         sample_seeds: bool = False,
         action_selection: str = "generate",
         world: str = "a shared environment",
+        calibration: str = "none",
     ) -> None:
         if action_selection not in ("generate", "score"):
             raise ValueError(f"agents.action_selection must be 'generate' or 'score', got {action_selection!r}")
+        if calibration not in CALIBRATIONS:
+            raise ValueError(f"agents.calibration must be one of {', '.join(CALIBRATIONS)}, got {calibration!r}")
         self.name = name
         self.model = model
         self.policy = policy
@@ -112,6 +121,10 @@ class LLMAgent:
         self.action_selection = action_selection
         self.world = world
         """What the environment is, in a phrase ("a kitchen, as cooks who ..."), for prompts."""
+        self.calibration = calibration
+        """content_free: a scoring agent's policy is softmax(scores - prior), the prior being the
+        base model's scores of the same actions when the observation reads "N/A"."""
+        self._priors: dict[tuple[str, ...], list[float]] = {}
         self.adapter: str | None = None
         """The LoRA adapter this agent's calls go to (a weight-space learner's policy); None:
         the model as it is."""
@@ -221,6 +234,30 @@ class LLMAgent:
         both = f"{raw}\n[re-prompt] {raw2}"
         return Decision(found2.answer or "", thought=found.thought, raw=both, valid=False, reprompted=True)
 
+    async def content_free_prior(self, obs: TextObservation, ctx: CallContext) -> list[float]:
+        """The base model's scores of ``obs``'s legal actions after the agent's prompt with the
+        observation replaced by "N/A" (no history, no messages, no thought): what the model
+        says before it reads anything (contextual calibration, Zhao et al. 2021). Always the
+        base model, never an adapter, so the prior stays fixed while the adapters train (a
+        constant offset per action: the policy's gradients stay exact). Remembered per prompt."""
+        instruction = "act_instruction_score" if self.chain_of_thought else "act_instruction_direct"
+        user = self.prompts.get("act").render(observation=CONTENT_FREE, history="", messages="",
+                                              instruction=self.prompts.get(instruction).render())
+        messages: list[BaseMessage] = [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
+        key = (str(messages[0].content), user, *obs.legal_actions)
+        if key not in self._priors:
+            meta: dict[str, Any] = {}
+            await call_model(self.model, messages, ctx, role="actor", agent=self.name, max_tokens=1,
+                             metadata=meta, choices=list(obs.legal_actions), choice_prefix="Action: ")
+            scores = meta.get("choice_logprobs")
+            if not scores:
+                raise ValueError(f"agents.calibration 'content_free' needs a model that scores choices; "
+                                 f"{type(self.model).__name__} returned no scores")
+            if len(self._priors) >= 4096:
+                self._priors.clear()
+            self._priors[key] = [float(scores[a]) for a in obs.legal_actions]
+        return self._priors[key]
+
     async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
         """Think (optionally), then let the model score every legal action and take the best,
         argmax_a log p(a | prompt, thought), or sample one from the softmax over the scores
@@ -239,6 +276,9 @@ class LLMAgent:
         sampling: dict[str, Any] = {}
         if self.action_temperature > 0:
             sampling = {"temperature": self.action_temperature, "seed": self._seed(ctx, "actor", 2)}
+        if self.calibration == "content_free":
+            prior = await self.content_free_prior(obs, ctx)
+            sampling["choice_offsets"] = [-p for p in prior]
         answer = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
                                   choice_prefix=prefix, metadata=meta, **sampling)
         if answer in obs.legal_actions:
@@ -252,6 +292,7 @@ class LLMAgent:
                 scores=[float(scores[a]) for a in obs.legal_actions] if scores else None,
                 prompt=meta.get("scored_prompt"), choice_lead=meta.get("choice_lead", ""),
                 sampled=bool(meta.get("sampled")),
+                offsets=sampling.get("choice_offsets"),
             )
         # A chat model that claims choices but answers something else: counted as invalid.
         parsed = parse_action(answer, obs.legal_actions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,8 @@ class _Choice:
     lead: str
     temperature: float
     seed: int | None
+    offsets: list[float] | None = None
+    """Added to the scores before the choice (contextual calibration: minus a prior)."""
 
 
 class LocalChatModel(BaseChatModel):
@@ -246,7 +249,9 @@ class LocalChatModel(BaseChatModel):
         weight-space learner). The metadata carries every choice's score, the chosen one's
         log pi (normalised over the choices, at the sampling temperature, 1 when greedy),
         the adapter's value estimate where a value head is attached, and the exact scored
-        prompt. Concurrent async calls are scored together in one batch.
+        prompt. ``choice_offsets`` (one number per choice) are added to the scores before
+        choosing: the policy is softmax((scores + offsets) / temperature) (agents.calibration).
+        Concurrent async calls are scored together in one batch.
         """
         request, choice = self._choice_request(messages, **kwargs)
         return self._chosen(request, choice, self.engine.score_requests([request])[0])
@@ -256,17 +261,22 @@ class LocalChatModel(BaseChatModel):
         messages: Sequence[BaseMessage],
         choices: Sequence[str],
         choice_prefix: str = "",
+        choice_offsets: Sequence[float] | None = None,
         **params: Any,
     ) -> tuple[ScoreRequest, _Choice]:
         choices = list(choices)
         if not choices or not all(isinstance(c, str) and c for c in choices):
             raise ValueError(f"choices must be a non-empty list of non-empty strings, got {choices!r}")
+        offsets = None if choice_offsets is None else [float(o) for o in choice_offsets]
+        if offsets is not None and (len(offsets) != len(choices) or not all(math.isfinite(o) for o in offsets)):
+            raise ValueError(f"choice_offsets must be one finite number per choice ({len(choices)}), "
+                             f"got {choice_offsets!r}")
         adapter = params.pop(ADAPTER_PARAM, None)
         unknown = set(params) - set(CALL_PARAMS) - _IGNORED_CALL_KWARGS
         if unknown:
             raise ValueError(
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id} with "
-                f"choices; supported: choices, choice_prefix, adapter, {', '.join(CALL_PARAMS)}"
+                f"choices; supported: choices, choice_prefix, choice_offsets, adapter, {', '.join(CALL_PARAMS)}"
             )
         prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
         lead = ""
@@ -275,12 +285,14 @@ class LocalChatModel(BaseChatModel):
         # Choosing is greedy unless the call asks for a temperature (not the model's default:
         # acting by scoring stays deterministic for every learner that does not sample).
         temperature = float(params.get("temperature") or 0.0)
-        choice = _Choice(choices, lead, temperature, params.get("seed"))
+        choice = _Choice(choices, lead, temperature, params.get("seed"), offsets)
         return ScoreRequest(prompt + choice_prefix, tuple(lead + c for c in choices), adapter), choice
 
     def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatResult:
         choices, scores = choice.choices, scored.scores
         logits = torch.tensor(scores, dtype=torch.float64)
+        if choice.offsets is not None:
+            logits = logits + torch.tensor(choice.offsets, dtype=torch.float64)
         if choice.temperature > 0:
             logits = logits / choice.temperature
             generator = torch.Generator()
@@ -290,7 +302,7 @@ class LocalChatModel(BaseChatModel):
                 generator.manual_seed(int(choice.seed))
             best = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
         else:
-            best = max(range(len(choices)), key=scores.__getitem__)
+            best = int(torch.argmax(logits))
         policy_logprob = float(torch.log_softmax(logits, -1)[best])
         input_tokens = len(self.engine.encode(request.prompt))
         output_tokens = len(self.engine.encode(choice.lead + choices[best]))
@@ -305,6 +317,7 @@ class LocalChatModel(BaseChatModel):
                 "model_name": self.model_id,
                 "finish_reason": "choice",
                 "choice_logprobs": dict(zip(choices, scores, strict=True)),
+                "choice_offsets": choice.offsets,
                 "policy_logprob": policy_logprob,
                 "value": scored.value,
                 "scored_prompt": request.prompt,

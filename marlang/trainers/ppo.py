@@ -324,7 +324,8 @@ class PPOLearner(AdapterLearner):
         assert team is not None and engine is not None
         items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
         scored = score_decisions(team.model, items, engine._pad_id)
-        logits = [sc / options.temperature for sc in scored.scores]
+        logits = [(sc if not s.offsets else sc + torch.tensor(s.offsets, dtype=sc.dtype, device=sc.device))
+                  / options.temperature for sc, s in zip(scored.scores, batch, strict=True)]
         new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index] for lg, s in zip(logits, batch, strict=True)])
         entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
         device = new_logp.device

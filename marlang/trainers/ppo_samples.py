@@ -31,6 +31,8 @@ class DecisionSample:
     old_logprob: float
     """log pi_old(a | s) at sampling time."""
     old_value: float
+    offsets: list[float] = field(default_factory=list)
+    """Added to the candidates' scores before the softmax (see `Decision.offsets`); empty: none."""
     reward: float = 0.0
     advantage: float = 0.0
     ret: float = 0.0
@@ -64,6 +66,7 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
             action_index=obs.legal_actions.index(decision.action),
             old_logprob=float(decision.logprob or 0.0),
             old_value=float(decision.value or 0.0),
+            offsets=list(decision.offsets or []),
             reward=reward,
             observations={a: d.prompt for a, d in step.decisions.items() if d.prompt is not None},
             messages=[(m.prompt, m.content) for m in step.messages

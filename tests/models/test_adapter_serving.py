@@ -52,6 +52,36 @@ def test_a_mixed_adapter_batch_scores_and_generates_as_each_agent_alone():
     assert [o.token_ids for o in batch] == [engine.generate([r])[0].token_ids for r in reqs]
 
 
+async def test_a_calibrated_agent_subtracts_the_base_models_content_free_prior():
+    from marlang.agents.llm_agent import CallContext, LLMAgent
+    from marlang.types import TextObservation
+
+    engine, _ = team_engine()
+    model = tiny_chat_model(engine)
+    agent = LLMAgent("agent_0", model, policy="Reach the key.", chain_of_thought=False,
+                     action_selection="score", calibration="content_free")
+    agent.adapter = "agent_0"
+    obs = TextObservation(text="You see a red key 2 steps forward", mission="go to the red key",
+                          legal_actions=list(ACTIONS))
+    decision = await agent.act(obs, [], CallContext())
+    # The prior: the base model (no adapter) on the same prompt with the observation "N/A".
+    neutral = TextObservation(text="N/A", mission=obs.mission, legal_actions=list(ACTIONS))
+    plain = LLMAgent("agent_0", model, policy="Reach the key.", chain_of_thought=False,
+                     action_selection="score", history=0)
+    base = await plain.act(neutral, [], CallContext())
+    assert decision.offsets == pytest.approx([-s for s in base.scores], abs=1e-5)
+    logits = torch.tensor(decision.scores) + torch.tensor(decision.offsets)
+    assert decision.action == ACTIONS[int(torch.argmax(logits))]
+    assert decision.logprob == pytest.approx(
+        float(torch.log_softmax(logits, -1)[ACTIONS.index(decision.action)]), abs=1e-5)
+    # The adapter's own scores differ from the base model's: the prior is not the adapter's.
+    agent.calibration = "none"
+    adapted = await agent.act(neutral, [], CallContext())
+    assert adapted.scores != pytest.approx(base.scores, abs=1e-3)
+    with pytest.raises(ValueError, match="agents.calibration must be one of none, content_free"):
+        LLMAgent("a", model, policy="", calibration="neutral")
+
+
 def test_the_cache_is_never_stale_after_the_weights_change(tmp_path):
     engine = tiny_local_lm()
     cache = SQLiteResponseCache(tmp_path / "r.sqlite")

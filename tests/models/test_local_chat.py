@@ -282,6 +282,32 @@ async def test_choices_answer_the_most_likely_choice(tiny_engine: LocalLM) -> No
     assert reply.usage_metadata["input_tokens"] == len(tiny_engine.encode(prompt + "Action:"))
 
 
+def test_choice_offsets_shift_the_policy_and_the_greedy_choice(tiny_engine: LocalLM) -> None:
+    model = tiny_chat_model(tiny_engine)
+    plain = model.invoke(chat(QUESTIONS[1]), choices=ACTIONS, choice_prefix="Action: ")
+    scores = [plain.response_metadata["choice_logprobs"][a] for a in ACTIONS]
+    worst = min(range(len(ACTIONS)), key=scores.__getitem__)
+    offsets = [0.0] * len(ACTIONS)
+    offsets[worst] = 50.0  # lifts the least likely action above every other
+    shifted = model.invoke(chat(QUESTIONS[1]), choices=ACTIONS, choice_prefix="Action: ",
+                           choice_offsets=offsets)
+    meta = shifted.response_metadata
+    assert shifted.content == ACTIONS[worst] != plain.content
+    assert [meta["choice_logprobs"][a] for a in ACTIONS] == pytest.approx(scores, abs=1e-5)  # raw scores kept
+    assert meta["choice_offsets"] == offsets
+    logits = torch.tensor(scores, dtype=torch.float64) + torch.tensor(offsets, dtype=torch.float64)
+    assert meta["policy_logprob"] == pytest.approx(float(torch.log_softmax(logits, -1)[worst]), abs=1e-6)
+    sampled = model.invoke(chat(QUESTIONS[1]), choices=ACTIONS, choice_prefix="Action: ",
+                           choice_offsets=offsets, temperature=2.0, seed=3)
+    index = ACTIONS.index(sampled.content)
+    assert sampled.response_metadata["policy_logprob"] == pytest.approx(
+        float(torch.log_softmax(logits / 2.0, -1)[index]), abs=1e-6)
+    with pytest.raises(ValueError, match="one finite number per choice"):
+        model.invoke(chat("go"), choices=ACTIONS, choice_offsets=[0.0])
+    with pytest.raises(ValueError, match="one finite number per choice"):
+        model.invoke(chat("go"), choices=ACTIONS, choice_offsets=[float("nan")] * len(ACTIONS))
+
+
 def test_choices_are_part_of_the_cache_key(tmp_path) -> None:
     from marlang.models import SQLiteResponseCache
 

@@ -241,3 +241,31 @@ def test_a_lora_target_the_model_lacks_is_refused_before_anything_is_created(tmp
         Experiment(ppo_config(), tmp_path / "fake", chat_model=__import__("tests.fakes").fakes.FakeRuleChatModel(
             rule=lambda m: "Action: go forward")).run()
     assert not (tmp_path / "fake").exists()
+
+
+def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monkeypatch):
+    # agents.calibration content_free: the rollouts sample from softmax(scores - prior); the
+    # update's first minibatch, before any step, must give back exactly the logged log pi
+    # (ratio 1), which it does only if training adds the same offsets.
+    from marlang.trainers.ppo import PPOLearner
+
+    config = ppo_config(iterations=1, epochs=1, eval_episodes=0)
+    config = config.model_copy(update={"agents": config.agents.model_copy(update={"calibration": "content_free"})})
+    first: list[dict] = []
+    original = PPOLearner._losses
+
+    def recording(self, unit, batch, total):
+        terms = original(self, unit, batch, total)
+        if not first:
+            first.append({"kl": float(terms["approx_kl"]), "n": len(batch),
+                          "offsets": [s.offsets for s in batch]})
+        return terms
+
+    monkeypatch.setattr(PPOLearner, "_losses", recording)
+    result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    decisions = [dec for d in RunDirectory(result.run_dir).load_episode_dicts() if d["phase"] == "train"
+                 for s in d["steps"] for dec in s["decisions"].values()]
+    assert decisions and all(dec["offsets"] and len(dec["offsets"]) == len(dec["scores"]) for dec in decisions)
+    assert any(abs(o) > 1.0 for dec in decisions for o in dec["offsets"])  # a real shift, not zeros
+    assert first and all(first[0]["offsets"])
+    assert abs(first[0]["kl"]) / first[0]["n"] < 1e-4
