@@ -177,7 +177,7 @@ def run_comparison(
     shared_model: Any = None
     shared_cache: Any = None
     shares_model = not any(k.startswith("model") for k, _ in grid)
-    first_llm = next((s for s in settings if s.config.agents.kind == "llm"), None)
+    first_llm = next((s for s in settings if _can_share(s.config, s.config)), None)
     if first_llm is not None and shares_model:
         # The model loads before anything is written: a spec that cannot load leaves nothing.
         shared_model, shared_cache = build_chat_model(first_llm.config.model)
@@ -186,7 +186,7 @@ def run_comparison(
     for s, name in zip(settings, names):
         run_path = out / name
         kwargs: dict[str, Any] = {}
-        if s.config.agents.kind == "llm" and shares_model:
+        if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
             kwargs = {"chat_model": shared_model, "cache": shared_cache}
         logger.info("setting %s -> %s", s.name, run_path)
         label = s.name if s.config.agents.kind != "scripted" else None
@@ -196,6 +196,16 @@ def run_comparison(
         {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
         sort_keys=False))
     return write_comparison(out, runs=names)
+
+
+def _can_share(config: Any, shared: Any) -> bool:
+    """Whether a setting can act with the comparison's shared model: an LLM team on the same
+    model section, which neither trains the model's weights (a weight-space learner attaches
+    its adapters to the model it gets) nor plays adapters back. Other settings load their own,
+    so no setting's adapters reach another's model."""
+    if shared is None or config.agents.kind != "llm" or config.model != shared.model or config.model.adapters:
+        return False
+    return not getattr(learning_method(config.learning.method), "uses_adapters", False)
 
 
 def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> ComparisonResult:

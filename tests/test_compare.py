@@ -133,3 +133,40 @@ def test_a_setting_grid_changes_several_keys_together_and_puts_neural_rows_besid
     for bad in ({"learning": {"method": "none"}}, {"name": "only a name"}, "none"):
         with pytest.raises(ConfigError, match="'setting' value must be a mapping with a 'name'"):
             expand_grid(base, [("setting", [bad])], reference=False)
+
+
+def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
+    # Two PPO rows in one comparison: each attaches adapters named after the agents, so on a
+    # shared model the second could not add its own (and untrained rows after them would act
+    # on a wrapped model). The shared model serves only rows that neither train nor play back.
+    import marlang.compare as compare_module
+    import marlang.experiment as experiment_module
+    from marlang.testing import tiny_chat_model
+
+    built = []
+
+    def build(model_config):
+        built.append(tiny_chat_model(max_tokens=8))
+        return built[-1], None
+
+    monkeypatch.setattr(compare_module, "build_chat_model", build)
+    monkeypatch.setattr(experiment_module, "build_chat_model", build)
+    ppo = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+           "eval_episodes": 1, "lora": {"r": 2, "alpha": 4}}
+    base = {"env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2},
+            "agents": {"chain_of_thought": False, "action_selection": "score"},
+            "model": {"cache": False}, "learning": {"method": "none"},
+            "run": {"episodes": 1, "parallel": 2, "progress": False}}
+    grid = [("setting", [
+        {"name": "ppo", "learning": ppo},
+        {"name": "ppo central", "learning": {**ppo, "value": "central"}},
+        {"name": "untrained", "learning": {"method": "none"}},
+    ])]
+    result = compare_module.run_comparison(base, grid, tmp_path / "cmp", reference=False)
+    assert set(result.summaries["babyai/goto-obj"]) == {"ppo", "ppo central", "untrained"}
+    for name in ("ppo", "ppo-central"):
+        assert (tmp_path / "cmp" / name / "adapters" / "0" / "agent_0").is_dir()
+    assert (tmp_path / "cmp" / "untrained" / "summary.json").is_file()
+    shared, *own = built
+    assert len(own) == 2  # one model per PPO row, loaded by its run
+    assert shared.engine.adapters is None  # the untrained row's model never got adapters
