@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,8 @@ from pydantic import (
 )
 
 from marlang.registry import CONFIG_CHECKS, ENVS, LEARNERS, PROTOCOLS, EntryPointError, LearnerSpec
+
+logger = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -101,7 +104,9 @@ class ModelConfig(_Section):
     max_concurrency: int = Field(16, ge=1, description="Most LLM calls in flight at once.")
     adapters: str | None = Field(
         None, description="Play a trained team back: a run directory (its latest accepted adapters) or "
-        "RUN_DIR/adapters/<iteration>; agents without a saved adapter act with the base model.")
+        "RUN_DIR/adapters/<iteration>; agents without a saved adapter act with the base model. With "
+        "a weight-space learning.method (ppo, magrpo, grpo: the config that trained the team), the "
+        "team is played back greedily for run.episodes instead of trained (learning.method none).")
 
     @field_validator("spec")
     @classmethod
@@ -291,6 +296,12 @@ class ExperimentConfig(_Section):
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
+        if self.model.adapters and getattr(learning_method(self.learning.method), "uses_adapters", False):
+            # The config that trained a team plays it back: `marlang run CONFIG --set
+            # model.adapters=RUN` acts greedily for run.episodes; the trainer's keys are set aside.
+            logger.info("model.adapters is set: playing the trained team back, learning.method %r "
+                        "not run", self.learning.method)
+            self.learning = LearningConfig(method="none")
         if self.learning.iterations is not None:
             # The iterations decide the run's length: run.episodes follows them.
             total = self.learning.iterations * self.rollouts_per_iteration

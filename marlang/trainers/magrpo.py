@@ -128,9 +128,6 @@ class MAGRPOLearner(AdapterLearner):
             raise ValueError(
                 f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
                 "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
-        if config.model.adapters:
-            raise ValueError(f"learning.method '{method}' trains its own adapters; model.adapters plays "
-                             "a trained team back")
         n = config.env.n_agents
         if method == "grpo" and n != 1:
             raise ValueError(f"learning.method 'grpo' trains one agent; env.n_agents is {n} "

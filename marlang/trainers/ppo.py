@@ -97,10 +97,6 @@ class PPOLearner(AdapterLearner):
             raise ValueError(
                 "learning.method 'ppo' needs agents.action_selection 'score' (or 'auto'): its policy is "
                 "the softmax over the legal actions' scores")
-        if config.model.adapters:
-            raise ValueError(
-                "learning.method 'ppo' trains its own adapters; model.adapters plays a trained team back "
-                "(to train further, --resume the run that trained them)")
         if launched_world_size() > 1 and config.learning.options.value == "central":
             raise ValueError("learning.value 'central' trains in one process; use learning.value 'agent' "
                              "under accelerate launch")

@@ -150,6 +150,17 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
     other = play.model_copy(deep=True)
     with pytest.raises(ConfigError, match="trained on base model"):
         Experiment(other, tmp_path / "other", chat_model=tiny_chat_model(tiny_local_lm(seed=5))).run()
+    # the config that trained the team plays it back as it is (`--set model.adapters=RUN`):
+    # greedily, for run.episodes, the trainer's keys set aside
+    data = ppo_config().model_dump(mode="json")
+    data["model"]["adapters"] = str(trained.run_dir)
+    data["run"]["episodes"] = 1
+    same = build_config(data)
+    assert same.learning.method == "none" and same.run.episodes == 1
+    again_played = Experiment(same, tmp_path / "same", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
+    assert set(json.loads((again_played.run_dir / "manifest.json").read_text())["adapters"]) == {"agent_0", "agent_1"}
+    replayed = RunDirectory(again_played.run_dir).load_episode_dicts()
+    assert len(replayed) == 1 and not any(d["sampled"] for s in replayed[0]["steps"] for d in s["decisions"].values())
 
 
 def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, monkeypatch):
