@@ -225,7 +225,9 @@ class AdapterLearner(Learner):
         if root is None:
             root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
             self.context.run_dir = root
-        return Path(root) / "adapters" / str(iteration)
+        # Absolute: the learner state records these paths, and a run started from a relative
+        # directory is resumed or played back from wherever the user stands then.
+        return Path(root).resolve() / "adapters" / str(iteration)
 
     def _seeded_train(self, samples: Any, iteration: int) -> dict[str, Any]:
         """`_train` with torch's random state (LoRA dropout) seeded by the iteration, so an

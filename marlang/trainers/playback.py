@@ -29,8 +29,14 @@ def resolve_adapters_dir(spec: str) -> Path:
         refs = json.loads(state_file.read_text()).get("adapters") or {}
         parents = {Path(r["path"]).parent for r in refs.values() if r.get("path")}
         if len(parents) == 1:
+            # Committed adapters live in RUN/adapters/<iteration>: found under this run
+            # directory, wherever it has moved (older runs recorded paths relative to the
+            # directory they were started from).
             found = next(iter(parents))
-            return found if found.is_absolute() else path / found
+            if _agent_dirs(path / "adapters" / found.name):
+                return path / "adapters" / found.name
+            if found.is_absolute():
+                return found
     iterations = sorted((int(p.name), p) for p in (path / "adapters").glob("*") if p.name.isdigit()) \
         if (path / "adapters").is_dir() else []
     if iterations:

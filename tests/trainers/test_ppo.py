@@ -280,3 +280,24 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
     assert any(abs(o) > 1.0 for dec in decisions for o in dec["offsets"])  # a real shift, not zeros
     assert first and all(first[0]["offsets"])
     assert abs(first[0]["kl"]) / first[0]["n"] < 1e-4
+
+
+def test_a_team_trained_in_a_relative_directory_plays_back_from_anywhere(tmp_path, monkeypatch):
+    # The learner state records where the committed adapters are; a run started as
+    # `--out runs/x` must play back (and resume) from another working directory or after the
+    # run directory moved.
+    from marlang.testing import tiny_local_lm
+
+    monkeypatch.chdir(tmp_path)
+    engine = tiny_local_lm()
+    Experiment(ppo_config(iterations=1, eval_episodes=0), "runs/train",
+               chat_model=tiny_chat_model(engine, max_tokens=8)).run()
+    shutil.move(str(tmp_path / "runs" / "train"), str(tmp_path / "moved"))
+    monkeypatch.chdir(tmp_path / "moved")
+    data = ppo_config().model_dump(mode="json")
+    data["model"]["adapters"] = str(tmp_path / "moved")
+    data["run"]["episodes"] = 1
+    played = Experiment(build_config(data), tmp_path / "play",
+                        chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
+    manifest = json.loads((played.run_dir / "manifest.json").read_text())
+    assert set(manifest["adapters"]) == {"agent_0", "agent_1"}
