@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from marlang.trainers.adapters import LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.trainers.adapters import LoraOptions, TeamAdapters, ValueHeadOptions, files_sha256
 
 ADAPTER_META = "marlang_adapter.json"
 
@@ -77,4 +77,6 @@ def attach_trained_adapters(engine: Any, spec: str, agents: list[str]) -> dict[s
                         lora=lora, value_head=ValueHeadOptions(**heads) if heads else None)
     team.load(directory, agents=None)
     engine.attach_adapters(team)
-    return team.adapter_hashes()
+    # The hash the training run recorded for each agent (over the saved files), so a
+    # play-back's manifest names the same adapters as the run's learner_state.json.
+    return team._per_agent({unit: files_sha256(path) for unit, path in saved.items()})
