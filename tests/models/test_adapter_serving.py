@@ -189,3 +189,26 @@ def test_a_row_continued_from_its_kept_cache_equals_the_whole_prompt_run_afresh(
     assert scored.tolist() == pytest.approx(list(afresh[1].token_logprobs), abs=1e-4)
     with pytest.raises(ValueError, match="proper prefix"):
         engine.generate([GenerationRequest(firsts[1], sampling, "agent_0", past=turn1[0].cache)])
+
+
+@pytest.mark.real_model
+async def test_calibration_lifts_go_forward_on_the_embedded_model(smollm2_engine):
+    # SmolLM2-135M gives "go forward" a tiny share whatever it sees; the content-free prior
+    # removes that preference, so calibrated, the move gets a real share of the policy.
+    from marlang.agents.llm_agent import CallContext, LLMAgent
+    from marlang.models import LocalChatModel
+    from marlang.types import TextObservation
+
+    model = LocalChatModel(engine=smollm2_engine)
+    obs = TextObservation(text="You are at (1, 1) facing east\nYou see a red ball 2 steps forward",
+                          mission="go to the red ball", legal_actions=list(ACTIONS))
+    plain, calibrated = (LLMAgent("agent_0", model, policy="Reach the goal.", chain_of_thought=False,
+                                  action_selection="score", calibration=c) for c in ("none", "content_free"))
+    raw = await plain.act(obs, [], CallContext())
+    cal = await calibrated.act(obs, [], CallContext())
+    assert raw.offsets is None and cal.offsets and any(o != 0 for o in cal.offsets)
+    assert cal.scores == pytest.approx(raw.scores, abs=1e-4)
+    forward = ACTIONS.index("go forward")
+    share = lambda logits: float(torch.softmax(torch.tensor(logits), -1)[forward])
+    assert share(raw.scores) < 0.05
+    assert share([s + o for s, o in zip(cal.scores, cal.offsets, strict=True)]) > 3 * share(raw.scores)
