@@ -25,6 +25,7 @@ from marlang.config import (
     build_config,
     learning_method,
     parse_value,
+    trains_weights,
 )
 from marlang.experiment import Experiment, build_chat_model
 from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
@@ -205,7 +206,7 @@ def _can_share(config: Any, shared: Any) -> bool:
     so no setting's adapters reach another's model."""
     if shared is None or config.agents.kind != "llm" or config.model != shared.model or config.model.adapters:
         return False
-    return not getattr(learning_method(config.learning.method), "uses_adapters", False)
+    return not trains_weights(config.learning.method)
 
 
 def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> ComparisonResult:

@@ -235,6 +235,12 @@ def learning_method(name: str) -> LearnerSpec:
         raise ValueError(f"learning.method {name!r}: {err}") from None
 
 
+def trains_weights(method: str) -> bool:
+    """Whether ``learning.method`` trains the model's weights (a weight-space learner, which
+    attaches its LoRA adapters to the model it is given)."""
+    return bool(getattr(learning_method(method), "uses_adapters", False))
+
+
 RUN_LOGGERS = ("csv", "tensorboard")
 """Valid ``run.loggers``: ``iterations.csv`` is the run's record and always written; ``tensorboard``
 adds its rows as scalars (see :mod:`marlang.scalars`)."""
@@ -296,7 +302,7 @@ class ExperimentConfig(_Section):
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
-        if self.model.adapters and getattr(learning_method(self.learning.method), "uses_adapters", False):
+        if self.model.adapters and trains_weights(self.learning.method):
             # The config that trained a team plays it back: `marlang run CONFIG --set
             # model.adapters=RUN` acts greedily for run.episodes; the trainer's keys are set aside.
             logger.info("model.adapters is set: playing the trained team back, learning.method %r "
