@@ -140,7 +140,11 @@ class BabyAINumericEnv(NumericTextEnv):
         return self.babyai.observe(agent).text
 
     def observation_data(self, agent: str) -> dict[str, Any]:
-        return self.babyai.observe(agent).data
+        # goal_distance is a training-time oracle for reward shaping: LLM critics (state_text)
+        # judge from what the agents could know, not from it
+        data = dict(self.babyai.observe(agent).data)
+        data.pop("goal_distance", None)
+        return data
 
     def text_observation(self, agent: str) -> TextObservation:
         self._require_started("text_observation")

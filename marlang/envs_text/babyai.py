@@ -28,6 +28,7 @@ from pettingzoo import ParallelEnv
 from marlang.envs_text.babyai_agent import ACTION_INDEX, ACTIONS, AgentState
 from marlang.envs_text.babyai_narration import BabyAINarrator
 from marlang.envs_text.babyai_scripted import ScriptedBabyAITeam
+from marlang.envs_text.babyai_shaping import goal_distance
 from marlang.envs_text.babyai_text import DIRECTION_NAMES, LocalView, object_record, observe
 from marlang.envs_text.spaces import (
     ActionStringSpace,
@@ -396,6 +397,7 @@ class BabyAITextEnv(ParallelEnv):
                 for name, other in self._states.items()
             },
             "grid_size": [int(self._level.width), int(self._level.height)],
+            "goal_distance": goal_distance(self._level, state.position, state.direction),
         }
         return TextObservation(
             text=view.text(), mission=self.mission, legal_actions=list(ACTIONS), data=data

@@ -15,7 +15,7 @@ import math
 import random
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from marlang.learners.base import LearnerOptions
 from marlang.trainers.adapter_learner import (
@@ -66,8 +66,16 @@ class PPOOptions(AdapterOptions):
         False, description="reinforce: also train the message tokens with the step's advantage.")
     reward_hook: str | None = Field(
         None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
-        "agent, replacing the env's (shaped per-agent rewards).")
+        "agent, replacing the env's (shaped per-agent rewards); a hook that takes gamma= gets the "
+        "learner's. Built in: 'marlang.envs_text.babyai_shaping:goal_progress' (BabyAI go-to).")
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
+
+    @field_validator("reward_hook")
+    @classmethod
+    def _importable_hook(cls, v: str | None) -> str | None:
+        if v is not None:
+            _load_hook(v, 1.0)  # a one-line ValueError when it cannot be imported
+        return v
 
 
 class PPOLearner(AdapterLearner):
@@ -130,7 +138,7 @@ class PPOLearner(AdapterLearner):
 
     async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
         options: Any = self.options
-        hook = _load_hook(options.reward_hook) if options.reward_hook else None
+        hook = _load_hook(options.reward_hook, options.gamma) if options.reward_hook else None
         boots: dict[tuple[int, str], float] = {}
         for traj in trajectories:
             last = traj.steps[-1] if traj.steps else None
@@ -395,8 +403,18 @@ def _chat_dict(message: Any) -> dict[str, str]:
     return _to_chat_dict(message)
 
 
-def _load_hook(spec: str) -> Any:
+def _load_hook(spec: str, gamma: float) -> Any:
+    """The hook named by ``spec``; one that takes ``gamma`` gets the learner's (potential-based
+    shaping is policy-invariant only with the discount the advantages use)."""
+    import functools
+    import inspect
+
     from marlang.trainers.neural.reward_hook import load_reward_hook
 
-    return load_reward_hook(spec)
+    hook = load_reward_hook(spec)
+    try:
+        takes_gamma = "gamma" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        takes_gamma = False
+    return functools.partial(hook, gamma=gamma) if takes_gamma else hook
 

@@ -171,3 +171,13 @@ def test_existing_text_env_is_unchanged_underneath():
     direct_obs, _ = direct.reset(seed=0)
     assert obs["agent_0"].text == direct_obs["agent_0"].text
     assert env.max_steps == direct.max_steps == 576
+
+
+def test_critics_never_read_the_go_to_distance_oracle():
+    """The text env's go-to observations carry goal_distance (for reward shaping); the state
+    an LLM critic reads (state_text) does not."""
+    env = babyai("babyai-marl/goto-obj")
+    env.reset(seed=0)
+    assert env.babyai.observe("agent_0").data["goal_distance"] is not None
+    assert "goal_distance" not in env.observation_data("agent_0")
+    assert "goal_distance" not in env.state_text()
