@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,28 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def paired_change(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """After minus before on the episodes both played (matched by ``seed``): the mean change
+    in success and in return with their 95% t-intervals over the per-seed differences, and
+    how many episodes were solved only after (``gained``) or only before (``lost``).
+
+    Pairing removes the spread between seeds (easy and hard starts), so a change that two
+    unpaired success intervals leave open is often settled. ``None`` without shared seeds."""
+    first = {r["seed"]: r for r in before if r.get("seed") is not None}
+    pairs = [(first[r["seed"]], r) for r in after if r.get("seed") in first]
+    if not pairs:
+        return None
+    success = [float(bool(b["success"])) - float(bool(a["success"])) for a, b in pairs]
+    returns = [float(b["return"]) - float(a["return"]) for a, b in pairs]
+    return {
+        "episodes": len(pairs),
+        "success": mean_ci(success),
+        "return": mean_ci(returns),
+        "gained": sum(1 for d in success if d > 0),
+        "lost": sum(1 for d in success if d < 0),
+    }
+
+
 def _defined(*values: Any) -> bool:
     """Every value is a finite number (summaries store undefined ones as None; files from
     before that may hold NaN)."""
@@ -125,6 +147,7 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
 
 
 EVAL_HEADER = "eval return (before -> after)"
+EVAL_SUCCESS_HEADER = "eval success (before -> after)"
 
 
 def _held_out(summary: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -135,14 +158,35 @@ def _held_out(summary: dict[str, Any], key: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("return"), dict) else None
 
 
-def _evaluation(summary: dict[str, Any]) -> str:
+def _evaluation(summary: dict[str, Any], show: Callable[[dict[str, Any]], str] | None = None) -> str:
+    """``show`` (default: the return) of the greedy evaluation before the first update and
+    after the last, or after only; ``-`` when the run has none."""
+    show = show or (lambda evaluation: _pm(evaluation["return"], 3))
     last, first = _held_out(summary, "evaluation"), _held_out(summary, "evaluation_initial")
     if last is None:
         return "-"
-    after = _pm(last["return"], 3)
+    after = show(last)
     if first is None or first.get("iteration") == last.get("iteration"):
         return after
-    return f"{_pm(first['return'], 3)} -> {after}"
+    return f"{show(first)} -> {after}"
+
+
+def _eval_success(evaluation: dict[str, Any]) -> str:
+    rate = evaluation.get("success_rate")
+    episodes = evaluation.get("episodes")
+    if not isinstance(rate, dict) or not _defined(rate.get("mean")) or not episodes:
+        return "-"
+    return f"{round(rate['mean'] * episodes)}/{episodes} ({rate['mean']:.2f})"
+
+
+def _eval_success_change(summary: dict[str, Any]) -> str:
+    """Solved held-out episodes before -> after, and the paired change with its interval."""
+    shown = _evaluation(summary, _eval_success)
+    change = summary.get("evaluation_change")
+    if isinstance(change, dict) and isinstance(change.get("success"), dict) and _defined(
+            change["success"].get("mean"), change["success"].get("ci95")):
+        shown += f"; paired {change['success']['mean']:+.2f} ± {change['success']['ci95']:.2f}"
+    return shown
 
 
 def _llm_team(summary: dict[str, Any]) -> bool:
@@ -169,6 +213,10 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
         # learners that evaluate greedily on held-out episodes: before training and after it
         headers.append(EVAL_HEADER)
         rows = [[*r, _evaluation(s)] for r, s in zip(rows, summaries.values(), strict=True)]
+        if "success rate (95% CI)" in headers and any(
+                (e := _held_out(s, "evaluation")) and _eval_success(e) != "-" for s in summaries.values()):
+            headers.append(EVAL_SUCCESS_HEADER)
+            rows = [[*r, _eval_success_change(s)] for r, s in zip(rows, summaries.values(), strict=True)]
     body = tabulate(rows, headers=headers, tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
@@ -178,7 +226,11 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     if evaluated:
         note += (" The other columns are over a run's own episodes (a learner's: its training "
                  f"rollouts, sampled); {EVAL_HEADER}: the greedy held-out evaluation's return before "
-                 "the first update and after the last.")
+                 "the first update and after the last")
+        if EVAL_SUCCESS_HEADER in headers:
+            note += (f"; {EVAL_SUCCESS_HEADER}: its solved episodes (success rate), and the change in "
+                     "success over the same held-out seeds with its 95% interval (paired)")
+        note += " (compare learners by these)."
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig
 from marlang.graphs.episode import run_episode, scripted_decider
-from marlang.report import iteration_row, plot_iteration_curves, summarize_episodes
+from marlang.report import iteration_row, paired_change, plot_iteration_curves, summarize_episodes
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
@@ -333,6 +333,10 @@ class RunRuntime:
             first, last = min(tests), max(tests)
             summary["evaluation"] = {"iteration": last, **summarize_episodes(tests[last])}
             summary["evaluation_initial"] = {"iteration": first, **summarize_episodes(tests[first])}
+            change = paired_change(tests[first], tests[last]) if last != first else None
+            if change is not None:
+                # the same held-out seeds before and after: the change per seed, with its interval
+                summary["evaluation_change"] = change
         iterations = self.run_dir.read_iterations()
         if iterations:
             summary["iterations"] = iterations

@@ -5,6 +5,7 @@ from scipy import stats
 from marlang.report import (
     markdown_table,
     mean_ci,
+    paired_change,
     plot_iteration_curves,
     summarize_episodes,
     table_rows,
@@ -61,6 +62,35 @@ def test_learners_greedy_evaluations_before_and_after_get_their_own_column():
     none_row = next(line for line in table.splitlines() if line.startswith("| none"))
     assert "0.250 ± 3.177 -> 0.750 ± 3.177" in ppo_row and none_row.rstrip(" |").endswith("-")
     assert "before the first update and after the last" in table
+    assert "eval success" not in table  # the evaluations carry no success rate here
+
+
+def test_learners_greedy_success_before_and_after_sits_beside_the_return():
+    """A learner's comparable figure is its greedy held-out success, not the success of its
+    sampled training rollouts (the main columns)."""
+    plain = summarize_episodes([_row(0, True, 10), _row(1, False, 20)])
+    before = [{**_row(i, i < 13, 10), "seed": 100 + i} for i in range(64)]
+    after = [{**_row(i, 5 <= i < 35, 10), "seed": 100 + i} for i in range(64)]
+    trained = {**plain, "evaluation_initial": {"iteration": 0, **summarize_episodes(before)},
+               "evaluation": {"iteration": 8, **summarize_episodes(after)},
+               "evaluation_change": paired_change(before, after)}
+    table = markdown_table({"ppo": trained, "none": plain})
+    header = next(line for line in table.splitlines() if line.startswith("| setting"))
+    assert header.rstrip(" |").endswith("eval success (before -> after)")
+    ppo_row = next(line for line in table.splitlines() if line.startswith("| ppo"))
+    change = trained["evaluation_change"]
+    assert (change["gained"], change["lost"], change["episodes"]) == (22, 5, 64)
+    assert f"13/64 (0.20) -> 30/64 (0.47); paired +0.27 ± {change['success']['ci95']:.2f}" in ppo_row
+    assert "the same held-out seeds" in table
+
+
+def test_paired_change_matches_episodes_by_seed_not_by_order():
+    before = [{"seed": s, "success": s % 2 == 0, "return": float(s % 2 == 0)} for s in range(10)]
+    after = list(reversed(before))  # the very same outcomes, listed the other way round
+    change = paired_change(before, after)
+    assert change["success"]["mean"] == 0 and change["gained"] == change["lost"] == 0
+    assert change["return"]["ci95"] == 0
+    assert paired_change(before, [{"seed": 99, "success": True, "return": 1.0}]) is None
 
 
 def test_t_interval_beyond_30_degrees_of_freedom_is_not_the_normal_one():

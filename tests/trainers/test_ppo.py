@@ -68,6 +68,9 @@ def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["evaluation"]["iteration"] == 2 and summary["evaluation"]["episodes"] == 2
     assert summary["evaluation_initial"]["iteration"] == 0
+    # both evaluations played the same held-out seeds: their change is paired seed by seed
+    change = summary["evaluation_change"]
+    assert change["episodes"] == 2 and change["gained"] + change["lost"] <= 2
 
 
 def test_ppo_refuses_what_it_cannot_train_before_creating_anything(tmp_path):
