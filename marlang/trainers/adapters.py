@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -268,7 +269,12 @@ class TeamAdapters:
                 torch.manual_seed(seed)
             first, *rest = self.adapters
             # autocast_adapter_dtype (PEFT's default) keeps LoRA weights fp32 on a bf16 base.
-            self.model: PeftModel = get_peft_model(base, self._lora_config(base), adapter_name=first)
+            with warnings.catch_warnings():
+                # PEFT reads transformers' deprecated is_gradient_checkpointing alias (a
+                # FutureWarning on every run that marlang cannot act on); nothing else is hidden
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                        category=FutureWarning)
+                self.model: PeftModel = get_peft_model(base, self._lora_config(base), adapter_name=first)
             for name in rest:
                 self.model.add_adapter(name, self._lora_config(base))
             self.value_heads = self._build_value_heads()

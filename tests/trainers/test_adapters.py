@@ -480,3 +480,16 @@ def test_value_heads_start_at_zero() -> None:
     hidden = torch.randn(3, team.hidden_size)
     assert torch.equal(team.value("agent_0", hidden), torch.zeros(3))
     assert torch.equal(team.value("central", torch.randn(3, 2, team.hidden_size)), torch.zeros(3))
+
+
+def test_wrapping_the_model_raises_no_deprecation_warning_about_checkpointing() -> None:
+    """PEFT reads transformers' deprecated ``is_gradient_checkpointing``; the team hides that
+    one warning (every PPO and MAGRPO run printed it) and nothing else."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_team(agent_names(2))
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        get_peft_model(tiny_llama(VOCAB, seed=0), LoraConfig(r=2, target_modules=["q_proj"]))
+    assert [w for w in caught if "is_gradient_checkpointing" in str(w.message)]  # PEFT alone warns
