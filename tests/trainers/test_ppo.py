@@ -73,6 +73,30 @@ def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
     assert change["episodes"] == 2 and change["gained"] + change["lost"] <= 2
 
 
+def test_ppo_trains_on_the_progress_reward_of_the_runs_own_episodes(tmp_path):
+    """The built-in BabyAI progress hook through PPO: it gets the learner's gamma, and on the
+    trajectories the runtime really records (terminations, final observations) each
+    episode's discounted shaping is gamma^T Phi(s_T) - Phi(s_0)."""
+    from marlang.envs_text.babyai_shaping import potential
+    from tests.trainers import ppo_hooks
+
+    ppo_hooks.CALLS.clear()
+    config = ppo_config(reward_hook="tests.trainers.ppo_hooks:recorded_progress", gamma=0.9,
+                        iterations=1, eval_episodes=1)
+    Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    assert {c["agent"] for c in ppo_hooks.CALLS} == {"agent_0", "agent_1"}
+    assert {c["gamma"] for c in ppo_hooks.CALLS} == {0.9}
+    for call in ppo_hooks.CALLS:
+        traj, agent, shaped = call["trajectory"], call["agent"], call["rewards"]
+        env = [s.rewards.get(agent, 0.0) for s in traj.steps]
+        last = traj.steps[-1]
+        end = 0.0 if last.terminations.get(agent, last.terminated) else potential(traj.final_observations[agent])
+        start = potential(traj.steps[0].observations[agent])
+        gap = sum((r - e) * 0.9**t for t, (r, e) in enumerate(zip(shaped, env, strict=True)))
+        assert gap == pytest.approx(0.9 ** len(traj.steps) * end - start, abs=1e-9)
+        assert any(r != e for r, e in zip(shaped, env, strict=True))  # the shaping did reach PPO
+
+
 def test_ppo_refuses_what_it_cannot_train_before_creating_anything(tmp_path):
     cfg = build_config({"model": {"spec": "openai:gpt-4o-mini"}, "learning": {"method": "ppo"}})
     with pytest.raises(ConfigError, match="trains local weights.*'openai:gpt-4o-mini'"):
