@@ -23,7 +23,6 @@ Training only: returns, ``iterations.csv`` and evaluations stay the env's reward
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection
 
 from minigrid.core.constants import DIR_TO_VEC
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
@@ -46,12 +45,10 @@ def goal_cells(level: RoomGridLevel) -> list[Cell] | None:
     return [(int(p[0]), int(p[1])) for p in instrs.desc.obj_poss]
 
 
-def goal_distance(level: RoomGridLevel, position: Cell, direction: int,
-                  goals: Collection[Cell] | None = None) -> int | None:
-    """Fewest turns and forward moves from (position, direction) to facing a goal cell
-    (``goals``: default, the mission's go-to objects); ``None`` where none can be reached or
-    the mission is not a go-to."""
-    targets = set(goal_cells(level) or ()) if goals is None else set(goals)
+def goal_distance(level: RoomGridLevel, position: Cell, direction: int) -> int | None:
+    """Fewest turns and forward moves from (position, direction) to facing an object the
+    mission's go-to names; ``None`` where none can be reached or the mission is not a go-to."""
+    targets = set(goal_cells(level) or ())
     if not targets:
         return None
     width, height = level.grid.width, level.grid.height
@@ -109,13 +106,13 @@ def goal_progress(trajectory: Trajectory, agent: str, gamma: float = 1.0,
     terminated there (success or failure), else it is the final observation (cut off: the
     learner bootstraps from it). Steps after the agent's episode ended keep the env's reward."""
     steps = trajectory.steps
-    present = [i for i, step in enumerate(steps) if agent in step.observations]
+    phi = {i: potential(step.observations[agent], scale)
+           for i, step in enumerate(steps) if agent in step.observations}
     rewards = [float(step.rewards.get(agent, 0.0)) for step in steps]
-    for k, i in enumerate(present):
+    for i, now in phi.items():
         step = steps[i]
-        now = potential(step.observations[agent], scale)
-        if k + 1 < len(present) and present[k + 1] == i + 1:
-            after = potential(steps[i + 1].observations[agent], scale)
+        if i + 1 in phi:
+            after = phi[i + 1]
         elif step.terminations.get(agent, step.terminated):
             after = 0.0
         else:
