@@ -120,6 +120,8 @@ class CodeTaskEnv(CooperativeTaskEnv):
         sandbox_workers: int | None = None,
         timeout: float = 10.0,
         test_timeout: float = 3.0,
+        isolation: str = "auto",
+        disk_mb: int = 64,
         **kwargs: Any,
     ):
         """
@@ -131,6 +133,10 @@ class CodeTaskEnv(CooperativeTaskEnv):
                 for (limits, ``sandbox_workers``).
             timeout: wall-clock seconds for one whole run (program and all tests).
             test_timeout: seconds for one test.
+            isolation: the shared pool's isolation level (``sandbox.isolation`` in a config):
+                ``"auto"``, the strongest that confines the program, or a level name;
+                ``"rlimits"``, no security boundary, runs only when named.
+            disk_mb: most MiB a program may write (``sandbox.disk_mb``).
             **kwargs: ``CooperativeTaskEnv``'s parameters.
         """
         if reward not in REWARD_MODES:
@@ -153,6 +159,14 @@ class CodeTaskEnv(CooperativeTaskEnv):
         self._sandbox_workers = sandbox_workers
         self._timeout = float(timeout)
         self._test_timeout = float(test_timeout)
+        from marlang.sandbox import LEVELS
+
+        if isolation not in ("auto", *LEVELS):
+            raise ValueError(f"isolation must be one of {['auto', *LEVELS]}, got {isolation!r}")
+        if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 1:
+            raise ValueError(f"disk_mb must be a positive integer, got {disk_mb!r}")
+        self._isolation = isolation
+        self._disk_mb = disk_mb
         super().__init__(problems, **kwargs)
         self.helper_names: tuple[str, ...] = (
             helper_names(self.n_agents) if self.structure == "joint" else ()
@@ -182,8 +196,11 @@ class CodeTaskEnv(CooperativeTaskEnv):
                 wall_seconds=self._timeout,
                 cpu_seconds=self._timeout,
                 test_timeout=min(self._test_timeout, self._timeout),
+                disk_mb=self._disk_mb,
             )
-            self._sandbox = shared_sandbox(limits=limits, workers=self._sandbox_workers)
+            self._sandbox = shared_sandbox(
+                limits=limits, workers=self._sandbox_workers, isolation=self._isolation
+            )
         return self._sandbox
 
     # ----------------------------------------------------------------- task specifics

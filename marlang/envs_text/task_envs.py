@@ -66,6 +66,9 @@ class CodeTaskFactory:
         sandbox_workers: int | None = None,
         timeout: float = 10.0,
         test_timeout: float = 3.0,
+        isolation: str = "auto",
+        disk_mb: int = 64,
+        sandbox: Any = None,
         render_mode: str | None = None,
     ) -> ParallelEnv:
         from marlang.envs_text.coding_tasks import CodeTaskEnv
@@ -80,8 +83,8 @@ class CodeTaskFactory:
             problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
             feedback=feedback, memory=memory, sandbox_slice=sandbox_slice,
             expert_model=expert_model, reward=reward, sandbox_workers=sandbox_workers,
-            timeout=timeout, test_timeout=test_timeout, render_mode=render_mode,
-            env_id=self.env_id,
+            timeout=timeout, test_timeout=test_timeout, isolation=isolation, disk_mb=disk_mb,
+            sandbox=sandbox, render_mode=render_mode, env_id=self.env_id,
         )
 
 

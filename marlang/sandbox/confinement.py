@@ -152,6 +152,12 @@ def set_no_new_privs() -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def set_dumpable(dumpable: bool) -> None:
+    """Not dumpable: other processes of the same user cannot read this one's memory or open
+    its /proc files (descriptors, environment)."""
+    prctl(PR_SET_DUMPABLE, int(dumpable), "prctl(PR_SET_DUMPABLE)")
+
+
 def _write_file(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -184,18 +190,31 @@ def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def plan_masks(candidates: list[str], keep: list[str]) -> list[str]:
-    """Directories to hide: existing, not '/', not inside a kept path, outermost only."""
+def plan_masks(candidates: list[str], keep: list[str], hide: list[str] = ()) -> list[str]:
+    """Directories to hide, parents first: existing, not '/', outermost only.
+
+    A candidate inside a kept path is left alone (hiding it would hide part of the Python
+    installation); a `hide` path (site-packages: data sets ship there) is hidden even there,
+    unless a mask already covers it and no kept path shows it again."""
+    def usable(raw: str) -> bool:
+        return raw != "/" and os.path.isdir(raw) and raw != WORKDIR_IN_NAMESPACE
+
     chosen: list[str] = []
     for raw in sorted({os.path.realpath(c) for c in candidates if c}, key=len):
-        if raw == "/" or not os.path.isdir(raw) or raw == WORKDIR_IN_NAMESPACE:
+        if not usable(raw) or any(_is_within(raw, k) for k in keep):
             continue
-        if any(_is_within(raw, k) for k in keep):
-            continue  # hiding it would hide (part of) the Python installation
         if any(_is_within(raw, c) for c in chosen):
             continue
         chosen.append(raw)
-    return chosen
+    extra: list[str] = []
+    for raw in sorted({os.path.realpath(h) for h in hide if h}, key=len):
+        if not usable(raw) or any(_is_within(raw, e) for e in extra):
+            continue
+        covered = any(_is_within(raw, c) for c in chosen)
+        if covered and not any(_is_within(raw, k) for k in keep):
+            continue
+        extra.append(raw)
+    return sorted(chosen + extra, key=len)
 
 
 def _cover_with_tmpfs(target: str, options: str, keep_fds: dict[str, int]) -> None:
@@ -368,6 +387,59 @@ def apply_landlock(abi: int, workdir: str, read_dirs: list[str]) -> None:
                              ctypes.c_uint32(0)), "landlock_restrict_self")
     finally:
         os.close(ruleset)
+
+
+# --------------------------------------------------------------------------- seccomp
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+X32_SYSCALL_BIT = 0x40000000
+# (audit arch, {syscall: number}) per machine: the calls no program needs and no level allows:
+# opening a socket of any family (only socketpair(2), which reaches nothing, stays), reading or
+# writing another process's memory, and io_uring, which can open sockets by itself.
+_SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, {"socket": 41, "ptrace": 101, "process_vm_readv": 310,
+                            "process_vm_writev": 311, "io_uring_setup": 425}),
+    "aarch64": (0xC00000B7, {"socket": 198, "ptrace": 117, "process_vm_readv": 270,
+                             "process_vm_writev": 271, "io_uring_setup": 425}),
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def deny_sockets() -> bool:
+    """Install a seccomp filter that refuses socket(2), ptrace and io_uring (EPERM) for this
+    process and everything it starts, and kills a call made through another ABI. Needs
+    no_new_privs. False where this machine's architecture is not known here (nothing done)."""
+    arch = _SECCOMP_ARCHES.get(os.uname().machine)
+    if arch is None:
+        return False
+    audit_arch, numbers = arch
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    program = [(ld_abs, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),
+               (ld_abs, 0, 0, 0)]
+    checks = [(jge, X32_SYSCALL_BIT)] if audit_arch == 0xC000003E else []
+    checks += [(jeq, number) for number in sorted(numbers.values())]
+    deny_at = len(program) + len(checks) + 1  # after the checks and the "allow"
+    for code, k in checks:
+        program.append((code, deny_at - len(program) - 1, 0, k))
+    program.append((ret, 0, 0, SECCOMP_RET_ALLOW))
+    program.append((ret, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM))
+    filters = (_SockFilter * len(program))(*(_SockFilter(*insn) for insn in program))
+    fprog = _SockFprog(len(program), filters)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+           "prctl(PR_SET_SECCOMP)")
+    return True
 
 
 # --------------------------------------------------------------------------- rlimits

@@ -88,6 +88,62 @@ def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def program_imports(setup: str) -> str:
+    """The import statements at the top level of the test setup: all of it the program's
+    process gets (the setup's other statements, `check` and `METADATA` among them, run only
+    in the judge). A setup that does not parse gives none; the judge reports it."""
+    try:
+        tree = ast.parse(setup)
+    except (SyntaxError, ValueError):
+        return ""
+    return "\n".join(ast.unparse(node) for node in tree.body
+                     if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+class DiskWatch:
+    """Where the work directory is an ordinary host directory (the levels without a mount
+    namespace, whose work directory is a size-capped tmpfs), the judge measures it while it
+    waits on the program and stops the run when it holds more than the limit."""
+
+    INTERVAL = 0.05
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, path: str, limit_mb: int) -> None:
+        self.path = path
+        self.limit_mb = limit_mb
+        self.next_check = 0.0
+        self.over: str | None = None
+
+    def exceeded(self) -> bool:
+        now = time.monotonic()
+        if self.over is None and now >= self.next_check:
+            self.next_check = now + self.INTERVAL
+            self.over = self._measure()
+        return self.over is not None
+
+    def _measure(self) -> str | None:
+        used, entries, stack = 0, 0, [self.path]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as listing:
+                    for entry in listing:
+                        entries += 1
+                        if entries > self.MAX_ENTRIES:
+                            return f"more than {self.MAX_ENTRIES} files"
+                        info = entry.stat(follow_symlinks=False)
+                        used += info.st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+            except OSError:
+                continue
+        if used > self.limit_mb << 20:
+            return f"more than {self.limit_mb} MiB"
+        return None
+
+    def message(self) -> str:
+        return f"the program wrote {self.over} to its work directory (limit: disk_mb)"
+
+
 class RemoteFunction:
     """A program function as the tests see it: calling it runs the call in the program."""
 
@@ -255,8 +311,9 @@ class Judge:
     """
 
     def __init__(self, job: dict, ctl_fd: int, call_fd: int, reply_fd: int, program_pid: int,
-                 deadline: float) -> None:
+                 deadline: float, disk: DiskWatch | None = None) -> None:
         self.job = job
+        self.disk = disk
         self.test_timeout = float(job["limits"]["test_timeout"])
         self.ctl_fd = ctl_fd
         self.call_fd = call_fd
@@ -313,6 +370,10 @@ class Judge:
                 raise _Expired
             watch = [self.pidfd] if self.pidfd is not None else []
             timeout = remaining if self.pidfd is not None else min(remaining, 0.01)
+            if self.disk is not None:
+                if self.disk.exceeded():
+                    raise self._halt(StopRun("killed", "DiskLimit", self.disk.message()))
+                timeout = min(timeout, DiskWatch.INTERVAL)
             readable, writable, _ = select.select(watch + ([] if write else [fd]),
                                                   [fd] if write else [], [], timeout)
             if fd in readable or fd in writable:
@@ -571,8 +632,15 @@ class Judge:
             raise self._halt(StopRun("error", "SandboxProtocolError",
                                      "the program process did not report its setup"))
         self.emit({"kind": "setup", **{k: v for k, v in setup.items()
-                                       if k in ("proc", "process_limit")
+                                       if k in ("proc", "process_limit", "sockets_blocked")
                                        and type(v) in (bool, str) and len(str(v)) < 200}})
+        # The program process holds nothing of the job until now, and then only these two.
+        try:
+            self._send({"op": "load", "program": self.job["program"],
+                        "imports": program_imports(self.job.get("setup", ""))},
+                       self.wall_deadline)
+        except _Expired:
+            raise self._halt(WallTimeout()) from None
         load = self._first_message()
         status = load.get("status")
         if load.get("kind") != "load" or status not in ("ok", "syntax_error", "error"):

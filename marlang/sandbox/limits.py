@@ -12,7 +12,8 @@ from numbers import Real
 # (field, integer?, minimum): the minimum memory leaves room for the forked interpreter itself.
 _RULES: dict[str, tuple[bool, float]] = {
     "cpu_seconds": (False, 0.0), "wall_seconds": (False, 0.0), "memory_mb": (True, 64),
-    "max_processes": (True, 1), "file_size_mb": (True, 1), "output_chars": (True, 1),
+    "max_processes": (True, 1), "file_size_mb": (True, 1), "disk_mb": (True, 1),
+    "output_chars": (True, 1),
     "test_timeout": (False, 0.0),
 }
 
@@ -25,8 +26,11 @@ class SandboxLimits:
     wall_seconds: wall time of the whole run; past it every process of the run is killed.
     memory_mb: address space per process (RLIMIT_AS).
     max_processes: processes and threads the run may have at once (RLIMIT_NPROC).
-    file_size_mb: largest file the program may write (RLIMIT_FSIZE); the namespace levels'
-        work directory is a tmpfs of 4x this size (at least 16 MiB).
+    file_size_mb: largest file the program may write (RLIMIT_FSIZE, at most disk_mb).
+    disk_mb: most the program may write in all: the namespace levels' work directory is a
+        tmpfs of this size; at the other levels the judge measures the work directory every
+        50 ms while it waits on the program and stops the run past it (status "killed",
+        error type "DiskLimit").
     output_chars: stdout and stderr are each cut to this many characters, with a marker.
     test_timeout: wall time of each test snippet.
     """
@@ -36,6 +40,7 @@ class SandboxLimits:
     memory_mb: int = 512
     max_processes: int = 16
     file_size_mb: int = 16
+    disk_mb: int = 64
     output_chars: int = 2000
     test_timeout: float = 3.0
 

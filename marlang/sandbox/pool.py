@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib
 import itertools
 import json
 import logging
@@ -24,6 +25,7 @@ from typing import Self
 
 from marlang.sandbox.isolation import (
     IsolationInfo,
+    hidden_packages,
     mask_candidates,
     resolve_isolation,
     worker_command,
@@ -32,13 +34,16 @@ from marlang.sandbox.isolation import (
 from marlang.sandbox.limits import SandboxLimits
 from marlang.sandbox.results import SandboxResult, TestOutcome
 
+# Imported here so that its bytecode is written: every program process loads it afresh.
+importlib.import_module("marlang.sandbox.program_server")
+
 log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT = 30.0
 REPLY_MARGIN = 15.0  # past the wall limit: the worker itself enforces wall_seconds + 3 s
 
 _live_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
-_shared: dict[tuple[SandboxLimits, int], Sandbox] = {}
+_shared: dict[tuple[SandboxLimits, int, str], Sandbox] = {}
 _shared_lock = threading.Lock()
 
 
@@ -46,7 +51,8 @@ class _Worker:
     """One worker process and its line protocol. Used by one thread at a time."""
 
     def __init__(self, level: str, masks: list[str]) -> None:
-        config = json.dumps({"level": level, "masks": masks, "tmpdir": worker_env()["TMPDIR"]})
+        config = json.dumps({"level": level, "masks": masks, "hide": hidden_packages(),
+                             "tmpdir": worker_env()["TMPDIR"]})
         self.proc = subprocess.Popen(worker_command(config), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=worker_env(), cwd="/", bufsize=0, close_fds=True,
@@ -277,15 +283,17 @@ class Sandbox:
         return f"Sandbox(isolation={self.isolation.name!r}, {state})"
 
 
-def shared_sandbox(limits: SandboxLimits | None = None, workers: int | None = None) -> Sandbox:
-    """One process-wide pool per (limits, workers), created on first use, closed at exit."""
+def shared_sandbox(limits: SandboxLimits | None = None, workers: int | None = None,
+                   isolation: str = "auto") -> Sandbox:
+    """One process-wide pool per (limits, workers, isolation), created on first use, closed
+    at exit."""
     limits = limits if limits is not None else SandboxLimits()
     workers = workers if workers is not None else 2
-    key = (limits, workers)
+    key = (limits, workers, isolation)
     with _shared_lock:
         sandbox = _shared.get(key)
         if sandbox is None or sandbox.closed:
-            sandbox = Sandbox(limits=limits, workers=workers)
+            sandbox = Sandbox(limits=limits, workers=workers, isolation=isolation)
             _shared[key] = sandbox
         return sandbox
 

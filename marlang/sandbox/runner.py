@@ -1,22 +1,23 @@
-"""The sandbox worker: a small clean Python process that runs one job at a time in a fresh child.
+"""The sandbox worker: a small clean Python process that runs one job at a time in fresh children.
 
 Started by `marlang.sandbox.pool` as `python -P -s -S runner.py CONFIG` (standard library only:
 no site-packages, no marlang, no torch). It reads one JSON job per line on stdin and answers one
 JSON line on stdout. Per job it forks a job process C (own session, confined by `confinement`),
-which forks the program process G. G runs setup + program, then serves calls: C asks for a
-program name or a call over a private pipe and G answers with plain data (`plain_data`). C is
-the judge (`judge`): it runs the trusted test code itself, so every comparison happens outside
-the program's process, and streams one JSON line per event to the worker, so outcomes survive
-a kill. `--probe` runs a tiny job at every isolation level and prints which ones work here.
+which forks the program process G. G confines itself further and `execve`s a fresh interpreter
+(`program_server`), so the program's process holds the program and nothing else: the job, its
+tests, `check` and every expected value stay in C. C asks G for a program name or a call over a
+private pipe and G answers with plain data (`plain_data`). C is the judge (`judge`): it runs the
+trusted test code itself, so every comparison happens outside the program's process, and
+streams one JSON line per event to the worker, so outcomes survive a kill. `--probe` runs a
+tiny job at every isolation level and prints which ones work here.
 """
 
-# This file runs untrusted code: it must exec it and catch anything it raises, BaseException
-# included, so no exception ever escapes a forked child into the worker loop.
-# ruff: noqa: BLE001, S102, S110
+# This file runs untrusted code's machinery: no exception may ever escape a forked child into
+# the worker loop.
+# ruff: noqa: BLE001, S110
 
 from __future__ import annotations
 
-import builtins
 import fcntl
 import gc
 import io
@@ -30,50 +31,27 @@ import signal
 import stat
 import sys
 import time
-import traceback
-import types
 
 if __package__:
-    from . import confinement, judge, plain_data
+    from . import confinement, judge, program_server
 else:  # started as a script: import the sibling modules, then leave sys.path as it was
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import confinement
     import judge
-    import plain_data
+    import program_server
     del sys.path[0]
 
-# Imported once here so every forked program gets them for free (HumanEval/MBPP favourites).
-# Not random, tempfile, threading, subprocess or hashlib: their at-fork hooks and mappings make
-# every fork of the worker measurably slower, and few programs need them.
-import bisect  # noqa: F401
-import collections  # noqa: F401
-import functools  # noqa: F401
-import heapq  # noqa: F401
-import itertools  # noqa: F401
-import math  # noqa: F401
-import re  # noqa: F401
-import string  # noqa: F401
-import typing  # noqa: F401
-
-PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
-MAX_MESSAGE = 1000
 EXIT_SETUP_FAILED = 71
 EXIT_INTERNAL = 72
-CALL_FD, REPLY_FD = 3, 4  # G's ends of the request and reply pipes
-
-# Bound at import, before any program runs: a program that rebinds builtins cannot change them.
-_type, _callable, _isinstance, _str = type, callable, isinstance, str
-_ModuleType = types.ModuleType
-
-
-class _CallTimeout(BaseException):
-    """Raised by SIGALRM inside a call; BaseException so `except Exception` cannot swallow it."""
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+SERVER_PATH = os.path.realpath(program_server.__file__)
+# Imported as a module, not run as a script, so its cached bytecode (written when marlang
+# imports it) spares every program process a compile.
+_SERVER_DIR = os.path.dirname(SERVER_PATH)
+SERVER_BOOT = (f"import sys; sys.path.insert(0, {_SERVER_DIR!r}); import program_server; "
+               "del sys.path[0]; sys.exit(program_server.main(sys.argv))")
+CALL_FD, REPLY_FD = program_server.CALL_FD, program_server.REPLY_FD
+_write_all = program_server.write_all
+_LineReader = program_server.LineReader
 
 
 # --------------------------------------------------------------------------- program process G
@@ -82,185 +60,6 @@ def _program_env(workdir: str) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
             "HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        text = _str(exc) or _type(exc).__name__
-    except _CallTimeout:
-        raise
-    except BaseException:
-        text = f"<unprintable {_type(exc).__name__}>"
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
-
-
-def _where(exc: BaseException) -> str:
-    """' (program line N)' for the innermost program frame: for feedback."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<program>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f" (program line {line})" if line is not None else ""
-
-
-class _LineReader:
-    """Reads newline-terminated lines from a raw fd (so it can share a selector)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-        self.eof = False
-
-    def feed(self) -> bool:
-        data = os.read(self.fd, 1 << 16)
-        if not data:
-            self.eof = True
-        self.buffer += data
-        return bool(data)
-
-    def readline(self) -> bytes | None:
-        while b"\n" not in self.buffer:
-            if self.eof or not self.feed():
-                return None
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line
-
-
-class _ProgramServer:
-    """Inside G: loads setup + program, then answers the judge's lookups and calls.
-
-    Nothing G sends is believed beyond being data: whatever the program does to this object
-    or to the pipes, the judge only ever receives plain values to compare itself.
-    """
-
-    def __init__(self, job: dict) -> None:
-        self.job = job
-        self.handles: list[object] = []
-        self.namespace: dict = {}
-
-    def send(self, message: dict) -> None:
-        _write_all(REPLY_FD, (json.dumps(message, ensure_ascii=True) + "\n").encode())
-
-    def run(self) -> None:
-        module = types.ModuleType(PROGRAM_MODULE)
-        module.__dict__["__builtins__"] = builtins
-        sys.modules[PROGRAM_MODULE] = module
-        self.namespace = namespace = module.__dict__
-        try:
-            codes = [compile(self.job.get("setup", ""), "<setup>", "exec"),
-                     compile(self.job["program"], "<program>", "exec")]
-        except (SyntaxError, ValueError) as exc:
-            where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
-            message = exc.msg if isinstance(exc, SyntaxError) else _safe_str(exc)
-            self.send({"kind": "load", "status": "syntax_error", "error_type": type(exc).__name__,
-                       "message": f"{message}{where}"})
-            return
-        try:
-            for code in codes:
-                exec(code, namespace)
-        except BaseException as exc:
-            self._print_traceback(exc)
-            self.send({"kind": "load", "status": "error", "error_type": type(exc).__name__,
-                       "message": _safe_str(exc) + _where(exc)})
-            return
-        finally:
-            self._flush()
-        self.send({"kind": "load", "status": "ok"})
-        signal.signal(signal.SIGALRM, self._on_alarm)
-        requests = _LineReader(CALL_FD)
-        while True:
-            line = requests.readline()
-            if line is None:  # the judge is done
-                return
-            request = json.loads(line)
-            self.send(self._answer(request))
-
-    @staticmethod
-    def _on_alarm(signum, frame) -> None:
-        raise _CallTimeout()
-
-    @staticmethod
-    def _flush() -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-
-    @staticmethod
-    def _print_traceback(exc: BaseException) -> None:
-        try:
-            traceback.print_exception(exc, limit=-8, file=sys.stderr)
-        except BaseException:
-            pass
-
-    def _handle(self, value: object) -> object:
-        """A non-plain value stays here; the judge gets a handle it can only hand back."""
-        self.handles.append(value)
-        return {"h": [len(self.handles) - 1, plain_data.type_name(value)]}
-
-    def _resolve(self, tag: str, body: object) -> object:
-        if tag == "h":
-            return self.handles[body[0]]
-        return self.namespace[body]  # "fn": a program function, by name
-
-    def _encode(self, value: object) -> dict:
-        try:
-            encoded = plain_data.Encoder(self._handle).encode(value)
-            text = json.dumps(encoded, ensure_ascii=True)
-        except (plain_data.PlainDataError, RecursionError, ValueError) as exc:
-            return {"error": _safe_str(exc)}
-        if len(text) > plain_data.MAX_BYTES:
-            return {"error": f"it is larger than {plain_data.MAX_BYTES >> 20} MiB"}
-        return {"value": encoded}
-
-    def _answer(self, request: dict) -> dict:
-        ident = request.get("id")
-        if request.get("op") == "get":
-            return {"id": ident, **self._lookup(request["name"])}
-        signal.setitimer(signal.ITIMER_REAL, float(request["timeout"]))
-        try:
-            try:
-                reply = self._call(request)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        except _CallTimeout:
-            reply = {"timeout": True}
-        except BaseException as exc:  # the timeout fired while an exception was being read
-            reply = {"raised": [_type(exc).__name__, "", False]}
-        self._flush()
-        return {"id": ident, **reply}
-
-    def _lookup(self, name: str) -> dict:
-        namespace = self.namespace
-        if name not in namespace:
-            return {"missing": True}
-        value = namespace[name]
-        if _isinstance(value, _ModuleType):
-            return {"module": _str(getattr(value, "__name__", ""))}
-        if _callable(value):
-            return {"callable": True}
-        return self._encode(value)
-
-    def _call(self, request: dict) -> dict:
-        try:
-            target = request["target"]
-            if "h" in target:
-                function = self.handles[target["h"]]
-            else:
-                function = self.namespace[target["name"]]
-            args = [plain_data.decode(a, self._resolve) for a in request["args"]]
-            kwargs = {k: plain_data.decode(v, self._resolve)
-                      for k, v in request["kwargs"].items()}
-            result = function(*args, **kwargs)
-        except _CallTimeout:
-            raise
-        except BaseException as exc:
-            return {"raised": [_type(exc).__name__, _safe_str(exc) + _where(exc),
-                               _isinstance(exc, Exception)]}
-        return self._encode(result)
 
 
 def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) -> dict:
@@ -272,8 +71,6 @@ def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) 
         if as_root:
             confinement.become_unprivileged()
     os.chdir(workdir)
-    os.environ.clear()
-    os.environ.update(_program_env(workdir))
     if namespaces:
         # Counted per user namespace: only this run's processes (+1 for C when it shares it).
         nproc = limits["max_processes"] + (0 if as_root else 1)
@@ -285,21 +82,23 @@ def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) 
         nproc = confinement.count_user_tasks(os.getuid()) + limits["max_processes"]
         info["process_limit"] = True
     confinement.apply_rlimits(limits["cpu_seconds"], limits["memory_mb"],
-                              limits["file_size_mb"], nproc)
+                              min(limits["file_size_mb"], limits["disk_mb"]), nproc)
     confinement.set_no_new_privs()
+    info["sockets_blocked"] = confinement.deny_sockets()
     if level in confinement.LANDLOCK_LEVELS:
         read_dirs = list(confinement.SYSTEM_READ_DIRS) + cfg["python_paths"]
         confinement.apply_landlock(cfg["landlock_abi"], workdir, read_dirs)
     if namespaces or as_root:
         # Root without namespaces still holds real capabilities (reboot, modules, ...).
         confinement.drop_capabilities()
-    if level == "rlimits":
-        confinement.install_guard(workdir)
     return info
 
 
-def _program_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict) -> int:
-    """Body of G. Returns its exit code; never lets an exception escape into the worker loop."""
+def _program_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict) -> int:
+    """Body of G: confine, then become a fresh interpreter that holds only the program.
+
+    Returns an exit code only when that fails; never lets an exception escape into the worker
+    loop. After the exec nothing of this process's memory (the job, its tests) is left."""
     os.setpgid(0, 0)
     confinement.set_parent_death_signal()
     # Move the pipes clear of 0-4 first, so placing one cannot overwrite another.
@@ -312,20 +111,16 @@ def _program_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict) 
     os.dup2(moved["call_read"], CALL_FD)
     os.dup2(moved["reply_write"], REPLY_FD)
     os.closerange(REPLY_FD + 1, 1 << 20)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-    server = _ProgramServer(job)
     try:
-        info = _confine_program_process(level, cfg, job["limits"], workdir)
+        info = _confine_program_process(level, cfg, limits, workdir)
+        config = json.dumps({"setup": info, "guard": workdir if level == "rlimits" else None})
+        os.execve(cfg["python"], [cfg["python"], "-P", "-s", "-S", "-c", SERVER_BOOT, config],
+                  _program_env(workdir))
     except BaseException as exc:
-        server.send({"kind": "setup_error", "message": f"{type(exc).__name__}: {exc}"})
-        return EXIT_SETUP_FAILED
-    server.send({"kind": "setup", **info})
-    server.run()
-    return 0
+        _write_all(REPLY_FD, (json.dumps({"kind": "setup_error",
+                                          "message": f"{type(exc).__name__}: {exc}"})
+                              + "\n").encode())
+    return EXIT_SETUP_FAILED
 
 
 # --------------------------------------------------------------------------- job process C
@@ -426,11 +221,13 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
             return EXIT_INTERNAL
         if namespaces:
             as_root = cfg["as_root"]
+            confinement.set_dumpable(True)  # to write its own uid map
             confinement.enter_namespaces(as_root)
             masks = confinement.plan_masks(cfg["masks"] + list(confinement.FIXED_MASKS),
-                                           cfg["python_paths"])
-            work_mb = max(16, 4 * int(limits["file_size_mb"]))
-            confinement.setup_filesystem(masks, cfg["python_paths"], work_mb, as_root)
+                                           cfg["python_paths"], cfg["hide"])
+            confinement.setup_filesystem(masks, cfg["python_paths"], int(limits["disk_mb"]),
+                                         as_root)
+            confinement.set_dumpable(False)
         else:
             confinement.set_child_subreaper()
     except BaseException as exc:
@@ -443,7 +240,7 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
         code = EXIT_INTERNAL
         try:
             os.close(ctl)
-            code = _program_process(job, level, cfg, workdir, fds)
+            code = _program_process(level, cfg, limits, workdir, fds)
         except BaseException:
             code = EXIT_INTERNAL
         finally:
@@ -461,7 +258,9 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (OSError, ValueError):
         pass
-    verdict = judge.Judge(job, ctl, fds["call_write"], fds["reply_read"], program_pid, deadline)
+    disk = None if namespaces else judge.DiskWatch(workdir, int(limits["disk_mb"]))
+    verdict = judge.Judge(job, ctl, fds["call_write"], fds["reply_read"], program_pid, deadline,
+                          disk)
     stop = None
     try:
         verdict.run()
@@ -673,36 +472,52 @@ def _collect(job: dict, pid: int, reads: dict, start: float, stdin: _LineReader 
     finally:
         selector.close()
     wall = time.monotonic() - start
-    events: dict = {"tests": [], "load": None, "done": False}
-    setup: dict = {}
-    report = None
-    for line in bytes(raw["ctl"]).split(b"\n"):  # only C writes here: G never holds this pipe
-        try:
-            event = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue
-        kind = event.pop("kind", None) if isinstance(event, dict) else None
-        if kind == "test":
-            events["tests"].append(event)
-        elif kind == "load":
-            events["load"] = event
-        elif kind == "done":
-            events["done"] = True
-        elif kind == "setup":
-            setup = event
-        elif kind == "setup_error":
-            events["setup_error"] = event.get("message")
-        elif kind == "exit":
-            report = event
+    events, setup, report = _read_events(bytes(raw["ctl"]), len(job["tests"]))
     verdict = _classify(job, events, report, killed_by_worker)
     return {**verdict, "tests": events["tests"], "stdout": captures["out"].text(),
             "stderr": captures["err"].text(), "wall_seconds": wall, "setup": setup}
 
 
+def _read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
+    """The control pipe's events, in the one order the judge writes them: setup (or
+    setup_error), load, the tests by index from 0, done, and C's exit report. An event out of
+    that order (a second load, a repeated or skipped test index, anything after done) is not
+    the judge's and is dropped, so nothing written into the pipe from outside can add a pass."""
+    events: dict = {"tests": [], "load": None, "done": False}
+    setup: dict = {}
+    report = None
+    stage = "start"
+    for line in data.split(b"\n"):
+        try:
+            event = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        kind = event.pop("kind", None) if isinstance(event, dict) else None
+        if kind == "exit":
+            if report is None:
+                report = event
+        elif report is not None:
+            continue
+        elif stage == "start" and kind == "setup":
+            setup, stage = event, "setup"
+        elif stage == "start" and kind == "setup_error":
+            events["setup_error"], stage = event.get("message"), "over"
+        elif stage == "setup" and kind == "load":
+            events["load"], stage = event, "tests"
+        elif (stage == "tests" and kind == "test" and event.get("index") == len(events["tests"])
+              and len(events["tests"]) < n_tests):
+            events["tests"].append(event)
+        elif stage == "tests" and kind == "done" and len(events["tests"]) == n_tests:
+            events["done"], stage = True, "over"
+    return events, setup, report
+
+
 def python_paths() -> list[str]:
-    """The directories a program needs to import the standard library (kept visible)."""
+    """The directories a program process needs (kept visible): the interpreter, the standard
+    library, and this directory (the program server's own source)."""
     paths = {os.path.realpath(sys.base_prefix),
-             os.path.dirname(os.path.realpath(sys.executable))}
+             os.path.dirname(os.path.realpath(sys.executable)),
+             os.path.dirname(SERVER_PATH)}
     for entry in sys.path:
         if entry and os.path.exists(entry):
             real = os.path.realpath(entry)
@@ -715,15 +530,16 @@ def python_paths() -> list[str]:
 
 
 def _worker_config(raw: dict) -> dict:
-    return {"masks": list(raw.get("masks", [])),
+    return {"masks": list(raw.get("masks", [])), "hide": list(raw.get("hide", [])),
             "tmpdir": raw.get("tmpdir") or os.environ.get("TMPDIR") or "/tmp",
             "python_paths": python_paths(), "landlock_abi": confinement.landlock_abi(),
+            "python": os.path.realpath(sys.executable),
             "worker_pid": os.getpid(), "as_root": os.geteuid() == 0}
 
 
 PROBE_JOB_LIMITS = {"cpu_seconds": 5.0, "wall_seconds": 10.0, "memory_mb": 512,
-                    "max_processes": 16, "file_size_mb": 16, "output_chars": 2000,
-                    "test_timeout": 5.0}
+                    "max_processes": 16, "file_size_mb": 16, "disk_mb": 64,
+                    "output_chars": 2000, "test_timeout": 5.0}
 
 
 def probe(raw: dict) -> dict:
@@ -749,16 +565,16 @@ def probe(raw: dict) -> dict:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    # Not dumpable: a process of the same user (a program at a level without namespaces) can
+    # then neither read this process's memory, where jobs and their tests pass, nor open its
+    # descriptors; the job processes forked from here inherit it.
+    confinement.set_dumpable(False)
     if len(argv) >= 2 and argv[1] == "--probe":
         _write_all(1, (json.dumps(probe(json.loads(argv[2] if len(argv) > 2 else "{}")))
                        + "\n").encode())
         return 0
     raw = json.loads(argv[1])
     level = raw["level"]
-    if level == "rlimits":  # the guard patches these in every program process: import once
-        import shutil  # noqa: F401
-        import socket  # noqa: F401
-        import subprocess  # noqa: F401
     cfg = _worker_config(raw)
     # Forked children would otherwise let the collector walk (and so copy) every page of
     # the worker's objects; frozen objects are never traversed.

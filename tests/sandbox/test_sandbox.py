@@ -127,10 +127,18 @@ def test_program_exiting_is_an_error_not_a_crash(sandbox):
     assert len(res.tests) == 1 and res.tests[0].passed
 
 
-def test_setup_runs_before_program_in_the_same_namespace(sandbox):
-    res = sandbox.run_tests("def g():\n    return helper() * 2\n", ["assert g() == 14"],
-                            setup="def helper():\n    return 7\n")
-    assert res.all_passed, res.to_dict()
+def test_only_the_setups_imports_reach_the_program(sandbox):
+    """The setup runs in the judge; the program's process gets its import lines and nothing
+    else (a `check`, METADATA or a helper the tests use stays with the judge)."""
+    setup = ("import math\nfrom collections import Counter as C\nSECRET = 'assert g() == 14'\n"
+             "def helper():\n    return 7\n")
+    program = ("def g():\n    return helper() * 2\n"
+               "def imported():\n    return [math.floor(2.5), C('aab')['a']]\n"
+               "def seen():\n    return sorted(n for n in ('SECRET', 'helper') if n in globals())\n")
+    res = sandbox.run_tests(program, ["assert imported() == [2, 2]", "assert seen() == []",
+                                      "assert helper() == 7", "assert g() == 14"], setup=setup)
+    assert [t.passed for t in res.tests] == [True, True, True, False], res.to_dict()
+    assert res.tests[3].error_type == "NameError" and "helper" in res.tests[3].message
 
 
 def test_name_main_guard_does_not_run(sandbox):
@@ -366,16 +374,37 @@ def _fake_report(*ok_levels: str) -> dict:
         for level in LEVELS}}
 
 
-def test_weak_isolation_warns_once_per_process(monkeypatch, caplog):
+def test_auto_never_falls_back_to_rlimits(monkeypatch):
+    """A machine that confines nothing: "auto" refuses in one line that says what it lacks
+    and names the key that opts in; nothing is started."""
+    monkeypatch.setattr(isolation_module, "_probe_report", lambda: _fake_report("rlimits"))
+    with pytest.raises(IsolationUnavailableError) as caught:
+        Sandbox(FAST, workers=1)
+    message = str(caught.value)
+    assert "\n" not in message and "sandbox.isolation: rlimits" in message
+    assert "namespaces: not on this test machine" in message
+
+
+def test_a_failed_probe_confines_nothing(monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(isolation_module, "_probe_cache", None)
+    monkeypatch.setattr(isolation_module.subprocess, "run", broken)
+    with pytest.raises(IsolationUnavailableError, match="probe failed.*sandbox.isolation: rlimits"):
+        Sandbox(FAST, workers=1)
+
+
+def test_rlimits_runs_when_named_and_warns_once_per_process(monkeypatch, caplog):
     monkeypatch.setattr(isolation_module, "_probe_report", lambda: _fake_report("rlimits"))
     monkeypatch.setattr(isolation_module, "_weak_warning_logged", False)
     with caplog.at_level(logging.WARNING, logger="marlang.sandbox.isolation"):
-        with Sandbox(FAST, workers=1) as first:
+        with Sandbox(FAST, workers=1, isolation="rlimits") as first:
             assert first.isolation.name == "rlimits" and first.isolation.weaker_than_best
             assert first.isolation.details["in_process_guard_only"]
             assert not first.isolation.details["network_isolated"]
             assert first.run_tests(ADD, ["assert add(1, 2) == 3"]).all_passed
-        with Sandbox(FAST, workers=1):
+        with Sandbox(FAST, workers=1, isolation="rlimits"):
             pass
         assert detect_isolation().name == "rlimits"
     warnings = [r for r in caplog.records if "weaker isolation" in r.getMessage()]

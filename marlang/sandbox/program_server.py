@@ -1,0 +1,300 @@
+"""The judged program's process: a fresh interpreter that holds the program and nothing else.
+
+Standard library only. The sandbox's program process G confines itself, then `execve`s a
+fresh `python -P -s -S` that imports this module and calls `main`, so nothing of the worker or
+the judge survives in its memory: no job, no test, no `check`, no expected value. The server
+reads one load request from the judge (the program and the import lines of the test setup),
+runs them in a fresh module (not `__main__`), reports how that went, then answers the judge's
+lookups and calls with plain data (`plain_data`) until the judge closes the channel.
+Everything it sends is believed only as data: the judge compares the values itself.
+"""
+
+# This file runs untrusted code: it must exec it and catch anything it raises, BaseException
+# included, so that every request gets an answer.
+# ruff: noqa: BLE001, S102, S110
+
+from __future__ import annotations
+
+import _json
+import _signal
+import builtins
+import os
+import sys
+import types
+
+if __package__:
+    from . import plain_data
+else:  # imported with this directory on sys.path, in the program's process
+    import plain_data
+
+PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
+MAX_MESSAGE = 1000
+CALL_FD, REPLY_FD = 3, 4  # the request and reply pipes, placed here before the exec
+
+# The interpreter starts once per program, so this file imports only what it must: JSON and
+# signals through their C modules (the `json`, `re`, `signal` and `enum` modules would
+# take most of the start-up time), traceback only when a program fails to load.
+
+
+class _ScanContext:
+    """What `_json.make_scanner` reads: `json.loads`' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_scan = _json.make_scanner(_ScanContext)
+_encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",",
+                             False, False, True)
+
+
+def loads(text: str) -> object:
+    """`json.loads` for one line the judge wrote."""
+    value, end = _scan(text, 0)
+    if text[end:].strip():
+        raise ValueError("extra data after a JSON value")
+    return value
+
+
+def dumps(value: object) -> str:
+    """`json.dumps(value, ensure_ascii=True)` without spaces."""
+    return "".join(_encode(value, 0))
+
+
+# Bound at import, before any program runs: a program that rebinds builtins cannot change them.
+_type, _callable, _isinstance, _str = type, callable, isinstance, str
+_ModuleType = types.ModuleType
+
+
+class _CallTimeout(BaseException):
+    """Raised by SIGALRM inside a call; BaseException so `except Exception` cannot swallow it."""
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        text = _str(exc) or _type(exc).__name__
+    except _CallTimeout:
+        raise
+    except BaseException:
+        text = f"<unprintable {_type(exc).__name__}>"
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
+
+
+def _where(exc: BaseException) -> str:
+    """' (program line N)' for the innermost program frame: for feedback."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<program>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" (program line {line})" if line is not None else ""
+
+
+class LineReader:
+    """Reads newline-terminated lines from a raw fd (so it can share a selector)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.eof = False
+
+    def feed(self) -> bool:
+        data = os.read(self.fd, 1 << 16)
+        if not data:
+            self.eof = True
+        self.buffer += data
+        return bool(data)
+
+    def readline(self) -> bytes | None:
+        while b"\n" not in self.buffer:
+            if self.eof or not self.feed():
+                return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+
+class ProgramServer:
+    """Loads the program, then answers the judge's lookups and calls.
+
+    Nothing it sends is believed beyond being data: whatever the program does to this object
+    or to the pipes, the judge only ever receives plain values to compare itself.
+    """
+
+    def __init__(self) -> None:
+        self.handles: list[object] = []
+        self.namespace: dict = {}
+        self.requests = LineReader(CALL_FD)
+
+    def send(self, message: dict) -> None:
+        write_all(REPLY_FD, (dumps(message) + "\n").encode())
+
+    def _load_request(self) -> tuple[str, str] | None:
+        line = self.requests.readline()
+        if line is None:
+            return None
+        request = loads(line.decode())
+        return _str(request.get("imports", "")), _str(request["program"])
+
+    def run(self) -> None:
+        loaded = self._load_request()
+        if loaded is None:  # the judge stopped before sending the program
+            return
+        module = types.ModuleType(PROGRAM_MODULE)
+        module.__dict__["__builtins__"] = builtins
+        sys.modules[PROGRAM_MODULE] = module
+        self.namespace = namespace = module.__dict__
+        try:
+            codes = [compile(loaded[0], "<setup>", "exec"),
+                     compile(loaded[1], "<program>", "exec")]
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+            message = exc.msg if isinstance(exc, SyntaxError) else _safe_str(exc)
+            self.send({"kind": "load", "status": "syntax_error", "error_type": type(exc).__name__,
+                       "message": f"{message}{where}"})
+            return
+        del loaded
+        try:
+            for code in codes:
+                exec(code, namespace)
+        except BaseException as exc:
+            self._print_traceback(exc)
+            self.send({"kind": "load", "status": "error", "error_type": type(exc).__name__,
+                       "message": _safe_str(exc) + _where(exc)})
+            return
+        finally:
+            self._flush()
+        self.send({"kind": "load", "status": "ok"})
+        _signal.signal(_signal.SIGALRM, self._on_alarm)
+        while True:
+            line = self.requests.readline()
+            if line is None:  # the judge is done
+                return
+            request = loads(line.decode())
+            self.send(self._answer(request))
+
+    @staticmethod
+    def _on_alarm(signum, frame) -> None:
+        raise _CallTimeout()
+
+    @staticmethod
+    def _flush() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+
+    @staticmethod
+    def _print_traceback(exc: BaseException) -> None:
+        try:
+            import traceback
+
+            traceback.print_exception(exc, limit=-8, file=sys.stderr)
+        except BaseException:
+            pass
+
+    def _handle(self, value: object) -> object:
+        """A non-plain value stays here; the judge gets a handle it can only hand back."""
+        self.handles.append(value)
+        return {"h": [len(self.handles) - 1, plain_data.type_name(value)]}
+
+    def _resolve(self, tag: str, body: object) -> object:
+        if tag == "h":
+            return self.handles[body[0]]
+        return self.namespace[body]  # "fn": a program function, by name
+
+    def _encode(self, value: object) -> dict:
+        try:
+            encoded = plain_data.Encoder(self._handle).encode(value)
+            text = dumps(encoded)
+        except (plain_data.PlainDataError, RecursionError, ValueError) as exc:
+            return {"error": _safe_str(exc)}
+        if len(text) > plain_data.MAX_BYTES:
+            return {"error": f"it is larger than {plain_data.MAX_BYTES >> 20} MiB"}
+        return {"value": encoded}
+
+    def _answer(self, request: dict) -> dict:
+        ident = request.get("id")
+        if request.get("op") == "get":
+            return {"id": ident, **self._lookup(request["name"])}
+        _signal.setitimer(_signal.ITIMER_REAL, float(request["timeout"]))
+        try:
+            try:
+                reply = self._call(request)
+            finally:
+                _signal.setitimer(_signal.ITIMER_REAL, 0)
+        except _CallTimeout:
+            reply = {"timeout": True}
+        except BaseException as exc:  # the timeout fired while an exception was being read
+            reply = {"raised": [_type(exc).__name__, "", False]}
+        self._flush()
+        return {"id": ident, **reply}
+
+    def _lookup(self, name: str) -> dict:
+        namespace = self.namespace
+        if name not in namespace:
+            return {"missing": True}
+        value = namespace[name]
+        if _isinstance(value, _ModuleType):
+            return {"module": _str(getattr(value, "__name__", ""))}
+        if _callable(value):
+            return {"callable": True}
+        return self._encode(value)
+
+    def _call(self, request: dict) -> dict:
+        try:
+            target = request["target"]
+            if "h" in target:
+                function = self.handles[target["h"]]
+            else:
+                function = self.namespace[target["name"]]
+            args = [plain_data.decode(a, self._resolve) for a in request["args"]]
+            kwargs = {k: plain_data.decode(v, self._resolve)
+                      for k, v in request["kwargs"].items()}
+            result = function(*args, **kwargs)
+        except _CallTimeout:
+            raise
+        except BaseException as exc:
+            return {"raised": [_type(exc).__name__, _safe_str(exc) + _where(exc),
+                               _isinstance(exc, Exception)]}
+        return self._encode(result)
+
+
+def main(argv: list[str]) -> int:
+    """argv[1]: JSON with `setup` (what confining the process found, for the judge) and
+    `guard` (the work directory, at the rlimits level: install its in-process guard)."""
+    config = loads(argv[1])
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace", line_buffering=True)
+    server = ProgramServer()
+    if config.get("guard"):
+        if __package__:
+            from . import confinement
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import confinement
+
+            del sys.path[0]
+        confinement.install_guard(config["guard"])
+    server.send({"kind": "setup", **config.get("setup", {})})
+    del config
+    server.run()
+    return 0
