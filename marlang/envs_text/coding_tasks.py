@@ -21,6 +21,7 @@ from marlang.envs_text.task_feedback import (
     REWARD_MODES,
     CodeCheck,
     CodeFacts,
+    ablate,
     analyze_code,
     code_feedback,
     code_from_answer,
@@ -302,8 +303,8 @@ class CodeTaskEnv(CooperativeTaskEnv):
             (name, answers.get(agent, ""))
             for name, agent in zip(self.helper_names, self.possible_agents[:-1], strict=False)
         ]
-        team_code = [code for _, code in helpers if code.strip()] + ([main] if main.strip() else [])
-        program = "\n\n\n".join([p for p in [program_prefix(problem.prompt)] if p] + team_code)
+        answered = any(code.strip() for code in [*(code for _, code in helpers), main])
+        program = self._program([code for _, code in helpers], main)
         tests = tuple(problem.tests)
         usage = (
             helper_usage(main, problem.entry_point, self.helper_names)
@@ -311,7 +312,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
             else None
         )
         facts = self._facts(program, answers)
-        if not team_code:
+        if not answered:
             check = CodeCheck(
                 answered=False, entry_point=problem.entry_point, facts=facts, status="no_answer",
                 passed=0, total=len(tests), usage=usage, helper_names=self.helper_names,
@@ -346,7 +347,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
         }
         basis = pass_rate
         if self.structure == "joint":
-            needed = self._helpers_needed(program, helpers, main, check)
+            needed = self._helpers_needed(helpers, main, check)
             levelled = levelled_reward(
                 helpers, main, problem.entry_point, loads=check.loads,
                 passed=check.passed, total=check.total, helpers_needed=needed,
@@ -362,7 +363,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
         )
 
     def _helpers_needed(
-        self, program: str, helpers: list[tuple[str, str]], main: str, check: CodeCheck
+        self, helpers: list[tuple[str, str]], main: str, check: CodeCheck
     ) -> bool | None:
         """Whether the tests that passed depend on the helpers' work: each ablation in
         ``ABLATIONS`` (every real helper the main function calls frozen to its first result;
@@ -376,15 +377,22 @@ class CodeTaskEnv(CooperativeTaskEnv):
         passing = {t.index for t in check.tests if t.passed}
         tests = tuple(problem.tests)
         jobs = [
-            (f"{program}\n\n\n{code.format(names=tuple(called))}", tests,
+            (self._program([ablate(code, called, mode) for _, code in helpers], main), tests,
              problem.test_setup or "")
-            for code in ABLATIONS.values()
+            for mode in ABLATIONS
         ]
         for result in self.sandbox.run_many(jobs):
             still = {t.index for t in result.tests if t.passed}
             if passing <= still:  # without the helpers' work every passing test still passes
                 return False
         return True
+
+    def _program(self, helper_codes: list[str], main: str) -> str:
+        """The program the sandbox runs: the prompt's prefix, then the helpers' code, then
+        the main function's, each answer that is not blank."""
+        team_code = [code for code in [*helper_codes, main] if code.strip()]
+        prefix = program_prefix(self.current_problem.prompt)
+        return "\n\n\n".join([p for p in [prefix] if p] + team_code)
 
     def _facts(self, program: str, answers: dict[str, str]) -> CodeFacts:
         """The combined program's static facts; a syntax error is placed in the code of the

@@ -101,6 +101,42 @@ def test_a_disguised_pass_through_helper_earns_no_cooperation(sandbox):
     assert levelled["cooperation"] == 0.0 and levelled["total"] == 2.5
 
 
+# Ways a main that does all the work itself could tell the cooperation check's runs (the
+# helpers' work taken away) from the judged one, and fail there to look like it needs them.
+DETECTORS = {
+    "marker_names": "any(name.startswith('_marlang') for name in globals())",
+    "new_globals": "set(globals()) - _KNOWN",
+    "identity": "aux is not _ORIGINAL",
+    "names": "(aux.__name__, aux.__qualname__, aux.__code__.co_name) != ('aux',) * 3",
+    "wrapper_traces": "hasattr(aux, '__wrapped__') or aux.__globals__ is not globals() "
+                      "or aux.__module__ != __name__ or aux.__doc__ != 'Sum.'",
+}
+
+
+def _detecting_main(detect: str) -> str:
+    return ("_ORIGINAL = aux\n"
+            "def add(a, b):\n"
+            "    unused = aux(a, b)\n"
+            f"    if {detect}:\n"
+            "        return None\n"
+            "    s = a + b\n"
+            "    return s\n"
+            "_KNOWN = set(globals()) | {'_KNOWN'}\n")
+
+
+@pytest.mark.parametrize("detector", sorted(DETECTORS))
+def test_a_main_that_detects_the_cooperation_check_earns_no_more(sandbox, detector):
+    """No marker, name or identity tells the checking runs apart: a main that computes the
+    answer itself and sabotages them when it sees one earns what the same main earns when it
+    never looks (no cooperation, 2.5)."""
+    helper = 'def aux(a, b):\n    """Sum."""\n    return a + b\n'
+    honest = levels(sandbox, helper, _detecting_main("False"))
+    assert honest["total"] == 2.5 and not honest["helpers_needed"]
+    detecting = levels(sandbox, helper, _detecting_main(DETECTORS[detector]))
+    assert detecting["tests"] == 1.0  # the judged run is not fooled into failing either
+    assert detecting["total"] <= honest["total"] and not detecting["helpers_needed"]
+
+
 def test_a_main_that_ignores_the_helper_earns_no_cooperation(sandbox):
     levelled = levels(sandbox, REAL_HELPER, "def add(a, b):\n    return b + a\n")
     assert _parts(levelled) == (1.0, 0.5, 1.0, 0.0) and not levelled["helper_called"]
