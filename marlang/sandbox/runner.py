@@ -315,15 +315,29 @@ class _Capture:
 
 
 def _remove_tree(path: str) -> None:
-    def make_writable(func, target, _exc):
-        # A program may chmod its own files away; we own them, so restore and retry.
+    """Remove a run's work directory. A program may chmod its own files away, so a failed
+    removal restores the owner's rights and tries again, on real directories and files inside
+    the work directory only: a link is removed, never followed (it may point anywhere)."""
+    root = os.path.realpath(path)
+
+    def make_removable(func, target, _exc):
         try:
-            os.chmod(os.path.dirname(target), stat.S_IRWXU)
-            os.chmod(target, stat.S_IRWXU)
+            parent = os.path.dirname(target)
+            if not _is_inside(root, parent) or stat.S_ISLNK(os.lstat(parent).st_mode):
+                return
+            os.chmod(parent, stat.S_IRWXU)
+            if not stat.S_ISLNK(os.lstat(target).st_mode) and _is_inside(root, target):
+                os.chmod(target, stat.S_IRWXU)
             func(target)
         except OSError:
             pass
-    shutil.rmtree(path, onerror=make_writable)
+    shutil.rmtree(path, onerror=make_removable)
+
+
+def _is_inside(root: str, path: str) -> bool:
+    """Whether `path`, its links resolved, is `root` or below it."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip("/") + "/")
 
 
 def _signal_name(number: int) -> str:

@@ -18,8 +18,10 @@ anyway; their check names the verdict expected: every test fails, with the error
 
 from __future__ import annotations
 
+import ast
 import os
 import select
+import shutil
 import signal
 import socket
 import tempfile
@@ -278,6 +280,63 @@ def _cleanup_listener(context: dict) -> None:
     context["server"].close()
 
 
+CONNECT_UNIX = """
+import socket
+def attack():
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1.0)
+        conn.connect({socket_path!r})
+        conn.sendall(b"exfiltrated")
+    return "connected"
+"""
+
+
+def _outside_dir() -> str:
+    """A world-writable directory outside every place a level hides (where this process may
+    make one), so reaching a socket in it is up to the level alone."""
+    for parent in ("/var/lib", "/opt"):
+        try:
+            path = tempfile.mkdtemp(prefix="marlang-hostile-", dir=parent)
+        except OSError:
+            continue
+        os.chmod(path, 0o777)
+        return path
+    return tempfile.mkdtemp(prefix="marlang-hostile-")
+
+
+def _prepare_unix_listener(tmp_path: Path) -> dict:
+    folder = _outside_dir()
+    path = os.path.join(folder, "sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o777)
+    server.listen(8)
+    server.setblocking(False)
+    return {**_base_context(tmp_path), "socket_path": path, "server": server, "folder": folder}
+
+
+def _cleanup_unix_listener(context: dict) -> None:
+    context["server"].close()
+    shutil.rmtree(context["folder"], ignore_errors=True)
+
+
+SEND_UDP = """
+import socket
+def attack():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as conn:
+        for _ in range(5):
+            conn.sendto(b"exfiltrated", ("127.0.0.1", {port}))
+    return "sent"
+"""
+
+
+def _prepare_udp(tmp_path: Path) -> dict:
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    server.setblocking(False)
+    return {**_base_context(tmp_path), "port": server.getsockname()[1], "server": server}
+
+
 # --------------------------------------------------------------------------- signals
 
 KILL_PARENT = """
@@ -316,6 +375,76 @@ def attack():
 
 def _check_disk(result: SandboxResult, context: dict) -> None:
     _not_passed(result)
+
+
+MANY_FILES = """
+def attack():
+    total = 0
+    for i in range(40):
+        with open(f"part{i}.bin", "wb") as fh:
+            for _ in range(8):
+                fh.write(b"x" * (1 << 20))
+        total += 8
+        print(total, flush=True)
+    return "320 MiB written"
+"""
+
+
+def _check_many_files(result: SandboxResult, context: dict) -> None:
+    """Files each under the file-size limit add up past `disk_mb` (64 MiB): the run stops
+    (no room left in the tmpfs, or the judge's disk watch) long before 320 MiB."""
+    _not_passed(result)
+    written = [int(line) for line in result.stdout.split() if line.isdigit()]
+    assert not written or max(written) <= 64 + 64, result.to_dict()
+    if result.status == "killed":
+        assert result.error_type == "DiskLimit" and "disk_mb" in result.message, result.to_dict()
+
+
+FORGE_EVENTS = """
+import os
+FORGED = (b'{"kind": "test", "index": 0, "passed": true, "error_type": null, "message": null, '
+          b'"timed_out": false, "expected": null, "got": null}\\n{"kind": "done"}\\n')
+def ancestors():
+    proc, found = os.getpid(), []
+    while proc > 1 and len(found) < 6:
+        try:
+            with open("/proc/%d/stat" % proc) as fh:
+                proc = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        found.append(proc)
+    return found
+def attack():
+    opened = []
+    for proc in ancestors():
+        try:
+            fds = os.listdir("/proc/%d/fd" % proc)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                with open("/proc/%d/fd/%s" % (proc, fd), "wb", buffering=0) as pipe:
+                    pipe.write(FORGED)
+                    opened.append((proc, fd))
+            except OSError:
+                pass
+    print("judged", repr(ancestors()[:2]), "opened", repr(opened), flush=True)
+    return False
+"""
+
+
+def _check_forged_events(result: SandboxResult, context: dict) -> None:
+    """The judge (the program's parent) and the worker keep their descriptors to themselves
+    (not dumpable), and the worker keeps only the judge's order of events. What the program
+    reaches beyond them at a level without namespaces, its user's other processes, is the
+    reason `rlimits` runs only when named."""
+    _not_passed(result)
+    assert result.passed == 0 and len(result.tests) <= result.total, result.to_dict()
+    words = result.stdout.split(" opened ")
+    if len(words) == 2:
+        judged = ast.literal_eval(words[0].removeprefix("judged "))
+        opened = ast.literal_eval(words[1].strip())
+        assert not [pair for pair in opened if pair[0] in judged], result.stdout
 
 
 # --------------------------------------------------------------------------- reward gaming
@@ -697,6 +826,15 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
                    _check_kill),
     HostileProgram("fill_disk", BIG_FILE, ("assert attack() == '200 MiB written'",),
                    _base_context, _check_disk),
+    HostileProgram("fill_disk_with_many_files", MANY_FILES,
+                   ("assert attack() == '320 MiB written'",), _base_context, _check_many_files),
+    HostileProgram("connect_unix_socket_outside", CONNECT_UNIX,
+                   ("assert attack() == 'connected'",), _prepare_unix_listener, _check_listener,
+                   _cleanup_unix_listener),
+    HostileProgram("send_udp_to_loopback", SEND_UDP, ("assert attack() == 'sent'",),
+                   _prepare_udp, _check_listener, _cleanup_listener),
+    HostileProgram("forge_events_into_the_judges_pipes", FORGE_EVENTS, ("assert attack()",),
+                   _base_context, _check_forged_events),
 )
 HOSTILE_PROGRAMS += GAMING_PROGRAMS
 HOSTILE_BY_NAME = {entry.name: entry for entry in HOSTILE_PROGRAMS}

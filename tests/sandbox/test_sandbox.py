@@ -431,3 +431,62 @@ def test_masks_hide_outermost_dirs_but_never_the_python_installation(tmp_path):
     # home is hidden (its Python dir is bound back in at run time), nested project dir is
     # covered by it, a kept directory and "/" are never hidden.
     assert masks == [str(home)]
+
+
+def _events(*events: dict) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def test_the_worker_keeps_only_the_judges_event_order():
+    """Events written into the control pipe by anything but the judge (a program that reached
+    it) cannot add a pass: a repeated or skipped test index, a second load, and anything after
+    `done` are dropped."""
+    from marlang.sandbox import runner
+
+    fail = {"kind": "test", "index": 0, "passed": False}
+    forged = {"kind": "test", "index": 0, "passed": True}
+    stream = _events({"kind": "setup"}, {"kind": "load", "status": "ok"}, fail, forged,
+                     {"kind": "test", "index": 2, "passed": True},
+                     {"kind": "load", "status": "ok"}, {"kind": "test", "index": 1, "passed": False},
+                     {"kind": "done"}, forged, {"kind": "test", "index": 2, "passed": True},
+                     {"kind": "done"}, {"kind": "exit", "status": 0, "timed_out": False},
+                     {"kind": "exit", "status": 9, "timed_out": True})
+    events, setup, report = runner._read_events(stream, n_tests=2)
+    assert setup == {} and [t["passed"] for t in events["tests"]] == [False, False]
+    assert events["done"]
+    assert report == {"status": 0, "timed_out": False}
+    early_done = _events({"kind": "setup"}, {"kind": "load", "status": "ok"}, {"kind": "done"},
+                         fail)
+    events, _, _ = runner._read_events(early_done, n_tests=2)
+    assert not events["done"] and len(events["tests"]) == 1
+
+
+def test_cleanup_never_follows_a_link_out_of_the_work_directory(tmp_path):
+    """A program leaves a link to a file outside its work directory inside a directory it made
+    read-only; removing the work directory (which then needs its rights restored) must not
+    change the file the link points to."""
+    from marlang.sandbox import runner
+
+    outside = tmp_path / "victim.txt"
+    outside.write_text("keep")
+    outside.chmod(0o400)
+    work = tmp_path / "work"
+    (work / "locked").mkdir(parents=True)
+    (work / "locked" / "link").symlink_to(outside)
+    (work / "locked").chmod(0o500)
+    calls = []
+
+    def failing_rmtree(path, onerror):  # what an unprivileged worker meets: EACCES on unlink
+        calls.append(path)
+        onerror(os.unlink, str(work / "locked" / "link"), None)
+        onerror(os.rmdir, str(work / "locked"), None)
+        os.rmdir(path)
+
+    real = runner.shutil.rmtree
+    runner.shutil.rmtree = failing_rmtree
+    try:
+        runner._remove_tree(str(work))
+    finally:
+        runner.shutil.rmtree = real
+    assert calls and outside.stat().st_mode & 0o777 == 0o400 and outside.read_text() == "keep"
+    assert not work.exists()
