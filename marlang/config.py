@@ -270,8 +270,19 @@ class RunConfig(_Section):
         return list(dict.fromkeys(v))
 
 
+class SandboxConfig(_Section):
+    """How generated code is confined, for the envs that run it (``code/*``)."""
+
+    isolation: Literal["auto", "namespaces+landlock", "namespaces", "landlock", "rlimits"] = Field(
+        "auto",
+        description="auto: the strongest level that confines the program (never rlimits); "
+        "rlimits (resource limits only, not a security boundary) runs only when named here.",
+    )
+    disk_mb: int = Field(64, ge=1, description="Most MiB one judged program may write in all.")
+
+
 class ExperimentConfig(_Section):
-    """A whole experiment: env, model, protocol, agents, learning, run."""
+    """A whole experiment: env, model, protocol, agents, learning, run, sandbox."""
 
     env: EnvConfig = Field(default_factory=EnvConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -279,6 +290,7 @@ class ExperimentConfig(_Section):
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     grid: dict[str, list[Any]] = Field(
         default_factory=dict,
         description="Settings `marlang compare` runs when no --grid is given, e.g. {protocol: [none, alternating-2]}.",

@@ -194,10 +194,20 @@ class Experiment:
         kwargs = dict(c.kwargs)
         if c.max_steps is not None:
             kwargs["max_steps"] = c.max_steps
+        kwargs.update(self._sandbox_options())
         try:
             return make_env(c.id, n_agents=c.n_agents, **kwargs)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"env: {err}") from None
+
+    def _sandbox_options(self) -> dict[str, Any]:
+        """The config's `sandbox:` section as the env's parameters, where the env runs
+        generated code; set for an env that runs none, it is an error naming the section."""
+        options = self.config.sandbox.model_dump(exclude_defaults=True)
+        if options and not self.config.env.id.startswith("code/"):
+            raise ConfigError(f"sandbox: {', '.join(options)} applies to the envs that run "
+                              f"generated code (code/...), not {self.config.env.id!r}")
+        return options
 
     def _build_learner(self, narrator_env: Any, ctx_base: dict[str, Any], runtime: RunRuntime) -> Learner:
         c = self.config
@@ -311,6 +321,7 @@ class Experiment:
             except ValueError as err:
                 raise ConfigError(str(err)) from None
         narrator_env = self._make_env()
+        _start_sandbox(narrator_env)
         self._check_directory()
         self.agents = {}
         decide: Any = None
@@ -495,6 +506,18 @@ class InFlightCalls(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._open.discard(run_id)
+
+
+def _start_sandbox(env: Any) -> None:
+    """An env that runs generated code starts its sandbox now, so that a machine that cannot
+    confine the code is refused in one line before anything is created."""
+    if isinstance(getattr(type(env), "sandbox", None), property):
+        from marlang.sandbox import IsolationUnavailableError
+
+        try:
+            env.sandbox  # noqa: B018 - the property starts the pool
+        except IsolationUnavailableError as err:
+            raise ConfigError(str(err)) from None
 
 
 def _world(env: Any) -> str:

@@ -60,6 +60,10 @@ def test_round_trips_through_yaml(tmp_path):
         (["run.episodes=0"], "invalid value for 'run.episodes': Input should be greater than or equal to 1"),
         (["protocol.name=unidirectional", "protocol.speakers=[agent_5]"],
          "protocol.speakers: unknown agent 'agent_5'; valid choices: agent_0, agent_1"),
+        (["sandbox.isolation=none"],
+         ("invalid value for 'sandbox.isolation': Input should be 'auto', 'namespaces+landlock', "
+          "'namespaces', 'landlock' or 'rlimits'")),
+        (["sandbox.disk_mb=0"], "invalid value for 'sandbox.disk_mb'"),
     ],
 )
 def test_invalid_configs_name_the_key_and_the_choices(overrides, expected):
@@ -163,3 +167,12 @@ def test_resume_names_the_first_offending_key():
     new = load_config(None, ["model.temperature=0.5", "run.seed=9"])
     with pytest.raises(ConfigError, match="'model.temperature'"):
         check_resume_compatible(saved, new)
+
+
+def test_sandbox_isolation_choices_are_the_sandboxs_levels():
+    from typing import get_args
+
+    from marlang.config import SandboxConfig
+    from marlang.sandbox import LEVELS
+
+    assert get_args(SandboxConfig.model_fields["isolation"].annotation) == ("auto", *LEVELS)

@@ -99,8 +99,8 @@ INTRO = """\
 *This page is generated from the code (`marlang/config.py` and each learning method's options
 model) when the site is built.*
 
-Configs are YAML with six sections (`env`, `model`, `protocol`, `agents`, `learning`, `run`)
-and an optional `grid`; unknown keys and invalid values stop with one line naming the key and
+Configs are YAML with six sections (`env`, `model`, `protocol`, `agents`, `learning`, `run`),
+an optional `sandbox` (how the coding envs confine generated code) and an optional `grid`; unknown keys and invalid values stop with one line naming the key and
 the valid choices (with "did you mean ...?" for a near miss; a YAML error names its line and
 column). Override any value with `--set section.key=value`, and remove one the file sets with
 `--unset section.key` (e.g. `--set learning.method=none --unset learning.memory_size`). In a
