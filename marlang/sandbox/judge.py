@@ -105,7 +105,7 @@ class DiskWatch:
     namespace, whose work directory is a size-capped tmpfs), the judge measures it while it
     waits on the program and stops the run when it holds more than the limit."""
 
-    INTERVAL = 0.05
+    INTERVAL = 0.01
     MAX_ENTRIES = 10_000
 
     def __init__(self, path: str, limit_mb: int) -> None:

@@ -29,7 +29,7 @@ class SandboxLimits:
     file_size_mb: largest file the program may write (RLIMIT_FSIZE, at most disk_mb).
     disk_mb: most the program may write in all: the namespace levels' work directory is a
         tmpfs of this size; at the other levels the judge measures the work directory every
-        50 ms while it waits on the program and stops the run past it (status "killed",
+        10 ms while it waits on the program and stops the run past it (status "killed",
         error type "DiskLimit").
     output_chars: stdout and stderr are each cut to this many characters, with a marker.
     test_timeout: wall time of each test snippet.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import importlib
 import itertools
 import json
 import logging
@@ -34,9 +33,6 @@ from marlang.sandbox.isolation import (
 from marlang.sandbox.limits import SandboxLimits
 from marlang.sandbox.results import SandboxResult, TestOutcome
 
-# Imported here so that its bytecode is written: every program process loads it afresh.
-importlib.import_module("marlang.sandbox.program_server")
-
 log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT = 30.0
@@ -50,9 +46,9 @@ _shared_lock = threading.Lock()
 class _Worker:
     """One worker process and its line protocol. Used by one thread at a time."""
 
-    def __init__(self, level: str, masks: list[str]) -> None:
+    def __init__(self, level: str, masks: list[str], limits: SandboxLimits) -> None:
         config = json.dumps({"level": level, "masks": masks, "hide": hidden_packages(),
-                             "tmpdir": worker_env()["TMPDIR"]})
+                             "limits": limits.to_dict(), "tmpdir": worker_env()["TMPDIR"]})
         self.proc = subprocess.Popen(worker_command(config), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=worker_env(), cwd="/", bufsize=0, close_fds=True,
@@ -160,7 +156,7 @@ class Sandbox:
 
     # ------------------------------------------------------------------ pool plumbing
     def _spawn(self) -> _Worker:
-        worker = _Worker(self.isolation.name, self._masks)
+        worker = _Worker(self.isolation.name, self._masks, self.limits)
         with self._lock:
             self._all.append(worker)
         return worker
@@ -197,8 +193,7 @@ class Sandbox:
         if isinstance(tests, str) or not all(isinstance(t, str) for t in tests):
             raise ValueError("tests must be a sequence of strings (one test snippet each)")
         tests = list(tests)
-        job = {"program": program, "tests": tests, "setup": setup,
-               "limits": self.limits.to_dict()}
+        job = {"program": program, "tests": tests, "setup": setup}
         reply = None
         worker = self._acquire()
         try:

@@ -1,12 +1,12 @@
-"""The judged program's process: a fresh interpreter that holds the program and nothing else.
+"""The judged program's side of the sandbox: loads the program, then serves the judge's calls.
 
-Standard library only. The sandbox's program process G confines itself, then `execve`s a
-fresh `python -P -s -S` that imports this module and calls `main`, so nothing of the worker or
-the judge survives in its memory: no job, no test, no `check`, no expected value. The server
-reads one load request from the judge (the program and the import lines of the test setup),
-runs them in a fresh module (not `__main__`), reports how that went, then answers the judge's
-lookups and calls with plain data (`plain_data`) until the judge closes the channel.
-Everything it sends is believed only as data: the judge compares the values itself.
+Standard library only (the sandbox worker imports it as a sibling script). It runs in the
+program process G, which was forked before its job process read the job, so nothing of the
+job is in its memory: no test, no `check`, no expected value. It reads one load request from
+the judge (the program and the import lines of the test setup), runs them in a fresh module
+(not `__main__`), reports how that went, then answers the judge's lookups and calls with
+plain data (`plain_data`) until the judge closes the channel. Everything it sends is believed
+only as data: the judge compares the values itself.
 """
 
 # This file runs untrusted code: it must exec it and catch anything it raises, BaseException
@@ -15,62 +15,22 @@ Everything it sends is believed only as data: the judge compares the values itse
 
 from __future__ import annotations
 
-import _json
-import _signal
 import builtins
+import json
 import os
+import signal
 import sys
+import traceback
 import types
 
 if __package__:
     from . import plain_data
-else:  # imported with this directory on sys.path, in the program's process
+else:  # imported by runner.py started as a script, with this directory on sys.path
     import plain_data
 
 PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
 MAX_MESSAGE = 1000
-CALL_FD, REPLY_FD = 3, 4  # the request and reply pipes, placed here before the exec
-
-# The interpreter starts once per program, so this file imports only what it must: JSON and
-# signals through their C modules (the `json`, `re`, `signal` and `enum` modules would
-# take most of the start-up time), traceback only when a program fails to load.
-
-
-class _ScanContext:
-    """What `_json.make_scanner` reads: `json.loads`' defaults."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-
-    @staticmethod
-    def parse_constant(name: str) -> float:
-        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}[name]
-
-
-def _not_json(value: object) -> object:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-_scan = _json.make_scanner(_ScanContext)
-_encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",",
-                             False, False, True)
-
-
-def loads(text: str) -> object:
-    """`json.loads` for one line the judge wrote."""
-    value, end = _scan(text, 0)
-    if text[end:].strip():
-        raise ValueError("extra data after a JSON value")
-    return value
-
-
-def dumps(value: object) -> str:
-    """`json.dumps(value, ensure_ascii=True)` without spaces."""
-    return "".join(_encode(value, 0))
-
+CALL_FD, REPLY_FD = 3, 4  # G's ends of the request and reply pipes
 
 # Bound at import, before any program runs: a program that rebinds builtins cannot change them.
 _type, _callable, _isinstance, _str = type, callable, isinstance, str
@@ -144,13 +104,13 @@ class ProgramServer:
         self.requests = LineReader(CALL_FD)
 
     def send(self, message: dict) -> None:
-        write_all(REPLY_FD, (dumps(message) + "\n").encode())
+        write_all(REPLY_FD, (json.dumps(message, ensure_ascii=True) + "\n").encode())
 
     def _load_request(self) -> tuple[str, str] | None:
         line = self.requests.readline()
         if line is None:
             return None
-        request = loads(line.decode())
+        request = json.loads(line)
         return _str(request.get("imports", "")), _str(request["program"])
 
     def run(self) -> None:
@@ -182,12 +142,12 @@ class ProgramServer:
         finally:
             self._flush()
         self.send({"kind": "load", "status": "ok"})
-        _signal.signal(_signal.SIGALRM, self._on_alarm)
+        signal.signal(signal.SIGALRM, self._on_alarm)
         while True:
             line = self.requests.readline()
             if line is None:  # the judge is done
                 return
-            request = loads(line.decode())
+            request = json.loads(line)
             self.send(self._answer(request))
 
     @staticmethod
@@ -205,8 +165,6 @@ class ProgramServer:
     @staticmethod
     def _print_traceback(exc: BaseException) -> None:
         try:
-            import traceback
-
             traceback.print_exception(exc, limit=-8, file=sys.stderr)
         except BaseException:
             pass
@@ -224,7 +182,7 @@ class ProgramServer:
     def _encode(self, value: object) -> dict:
         try:
             encoded = plain_data.Encoder(self._handle).encode(value)
-            text = dumps(encoded)
+            text = json.dumps(encoded, ensure_ascii=True)
         except (plain_data.PlainDataError, RecursionError, ValueError) as exc:
             return {"error": _safe_str(exc)}
         if len(text) > plain_data.MAX_BYTES:
@@ -235,12 +193,12 @@ class ProgramServer:
         ident = request.get("id")
         if request.get("op") == "get":
             return {"id": ident, **self._lookup(request["name"])}
-        _signal.setitimer(_signal.ITIMER_REAL, float(request["timeout"]))
+        signal.setitimer(signal.ITIMER_REAL, float(request["timeout"]))
         try:
             try:
                 reply = self._call(request)
             finally:
-                _signal.setitimer(_signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except _CallTimeout:
             reply = {"timeout": True}
         except BaseException as exc:  # the timeout fired while an exception was being read
@@ -276,25 +234,3 @@ class ProgramServer:
             return {"raised": [_type(exc).__name__, _safe_str(exc) + _where(exc),
                                _isinstance(exc, Exception)]}
         return self._encode(result)
-
-
-def main(argv: list[str]) -> int:
-    """argv[1]: JSON with `setup` (what confining the process found, for the judge) and
-    `guard` (the work directory, at the rlimits level: install its in-process guard)."""
-    config = loads(argv[1])
-    for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(errors="backslashreplace", line_buffering=True)
-    server = ProgramServer()
-    if config.get("guard"):
-        if __package__:
-            from . import confinement
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            import confinement
-
-            del sys.path[0]
-        confinement.install_guard(config["guard"])
-    server.send({"kind": "setup", **config.get("setup", {})})
-    del config
-    server.run()
-    return 0

@@ -1,15 +1,18 @@
 """The sandbox worker: a small clean Python process that runs one job at a time in fresh children.
 
 Started by `marlang.sandbox.pool` as `python -P -s -S runner.py CONFIG` (standard library only:
-no site-packages, no marlang, no torch). It reads one JSON job per line on stdin and answers one
-JSON line on stdout. Per job it forks a job process C (own session, confined by `confinement`),
-which forks the program process G. G confines itself further and `execve`s a fresh interpreter
-(`program_server`), so the program's process holds the program and nothing else: the job, its
-tests, `check` and every expected value stay in C. C asks G for a program name or a call over a
-private pipe and G answers with plain data (`plain_data`). C is the judge (`judge`): it runs the
-trusted test code itself, so every comparison happens outside the program's process, and
-streams one JSON line per event to the worker, so outcomes survive a kill. `--probe` runs a
-tiny job at every isolation level and prints which ones work here.
+no site-packages, no marlang, no torch). Jobs arrive one JSON line at a time on its stdin and
+each answer is one JSON line on stdout, but **the worker never reads a job**: it forks a job
+process C (own session, confined by `confinement`) before the job arrives; C forks the
+program process G, which confines itself and waits, and only then does C read the job from
+the worker's stdin. So the program's process is a copy of processes that never held a job:
+its tests, `check` and every expected value exist only in C, and G receives nothing but the
+program and the import lines of the test setup (`program_server`). C asks G for a program
+name or a call over a private pipe and G answers with plain data (`plain_data`). C is the
+judge (`judge`): it runs the trusted test code itself, so every comparison happens outside
+the program's process, and streams one JSON line per event to the worker, so outcomes
+survive a kill. `--probe` runs a tiny job at every isolation level and prints which ones
+work here.
 """
 
 # This file runs untrusted code's machinery: no exception may ever escape a forked child into
@@ -41,14 +44,21 @@ else:  # started as a script: import the sibling modules, then leave sys.path as
     import program_server
     del sys.path[0]
 
+# Imported once here so every forked program gets them for free (HumanEval/MBPP favourites).
+# Not random, tempfile, threading, subprocess or hashlib: their at-fork hooks and mappings make
+# every fork of the worker measurably slower, and few programs need them.
+import bisect  # noqa: F401
+import collections  # noqa: F401
+import functools  # noqa: F401
+import heapq  # noqa: F401
+import itertools  # noqa: F401
+import math  # noqa: F401
+import re  # noqa: F401
+import string  # noqa: F401
+import typing  # noqa: F401
+
 EXIT_SETUP_FAILED = 71
 EXIT_INTERNAL = 72
-SERVER_PATH = os.path.realpath(program_server.__file__)
-# Imported as a module, not run as a script, so its cached bytecode (written when marlang
-# imports it) spares every program process a compile.
-_SERVER_DIR = os.path.dirname(SERVER_PATH)
-SERVER_BOOT = (f"import sys; sys.path.insert(0, {_SERVER_DIR!r}); import program_server; "
-               "del sys.path[0]; sys.exit(program_server.main(sys.argv))")
 CALL_FD, REPLY_FD = program_server.CALL_FD, program_server.REPLY_FD
 _write_all = program_server.write_all
 _LineReader = program_server.LineReader
@@ -95,10 +105,10 @@ def _confine_program_process(level: str, cfg: dict, limits: dict, workdir: str) 
 
 
 def _program_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict) -> int:
-    """Body of G: confine, then become a fresh interpreter that holds only the program.
+    """Body of G: confine, then load the program the judge sends and serve its calls.
 
-    Returns an exit code only when that fails; never lets an exception escape into the worker
-    loop. After the exec nothing of this process's memory (the job, its tests) is left."""
+    Forked before the job process read its job, so nothing of the job is in this process's
+    memory. Returns its exit code; never lets an exception escape into the worker loop."""
     os.setpgid(0, 0)
     confinement.set_parent_death_signal()
     # Move the pipes clear of 0-4 first, so placing one cannot overwrite another.
@@ -111,16 +121,24 @@ def _program_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dic
     os.dup2(moved["call_read"], CALL_FD)
     os.dup2(moved["reply_write"], REPLY_FD)
     os.closerange(REPLY_FD + 1, 1 << 20)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    server = program_server.ProgramServer()
     try:
         info = _confine_program_process(level, cfg, limits, workdir)
-        config = json.dumps({"setup": info, "guard": workdir if level == "rlimits" else None})
-        os.execve(cfg["python"], [cfg["python"], "-P", "-s", "-S", "-c", SERVER_BOOT, config],
-                  _program_env(workdir))
+        os.environ.clear()
+        os.environ.update(_program_env(workdir))
+        if level == "rlimits":
+            confinement.install_guard(workdir)
     except BaseException as exc:
-        _write_all(REPLY_FD, (json.dumps({"kind": "setup_error",
-                                          "message": f"{type(exc).__name__}: {exc}"})
-                              + "\n").encode())
-    return EXIT_SETUP_FAILED
+        server.send({"kind": "setup_error", "message": f"{type(exc).__name__}: {exc}"})
+        return EXIT_SETUP_FAILED
+    server.send({"kind": "setup", **info})
+    server.run()
+    return 0
 
 
 # --------------------------------------------------------------------------- job process C
@@ -195,15 +213,27 @@ def _kill_descendants() -> None:
         _reap_all()
 
 
-def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
-                 worker_pid: int) -> int:
-    """Body of C: confine, fork G, judge the tests, enforce the wall limit, clean up, report.
+def _read_job(fd: int) -> dict | None:
+    """One job line from `fd` (the pool writes one and waits for its answer); None at its end."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data)
 
-    Events (setup, load, one per test, done) and the final report go to the control fd.
+
+def _job_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict,
+                 job_fd: int) -> int:
+    """Body of C: confine, fork G, then read the job, judge its tests, enforce the wall limit,
+    clean up, report.
+
+    Events go to the control fd: the job's header (its id and number of tests) first, then
+    setup, load, one per test, done, and the final report; "eof" when no job came.
     """
     ctl = fds["ctl"]
-    limits = job["limits"]
-    start = time.monotonic()
+    job_fd = os.dup(job_fd)  # it may be 0, the worker's stdin
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # never touch the worker's protocol pipes
     # What the tests print is captured with the program's output.
@@ -215,9 +245,10 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
                                   errors="backslashreplace", line_buffering=True)
     os.setsid()
     namespaces = level in confinement.NAMESPACE_LEVELS
+    setup_error = None
     try:
         confinement.set_parent_death_signal()
-        if os.getppid() != worker_pid:
+        if os.getppid() != cfg["worker_pid"]:
             return EXIT_INTERNAL
         if namespaces:
             as_root = cfg["as_root"]
@@ -231,27 +262,40 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
         else:
             confinement.set_child_subreaper()
     except BaseException as exc:
-        _write_all(ctl, (json.dumps({"kind": "setup_error",
-                                     "message": f"{type(exc).__name__}: {exc}"}) + "\n")
-                   .encode())
-        return EXIT_SETUP_FAILED
-    program_pid = os.fork()
-    if program_pid == 0:
-        code = EXIT_INTERNAL
-        try:
-            os.close(ctl)
-            code = _program_process(level, cfg, limits, workdir, fds)
-        except BaseException:
+        setup_error = f"{type(exc).__name__}: {exc}"
+    program_pid = None
+    if setup_error is None:
+        program_pid = os.fork()
+        if program_pid == 0:
             code = EXIT_INTERNAL
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
-            os._exit(code)
+            try:
+                os.close(ctl)
+                os.close(job_fd)
+                code = _program_process(level, cfg, limits, workdir, fds)
+            except BaseException:
+                code = EXIT_INTERNAL
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except BaseException:
+                        pass
+                os._exit(code)
     for key in ("call_read", "reply_write"):
         os.close(fds[key])
+    job = _read_job(job_fd)  # only now, with G forked and waiting, does the job exist here
+    if job is None:
+        if program_pid is not None:
+            _stop_program(program_pid, namespaces)
+        _write_all(ctl, b'{"kind": "eof"}\n')
+        return 0
+    start = time.monotonic()
+    _write_all(ctl, (json.dumps({"kind": "job", "id": job.get("id"),
+                                 "tests": len(job["tests"])}) + "\n").encode())
+    if setup_error is not None:
+        _write_all(ctl, (json.dumps({"kind": "setup_error", "message": setup_error}) + "\n")
+                   .encode())
+        return EXIT_SETUP_FAILED
     deadline = start + float(limits["wall_seconds"])
     try:  # the tests are trusted, but get the program's memory budget all the same
         memory = max(int(limits["memory_mb"]), 256) << 20
@@ -259,8 +303,8 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
     except (OSError, ValueError):
         pass
     disk = None if namespaces else judge.DiskWatch(workdir, int(limits["disk_mb"]))
-    verdict = judge.Judge(job, ctl, fds["call_write"], fds["reply_read"], program_pid, deadline,
-                          disk)
+    verdict = judge.Judge({**job, "limits": limits}, ctl, fds["call_write"], fds["reply_read"],
+                          program_pid, deadline, disk)
     stop = None
     try:
         verdict.run()
@@ -271,10 +315,20 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
     timed_out = verdict.timed_out
     if stop is None and not timed_out:
         timed_out = not _wait_exit(program_pid, deadline)
-    # G is alive or an unreaped zombie here, so its pid (and group id) cannot have been
-    # reused: signalling them can only reach this run's processes.
+    status, usage = _stop_program(program_pid, namespaces, kill_init=bool(timed_out or stop))
+    report = {"kind": "exit", "status": status, "timed_out": timed_out, "stop": stop,
+              "cpu_seconds": usage.ru_utime + usage.ru_stime}
+    _write_all(ctl, (json.dumps(report) + "\n").encode())
+    return 0
+
+
+def _stop_program(program_pid: int, namespaces: bool, kill_init: bool = True) -> tuple:
+    """Kill what is left of the run and reap G: (its wait status, its resource usage).
+
+    G is alive or an unreaped zombie here, so its pid (and group id) cannot have been reused:
+    signalling them can only reach this run's processes."""
     if namespaces:
-        if timed_out or stop:  # G is the PID namespace's init: killing it kills the whole run
+        if kill_init:  # G is the PID namespace's init: killing it kills the whole run
             os.kill(program_pid, signal.SIGKILL)
     else:
         try:
@@ -284,10 +338,7 @@ def _job_process(job: dict, level: str, cfg: dict, workdir: str, fds: dict,
     _, status, usage = os.wait4(program_pid, 0)
     if not namespaces:
         _kill_descendants()
-    report = {"kind": "exit", "status": status, "timed_out": timed_out, "stop": stop,
-              "cpu_seconds": usage.ru_utime + usage.ru_stime}
-    _write_all(ctl, (json.dumps(report) + "\n").encode())
-    return 0
+    return status, usage
 
 
 # --------------------------------------------------------------------------- worker side
@@ -347,11 +398,10 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _classify(job: dict, events: dict, report: dict | None, killed_by_worker: bool) -> dict:
-    limits = job["limits"]
+def _classify(limits: dict, n_tests: int, events: dict, report: dict | None,
+              killed_by_worker: bool) -> dict:
     load = events.get("load")
     n_done = len(events["tests"])
-    n_tests = len(job["tests"])
     progress = f"after {n_done} of {n_tests} tests" if load and load["status"] == "ok" else (
         "while loading the program")
     if events.get("setup_error"):
@@ -391,8 +441,9 @@ def _classify(job: dict, events: dict, report: dict | None, killed_by_worker: bo
     return {"status": "ok", "error_type": None, "message": None}
 
 
-def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) -> dict:
-    """Run one job in a fresh confined child; the worker-side half of the protocol."""
+def run_job(level: str, cfg: dict, limits: dict, job_fd: int) -> dict | None:
+    """Run the next job that arrives on `job_fd` in fresh confined children (forked before it
+    arrives); the worker-side half of the protocol. None when `job_fd` ended instead."""
     namespaces = level in confinement.NAMESPACE_LEVELS
     if namespaces:
         workdir = confinement.WORKDIR_IN_NAMESPACE
@@ -405,7 +456,6 @@ def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) 
     theirs = {"out": pipes["out"][1], "err": pipes["err"][1], "ctl": pipes["ctl"][1],
               "call_read": pipes["call"][0], "call_write": pipes["call"][1],
               "reply_read": pipes["reply"][0], "reply_write": pipes["reply"][1]}
-    start = time.monotonic()
     try:
         pid = os.fork()
         if pid == 0:
@@ -413,14 +463,14 @@ def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) 
             try:
                 for fd in mine.values():
                     os.close(fd)
-                code = _job_process(job, level, cfg, workdir, theirs, cfg["worker_pid"])
+                code = _job_process(level, cfg, limits, workdir, theirs, job_fd)
             except BaseException:
                 code = EXIT_INTERNAL
             finally:
                 os._exit(code)
         for fd in theirs.values():
             os.close(fd)
-        outcome = _collect(job, pid, mine, start, stdin)
+        outcome = _collect(pid, mine, limits, cfg["parent_pid"])
     finally:
         for fd in mine.values():
             try:
@@ -432,64 +482,86 @@ def run_job(job: dict, level: str, cfg: dict, stdin: _LineReader | None = None) 
     return outcome
 
 
-def _collect(job: dict, pid: int, reads: dict, start: float, stdin: _LineReader | None) -> dict:
-    limits = job["limits"]
+def _kill_run(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dict | None:
     captures = {"out": _Capture(int(limits["output_chars"])),
                 "err": _Capture(int(limits["output_chars"]))}
-    raw = {"ctl": bytearray()}
-    # Events are small (reprs and messages are truncated by the judge): 8 KiB per test is ample.
-    result_cap = (1 << 16) + 8192 * len(job["tests"])
+    raw = bytearray()
+    header: dict | None = None
+    result_cap = 1 << 16
     selector = selectors.DefaultSelector()
     for key, fd in reads.items():
         selector.register(fd, selectors.EVENT_READ, key)
-    if stdin is not None:
-        selector.register(stdin.fd, selectors.EVENT_READ, "stdin")
-    backstop = start + float(limits["wall_seconds"]) + 3.0
+    start = backstop = None  # until the job arrives: C waits for it as long as it takes
     killed_by_worker = False
     exited_at = None
     open_pipes = set(reads)
     try:
         while True:
             now = time.monotonic()
-            if exited_at is None and now >= backstop and not killed_by_worker:
+            if parent_pid is not None and os.getppid() != parent_pid:
+                _kill_run(pid)  # the parent is gone: stop everything, now
+                os._exit(0)
+            if exited_at is None and backstop is not None and now >= backstop \
+                    and not killed_by_worker:
                 killed_by_worker = True
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                _kill_run(pid)
             if exited_at is not None and (not open_pipes or now >= exited_at + 0.5):
                 break
-            limit = (exited_at + 0.5 if exited_at is not None else backstop) - now
+            limit = (exited_at + 0.5 if exited_at is not None
+                     else backstop if backstop is not None else now + 1.0) - now
             for key, _ in selector.select(max(0.0, min(limit, 1.0))):
                 name = key.data
-                if name == "stdin":
-                    if not stdin.feed():  # the parent is gone: stop everything, now
-                        for kill in (os.killpg, os.kill):
-                            try:
-                                kill(pid, signal.SIGKILL)
-                            except OSError:
-                                pass
-                        os._exit(0)
-                else:
-                    chunk = os.read(key.fd, 1 << 16)
-                    if not chunk:
-                        selector.unregister(key.fd)
-                        open_pipes.discard(name)
-                        if name == "ctl":  # only C holds it: C has exited
-                            os.waitpid(pid, 0)
-                            exited_at = time.monotonic()
-                    elif name in captures:
-                        captures[name].add(chunk)
-                    elif len(raw[name]) < result_cap:
-                        raw[name] += chunk
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    open_pipes.discard(name)
+                    if name == "ctl":  # only C holds it: C has exited
+                        os.waitpid(pid, 0)
+                        exited_at = time.monotonic()
+                elif name in captures:
+                    captures[name].add(chunk)
+                elif len(raw) < result_cap:
+                    raw += chunk
+                    if header is None and b"\n" in raw:  # C's first line: the job arrived
+                        header = _header(bytes(raw[:raw.index(b"\n")]))
+                        if header.get("kind") == "eof":
+                            break
+                        start = time.monotonic()
+                        backstop = start + float(limits["wall_seconds"]) + 3.0
+                        # Events are small (reprs and messages are cut by the judge).
+                        result_cap = (1 << 16) + 8192 * int(header.get("tests") or 0)
     finally:
         selector.close()
+    if header is not None and header.get("kind") == "eof":
+        if exited_at is None:
+            os.waitpid(pid, 0)
+        return None
+    if header is None:  # C ended before any job arrived: its input is gone too
+        return None
     wall = time.monotonic() - start
-    events, setup, report = _read_events(bytes(raw["ctl"]), len(job["tests"]))
-    verdict = _classify(job, events, report, killed_by_worker)
-    return {**verdict, "tests": events["tests"], "stdout": captures["out"].text(),
-            "stderr": captures["err"].text(), "wall_seconds": wall, "setup": setup}
+    n_tests = int(header.get("tests") or 0)
+    events, setup, report = _read_events(bytes(raw), n_tests)
+    verdict = _classify(limits, n_tests, events, report, killed_by_worker)
+    return {**verdict, "id": header.get("id"), "tests": events["tests"],
+            "stdout": captures["out"].text(), "stderr": captures["err"].text(),
+            "wall_seconds": wall, "setup": setup}
+
+
+def _header(line: bytes) -> dict:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    return header if isinstance(header, dict) and header.get("kind") in ("job", "eof") else {
+        "kind": "job", "id": None, "tests": 0}
 
 
 def _read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
@@ -527,11 +599,9 @@ def _read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
 
 
 def python_paths() -> list[str]:
-    """The directories a program process needs (kept visible): the interpreter, the standard
-    library, and this directory (the program server's own source)."""
+    """The directories a program needs to import the standard library (kept visible)."""
     paths = {os.path.realpath(sys.base_prefix),
-             os.path.dirname(os.path.realpath(sys.executable)),
-             os.path.dirname(SERVER_PATH)}
+             os.path.dirname(os.path.realpath(sys.executable))}
     for entry in sys.path:
         if entry and os.path.exists(entry):
             real = os.path.realpath(entry)
@@ -547,8 +617,8 @@ def _worker_config(raw: dict) -> dict:
     return {"masks": list(raw.get("masks", [])), "hide": list(raw.get("hide", [])),
             "tmpdir": raw.get("tmpdir") or os.environ.get("TMPDIR") or "/tmp",
             "python_paths": python_paths(), "landlock_abi": confinement.landlock_abi(),
-            "python": os.path.realpath(sys.executable),
-            "worker_pid": os.getpid(), "as_root": os.geteuid() == 0}
+            "worker_pid": os.getpid(), "parent_pid": raw.get("parent_pid"),
+            "as_root": os.geteuid() == 0}
 
 
 PROBE_JOB_LIMITS = {"cpu_seconds": 5.0, "wall_seconds": 10.0, "memory_mb": 512,
@@ -560,16 +630,24 @@ def probe(raw: dict) -> dict:
     """Run a tiny job at every level; a level is available when it loads and passes."""
     cfg = _worker_config(raw)
     job = {"program": "import os\nx = os.getcwd()\n", "setup": "",
-           "tests": ["assert isinstance(x, str)"], "limits": PROBE_JOB_LIMITS}
+           "tests": ["assert isinstance(x, str)"]}
     report: dict = {"landlock_abi": cfg["landlock_abi"], "euid": os.geteuid(), "levels": {}}
     for level in confinement.LEVELS:
         if level in confinement.LANDLOCK_LEVELS and not cfg["landlock_abi"]:
             report["levels"][level] = {"ok": False, "reason": "Landlock is not available"}
             continue
+        read, write = os.pipe()
         try:
-            result = run_job(job, level, cfg)
+            _write_all(write, (json.dumps(job) + "\n").encode())
+            os.close(write)
+            result = run_job(level, cfg, PROBE_JOB_LIMITS, read)
         except OSError as exc:
             report["levels"][level] = {"ok": False, "reason": f"{type(exc).__name__}: {exc}"}
+            continue
+        finally:
+            os.close(read)
+        if result is None:
+            report["levels"][level] = {"ok": False, "reason": "the job process ended early"}
             continue
         ok = result["status"] == "ok" and all(t["passed"] for t in result["tests"])
         report["levels"][level] = {"ok": ok, "reason": None if ok else result["message"],
@@ -589,26 +667,22 @@ def main(argv: list[str]) -> int:
         return 0
     raw = json.loads(argv[1])
     level = raw["level"]
-    cfg = _worker_config(raw)
+    if level == "rlimits":  # the guard patches these in every program process: import once
+        import shutil  # noqa: F401
+        import socket  # noqa: F401
+        import subprocess  # noqa: F401
+    cfg = _worker_config({**raw, "parent_pid": os.getppid()})
+    limits = raw["limits"]
     # Forked children would otherwise let the collector walk (and so copy) every page of
     # the worker's objects; frozen objects are never traversed.
     gc.freeze()
     _write_all(1, (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode())
-    stdin = _LineReader(0)
     while True:
-        line = stdin.readline()
-        if line is None:
+        # The next job process reads the next job itself; this process never holds one.
+        result = run_job(level, cfg, limits, 0)
+        if result is None:
             return 0
-        job = json.loads(line)
-        try:
-            result = run_job(job, level, cfg, stdin)
-        except Exception as exc:
-            result = {"status": "crashed", "error_type": type(exc).__name__,
-                      "message": f"sandbox worker error: {exc}", "tests": [], "stdout": "",
-                      "stderr": "", "wall_seconds": 0.0, "setup": {}}
-        result["id"] = job.get("id")
         _write_all(1, (json.dumps(result) + "\n").encode())
-        del job, line
 
 
 if __name__ == "__main__":

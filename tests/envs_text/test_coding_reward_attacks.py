@@ -2,9 +2,10 @@
 solving the task, submitted through `code/humaneval`'s own `step`, at every isolation level
 this machine offers. Each scores exactly what an answer returning None everywhere scores.
 
-The judged program's process is a fresh interpreter holding only the program (and the test
-setup's imports): no test, no `check`, no expected value lives there to be found by scanning
-objects or walking frames, and the data set's file is hidden from it.
+The judged program's process is forked before its job exists anywhere but in the judge and
+receives only the program (and the test setup's imports): no test, no `check`, no expected
+value lives there to be found by scanning objects or walking frames, and the data set's file
+is hidden from it.
 """
 
 from __future__ import annotations
