@@ -61,7 +61,6 @@ EXIT_SETUP_FAILED = 71
 EXIT_INTERNAL = 72
 CALL_FD, REPLY_FD = program_server.CALL_FD, program_server.REPLY_FD
 _write_all = program_server.write_all
-_LineReader = program_server.LineReader
 
 
 # --------------------------------------------------------------------------- program process G
