@@ -188,7 +188,7 @@ def run_comparison(
         run_path = out / name
         kwargs: dict[str, Any] = {}
         if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
-            kwargs = {"chat_model": shared_model, "cache": shared_cache}
+            kwargs = {"chat_model": shared_model, "cache": shared_cache, "model_id": s.config.model.spec}
         logger.info("setting %s -> %s", s.name, run_path)
         label = s.name if s.config.agents.kind != "scripted" else None
         Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, notify=notify,
