@@ -491,7 +491,7 @@ class Experiment:
         """Refuse a run directory that holds a run (unless resuming), or a resume that would
         measure something else; writes nothing but the repair of a torn episodes file."""
         rd = self.run_dir
-        if rd.exists() and not rd.load_episode_dicts() and rd.read_json("review.json") is None:
+        if rd.exists() and not rd.holds_episode_records() and rd.read_json("review.json") is None:
             # Nothing was measured (e.g. the model failed at its first call): start afresh,
             # with or without --resume, and with whatever config is given now.
             logger.info("%s holds no finished episode: starting it afresh", rd.path)

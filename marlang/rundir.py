@@ -370,6 +370,12 @@ class RunDirectory:
 
     DAMAGED_FILE = "episodes.damaged"
 
+    def holds_episode_records(self) -> bool:
+        """Whether ``episodes.jsonl`` holds any finished episode's record, valid or damaged (a
+        torn last line is no finished episode)."""
+        records, damaged = _parse_jsonl(self.episodes_file)
+        return bool(records) or any(line.endswith(b"\n") for line in damaged)
+
     def repair_episodes(self) -> int:
         """Set damaged records of ``episodes.jsonl`` aside (appended to ``episodes.damaged``)
         and rewrite the file with every valid record; returns how many were set aside (their
@@ -390,7 +396,7 @@ class RunDirectory:
     RUN_FILES = (
         "config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv", "summary.json",
         "iterations.csv", "updates.jsonl", "policies.jsonl", "learner_state.json", "review.json",
-        "learning_curve.png", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
+        "learning_curve.png", "episodes.damaged", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
         "checkpoints.sqlite-journal",
     )
     """The files of a run that :meth:`discard_run_files` removes."""

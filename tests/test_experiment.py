@@ -370,3 +370,16 @@ def test_a_resume_removes_adapter_saves_a_kill_left_unfinished(tmp_path):
     Experiment(make_config(run={"episodes": 2}), tmp_path / "run", resume=True,
                chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
     assert not partial.exists()
+
+
+def test_a_run_whose_every_record_is_damaged_is_resumed_not_started_afresh(tmp_path):
+    cfg = make_config(protocol={"name": "none"}, learning={"method": "none"}, run={"episodes": 2, "parallel": 2})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    before = sorted(rd.load_episode_dicts(), key=lambda d: d["episode"])
+    rd.episodes_file.write_bytes(b"".join(line[:25] + b"\n" for line in rd.episodes_file.read_bytes().splitlines()))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert result.episodes_run == 2
+    assert sorted(rd.load_episode_dicts(), key=lambda d: d["episode"]) == before
