@@ -226,21 +226,27 @@ def test_a_second_run_into_a_directory_in_use_says_who_holds_it(tmp_path, capsys
 
 
 def test_two_processes_on_one_run_directory_never_interleave(tmp_path):
-    # The first holds the directory for its whole run; the second, started while it runs, is refused.
-    config = write(tmp_path / "slow.yaml", ONE_RUN.replace("episodes: 1", "episodes: 4"))
-    out = tmp_path / "run"
-    script = ("import sys, time\nimport marlang.runtime as r\nplay = r.RunRuntime.play\n"
-              "async def slow(*a, **k):\n    time.sleep(0.5)\n    return await play(*a, **k)\n"
-              "r.RunRuntime.play = slow\nfrom marlang.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    # The first holds the directory for its whole run (it plays once `go` exists); the second,
+    # started while it runs, is refused.
+    config = write(tmp_path / "four.yaml", ONE_RUN.replace("episodes: 1", "episodes: 4"))
+    out, go = tmp_path / "run", tmp_path / "go"
+    script = ("import sys, time, pathlib\nimport marlang.runtime as r\nplay = r.RunRuntime.play\n"
+              "async def held(*a, **k):\n"
+              f"    while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+              "    return await play(*a, **k)\n"
+              "r.RunRuntime.play = held\nfrom marlang.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     first = subprocess.Popen([sys.executable, "-c", script, "run", str(config), "--out", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    import time
+    try:
+        import time
 
-    deadline = time.time() + 120
-    while not (out / "config.yaml").is_file() and time.time() < deadline and first.poll() is None:
-        time.sleep(0.05)
-    second = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(config), "--out", str(out)],
-                            capture_output=True, text=True, check=False, cwd=ROOT)
+        deadline = time.time() + 120
+        while not (out / "config.yaml").is_file() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        second = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(config), "--out", str(out)],
+                                capture_output=True, text=True, check=False, cwd=ROOT)
+    finally:
+        go.touch()
     assert first.wait(timeout=300) == 0
     assert second.returncode == 2
     assert f"in use by process {first.pid}" in one_line(second.stderr)
