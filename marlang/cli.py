@@ -452,8 +452,9 @@ def _report(path: Path) -> int:
         from marlang.report import policies_text
 
         config = load_config(path / "config.yaml")
-        if config.agents.kind != "neural" and not _count_episodes(path):
-            raise ConfigError(f"{path}: no episode has finished yet, so there is nothing to report; continue the "
+        if _kept(path, config.agents.kind == "neural") is None:
+            what = "trained batch" if config.agents.kind == "neural" else "episode"
+            raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; continue the "
                               f"run with: marlang run --resume {path}")
         summary = Experiment(config, path, resume=True).finalize()
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
