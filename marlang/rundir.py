@@ -274,9 +274,9 @@ class RunDirectory:
             os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": cmd}).encode(), 0)
             yield
         finally:
-            if created and {p.name for p in self.path.iterdir()} <= {self.LOCK_FILE}:
-                lock_path.unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                if created and {p.name for p in self.path.iterdir()} <= {self.LOCK_FILE}:
+                    lock_path.unlink(missing_ok=True)
                     self.path.rmdir()
             os.close(fd)  # releases the lock
 
