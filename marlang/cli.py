@@ -203,9 +203,11 @@ def _run(args: argparse.Namespace) -> int:
         if config.grid:
             # A config with a grid is a set of runs: run each setting, print one table.
             out = Path(args.out or f"runs/{config.run.name}")
+            _check_out(out)
             grid = [(k, list(v)) for k, v in config.grid.items()]
             return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False)
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        _check_out(run_dir)
     from marlang.experiment import Experiment
 
     existed = (run_dir / "config.yaml").is_file()
@@ -213,7 +215,11 @@ def _run(args: argparse.Namespace) -> int:
 
     def on_failure(message: str, interrupted: bool) -> int:
         kept = _kept(run_dir, neural)
-        if kept is None:
+        if kept is None and interrupted and (run_dir / "config.yaml").is_file():
+            # As after a kill: the directory stays, and its next run starts it afresh.
+            print(f"marlang: {message} before any episode finished; nothing was measured; start it again "
+                  f"with: marlang run --resume {run_dir}", file=sys.stderr)
+        elif kept is None:
             if not existed:
                 _remove_unfinished(run_dir)
             print(f"marlang: {message}", file=sys.stderr)
@@ -235,6 +241,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"nothing left to do: {run_dir} has finished; " + _how_to_go_on(config))
     _print_result(result, config)
     return 0
+
+
+def _check_out(path: Path) -> None:
+    """Refuse an output directory that is a file, before anything is loaded or written."""
+    from marlang.config import ConfigError
+
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a directory; give a directory to write the run into")
 
 
 def _how_to_go_on(config: Any) -> str:
@@ -400,6 +414,7 @@ def _compare(args: argparse.Namespace) -> int:
     if not grid:
         raise ConfigError("compare needs --grid KEY=V1,V2 or a 'grid:' section in the config")
     out = Path(args.out or f"runs/{cfg.run.name}-compare")
+    _check_out(out)
     return _run_grid(base, grid, out, reference=not args.no_reference)
 
 
@@ -436,7 +451,12 @@ def _report(path: Path) -> int:
         from marlang.experiment import Experiment
         from marlang.report import policies_text
 
-        summary = Experiment(load_config(path / "config.yaml"), path, resume=True).finalize()
+        config = load_config(path / "config.yaml")
+        if _kept(path, config.agents.kind == "neural") is None:
+            what = "trained batch" if config.agents.kind == "neural" else "episode"
+            raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; continue the "
+                              f"run with: marlang run --resume {path}")
+        summary = Experiment(config, path, resume=True).finalize()
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
         if summary.get("policies"):
             print(policies_text(summary["policies"]))

@@ -188,7 +188,7 @@ def run_comparison(
         run_path = out / name
         kwargs: dict[str, Any] = {}
         if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
-            kwargs = {"chat_model": shared_model, "cache": shared_cache}
+            kwargs = {"chat_model": shared_model, "cache": shared_cache, "model_id": s.config.model.spec}
         logger.info("setting %s -> %s", s.name, run_path)
         label = s.name if s.config.agents.kind != "scripted" else None
         Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, notify=notify,
@@ -233,15 +233,17 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
     for group, by_name in groups.items():
         ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
         summaries[group] = ordered
-    if len(groups) > 1 and all(len(by_name) == 1 for by_name in groups.values()):
+    rows = {group: next(iter(by_name.values())) for group, by_name in summaries.items()}
+    if len(groups) > 1 and all(len(by_name) == 1 for by_name in groups.values()) and \
+            len({(s.get("setting"), s.get("model")) for s in rows.values()}) == 1:
         # One setting on many environments (e.g. a scripted team on every layout): one table.
-        rows = {group: next(iter(by_name.values())) for group, by_name in summaries.items()}
         setting = next(iter(rows.values())).get("setting", "?")
         model = next(iter(rows.values())).get("model", "?")
         parts.append(markdown_table(rows, title=f"{setting} (model: {model})", first_column="environment"))
     else:
         for group, ordered in summaries.items():
-            model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"), "?")
+            model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"),
+                         next(iter(ordered.values())).get("model", "?"))
             parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
     for group, ordered in summaries.items():
         for name, s in ordered.items():

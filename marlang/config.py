@@ -124,6 +124,12 @@ class ProtocolConfig(_Section):
     rounds: int = Field(1, ge=1, description="Rounds of proposals (alternating protocol).")
     speakers: list[str] = Field(default_factory=lambda: ["agent_0"], description="Who speaks (unidirectional).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        """``protocol: alternating-2`` (a string) is ``{name: alternating, rounds: 2}``."""
+        return _protocol_section(data) if isinstance(data, str) else data
+
     @field_validator("name")
     @classmethod
     def _known_protocol(cls, v: str) -> str:
@@ -364,6 +370,8 @@ def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     ``protocol=alternating-2`` is accepted as shorthand for ``protocol.name=alternating``
     plus ``protocol.rounds=2``.
     """
+    if isinstance(data.get("protocol"), str):  # the shorthand in a config file, as a section
+        data["protocol"] = _protocol_section(data["protocol"])
     if dotted == "protocol":
         name, rounds = parse_protocol_label(str(value))
         section = data.setdefault("protocol", {})
@@ -387,6 +395,12 @@ def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
         node[last] = {**node[last], **value}
         return
     node[last] = value
+
+
+def _protocol_section(label: str) -> dict[str, Any]:
+    """The protocol section a shorthand names: ``alternating-2`` -> {name: alternating, rounds: 2}."""
+    name, rounds = parse_protocol_label(label)
+    return {"name": name} if rounds is None else {"name": name, "rounds": rounds}
 
 
 def parse_protocol_label(label: str) -> tuple[str, int | None]:

@@ -72,6 +72,15 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
         raise ConfigError(f"invalid value for 'model.spec': {err}") from None
 
 
+def chat_model_name(model: Any) -> str:
+    """A chat model's own name (``model_id``, ``model_name`` or ``model``; else its class)."""
+    for attr in ("model_id", "model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
 def _versions() -> dict[str, str]:
     return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
                              "pettingzoo", "overcooked-ai", "pymunk"))
@@ -98,12 +107,15 @@ class Experiment:
         on_episode: Callable[[Trajectory], None] | None = None,
         label: str | None = None,
         notify: Callable[[str], None] | None = None,
+        model_id: str | None = None,
     ) -> None:
         self.config = config
         self._label = label
+        self._model_id = model_id
+        """The model as manifests and tables name it (default: ``chat_model``'s own name, else
+        ``model.spec``)."""
         self.notify = notify or logger.warning
         """Says what the run does when it is interrupted (the CLI prints it)."""
-        self._torn = False
         from marlang.trainers.distributed import launched_rank, launched_world_size
 
         if launched_world_size() > 1 and launched_rank() > 0:
@@ -175,6 +187,18 @@ class Experiment:
     @property
     def scripted(self) -> bool:
         return self.config.agents.kind == "scripted"
+
+    @property
+    def model_id(self) -> str:
+        """The model the agents act with, as the manifest, summary and tables name it: the
+        ``chat_model`` given (its own name) or ``model.spec``."""
+        if self.scripted:
+            return "scripted"
+        if self._model_id:
+            return self._model_id
+        if self._chat_model is not None:
+            return chat_model_name(self._chat_model)
+        return self.config.model.spec
 
     @property
     def setting(self) -> str:
@@ -260,11 +284,16 @@ class Experiment:
 
     # running ---------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        if self.config.agents.kind == "neural":  # trained by BenchMARL, not the LLM training graph
-            from marlang.trainers.neural.learner import NeuralTrainer
+        """Run (or resume) the experiment, holding the run directory's lock throughout: a
+        second process on the same directory is refused, naming the first."""
+        with self.run_dir.lock():
+            if self.run_dir.exists():
+                self.run_dir.remove_unfinished_writes()
+            if self.config.agents.kind == "neural":  # trained by BenchMARL, not the LLM training graph
+                from marlang.trainers.neural.learner import NeuralTrainer
 
-            return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
-        return asyncio.run(self.arun())
+                return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
+            return asyncio.run(self.arun())
 
     def _announce_interrupts(self, in_flight: InFlightCalls) -> Callable[[], None]:
         """Make Ctrl-C say at once what happens: asyncio's handler (installed by
@@ -295,7 +324,8 @@ class Experiment:
 
     def review(self, decisions: dict[str, Any]) -> RunResult:
         """Apply a reviewer's decisions to the paused update and continue the run."""
-        return asyncio.run(self.arun(review=decisions))
+        with self.run_dir.lock():
+            return asyncio.run(self.arun(review=decisions))
 
     def pending_review(self) -> dict[str, Any] | None:
         """What a paused run waits on (the update to review), or None."""
@@ -322,6 +352,10 @@ class Experiment:
                 raise ConfigError(str(err)) from None
         narrator_env = self._make_env()
         _start_sandbox(narrator_env)
+        try:  # a team the level cannot hold (too many agents for its room) fails here, creating nothing
+            narrator_env.reset(seed=c.run.seed)
+        except ValueError as err:
+            raise ConfigError(f"env: {err}") from None
         self._check_directory()
         self.agents = {}
         decide: Any = None
@@ -367,20 +401,15 @@ class Experiment:
                                              checkpointer=saver)
                 snapshot = await graph.aget_state(THREAD)
                 runtime.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
-                cfg = {**THREAD, "recursion_limit": 50 + 40 * runtime.total_iterations()}
+                cfg = {**THREAD, "recursion_limit": 50 + 40 * runtime.iterations_left(snapshot.values)}
                 waiting = any(t.interrupts for t in snapshot.tasks)
                 graph_input: Any = None
-                rewound = False
-                if self._torn and snapshot.values and not waiting:
-                    # The episodes file lost its last record: play the last iteration again
-                    # from its start; what is on disk is kept, only the lost episode is played.
-                    async for past in graph.aget_state_history(THREAD):
-                        if past.next == ("rollout",):
-                            cfg, rewound = {**past.config, "recursion_limit": cfg["recursion_limit"]}, True
-                            break
-                if rewound:
-                    graph_input = None  # replay from the rewound checkpoint
-                elif review is not None:
+                replayed = 0
+                if snapshot.values:
+                    self.run_dir.rebuild_llm_calls({d["episode"] for d in self.run_dir.load_episode_dicts()},
+                                                   self.learner.roles)
+                    replayed = await self._replay_lost_episodes(graph, runtime, snapshot)
+                if review is not None:
                     if not waiting:
                         raise ConfigError(f"{self.run_dir.path}: no update is waiting for review")
                     graph_input = Command(resume=review)
@@ -391,8 +420,8 @@ class Experiment:
                     graph_input = {"policy": initial.to_dict(), "rollouts": c.rollouts_per_iteration,
                                    "next_episode": 0}
                 elif not snapshot.next:
-                    if snapshot.values["policy"]["iteration"] < runtime.total_iterations():
-                        # A finished run given more iterations: go on from its last commit.
+                    if not runtime.finished(snapshot.values):
+                        # A finished run given more episodes or iterations: go on from its last commit.
                         await graph.aupdate_state(cfg, {}, as_node="commit")
                     else:
                         graph_input = "finished"
@@ -400,7 +429,7 @@ class Experiment:
                     await graph.ainvoke(graph_input, cfg)
                     snapshot = await graph.aget_state(THREAD)
                 paused = any(t.interrupts for t in snapshot.tasks)
-                finished = graph_input == "finished"
+                finished = graph_input == "finished" and not replayed
             completed = True
         finally:
             restore_handler()
@@ -411,6 +440,52 @@ class Experiment:
             self.recorder.append_csv(self.run_dir.llm_calls_file)
             runtime.close()
         return RunResult(self.run_dir.path, runtime.finalize(), runtime.played, paused, already_finished=finished)
+
+    async def _replay_lost_episodes(self, graph: Any, runtime: RunRuntime, snapshot: Any) -> int:
+        """Play again, exactly, the episodes whose records were lost (a torn or damaged line)
+        from work the training graph has done: each with the policy state it was played with,
+        as the checkpoints keep it. Says in one line which were replayed; returns how many."""
+        from marlang.types import Candidate, PolicyState, RolloutPlan
+
+        c = self.config
+        on_disk = {(d.get("phase", "train"), d.get("iteration", 0), d["episode"])
+                   for d in self.run_dir.load_episode_dicts()}
+        plays: list[tuple[RolloutPlan, PolicyState, str]] = []
+
+        def check(plan: RolloutPlan | None, policy: PolicyState, phase: str) -> None:
+            if plan is not None and any((phase, policy.iteration, e) not in on_disk for e in plan.episodes):
+                plays.append((plan, policy, phase))
+
+        seen: set[tuple[str, int]] = set()
+        async for past in graph.aget_state_history(THREAD):
+            state = past.values or {}
+            if past.next not in (("update",), ("evaluate",)) or "policy" not in state:
+                continue
+            policy = PolicyState.from_dict(state["policy"])
+            if (past.next[0], policy.iteration) in seen:
+                continue
+            seen.add((past.next[0], policy.iteration))
+            episodes = list(state.get("episodes") or [])
+            if past.next == ("update",) and episodes:  # the iteration's rollouts had finished
+                check(self.learner.rollout_plan(policy.iteration, min(episodes), len(episodes), c.run.seed),
+                      policy, "train")
+                if not self.scripted:
+                    check(self.learner.evaluation_plan(policy.iteration, c.run.seed), policy, "test")
+            elif past.next == ("evaluate",) and state.get("candidate"):
+                for plan, played_by in runtime.evaluation_plans(policy, Candidate.from_dict(state["candidate"])):
+                    check(plan, played_by, "eval")
+        if not snapshot.next and runtime.finished(snapshot.values) and not self.scripted:
+            final = PolicyState.from_dict(snapshot.values["policy"])
+            check(self.learner.evaluation_plan(final.iteration, c.run.seed, final=True), final, "test")
+        before = runtime.played
+        for plan, policy, phase in sorted(plays, key=lambda p: p[1].iteration):
+            await runtime.play(plan, policy, phase)
+        lost = sorted({e for plan, policy, phase in plays for e in plan.episodes
+                       if (phase, policy.iteration, e) not in on_disk})
+        if lost:
+            self.notify(f"replayed episode(s) {', '.join(map(str, lost))}: their records in "
+                        f"{self.run_dir.episodes_file} were lost or damaged")
+        return runtime.played - before
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""
@@ -427,7 +502,7 @@ class Experiment:
         """Refuse a run directory that holds a run (unless resuming), or a resume that would
         measure something else; writes nothing but the repair of a torn episodes file."""
         rd = self.run_dir
-        if rd.exists() and not rd.load_episode_dicts() and rd.read_json("review.json") is None:
+        if rd.exists() and not rd.holds_episode_records() and rd.read_json("review.json") is None:
             # Nothing was measured (e.g. the model failed at its first call): start afresh,
             # with or without --resume, and with whatever config is given now.
             logger.info("%s holds no finished episode: starting it afresh", rd.path)
@@ -438,7 +513,7 @@ class Experiment:
                               "or --out to choose another directory")
         if self.resume and rd.exists():
             check_resume_compatible(load_config(rd.config_file), self.config)
-            self._torn = rd.repair_episodes()
+            rd.repair_episodes()
             dicts = rd.load_episode_dicts()
             rd.rewrite_metrics([d["metrics"] for d in dicts])
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
@@ -447,8 +522,7 @@ class Experiment:
         """Write config and manifest (once the model is built, so the manifest names its
         weights). A resume keeps the original start and command and appends its own."""
         rd = self.run_dir
-        model_id = self.config.model.spec if not self.scripted else "scripted"
-        manifest = self.manifest(model_id, env)
+        manifest = self.manifest(self.model_id, env)
         if adapters:
             manifest["adapters"] = adapters
         previous = rd.read_json("manifest.json") if rd.exists() else None

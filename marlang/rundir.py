@@ -1,11 +1,14 @@
 """The run directory: every file a run writes, append-only or atomic, and read back on resume.
 
-``episodes.jsonl`` gets one line per finished episode, flushed and fsynced at once, so a
-killed process keeps every finished episode; a torn last line is dropped on load.
+Every appended file (``episodes.jsonl`` and the other JSONL and CSV records) goes through
+`append_lines`: fsynced at once, and a torn last line left by a killed writer is cut before
+the next append, so no later record hides behind it. A run holds `RunDirectory.lock` for
+its whole life, so two processes never write one run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
@@ -13,13 +16,15 @@ import math
 import numbers
 import os
 import platform
+import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from marlang.config import ConfigError
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
@@ -110,6 +115,85 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
+def append_lines(path: str | Path, lines: Iterable[str]) -> None:
+    """Append whole lines (each ending in a newline) to ``path``, flushed and fsynced.
+
+    A last line without its newline was torn by a writer killed mid-write (or a full disk):
+    it is cut first, so the new lines start on a line of their own and every reader sees them.
+    """
+    path = Path(path)
+    data = "".join(lines).encode()
+    if not data:
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            keep = _last_newline_end(fd, size)
+            logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
+            os.ftruncate(fd, keep)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+
+
+@contextlib.contextmanager
+def appending(path: str | Path) -> Iterator[_Lines]:
+    """``with appending(path) as fh: fh.write(line)``: the lines written are appended with
+    `append_lines` when the block ends (nothing when it raises)."""
+    lines = _Lines()
+    yield lines
+    append_lines(path, lines.parts)
+
+
+def _last_newline_end(fd: int, size: int) -> int:
+    """The offset just after the last newline in the first ``size`` bytes of ``fd`` (0: none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        found = chunk.rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
+def csv_lines(fields: Iterable[str], rows: Iterable[dict[str, Any]], header: bool) -> list[str]:
+    """``rows`` as CSV text lines (with the header line first when ``header``); keys outside
+    ``fields`` are left out, missing ones empty."""
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", restval="", lineterminator="\n")
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue().splitlines(keepends=True)
+
+
+def append_csv(path: str | Path, fields: Iterable[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Append CSV rows with `append_lines` (the header too, where the file is new or empty)."""
+    path = Path(path)
+    header = not path.exists() or path.stat().st_size == 0
+    append_lines(path, csv_lines(fields, rows, header))
+
+
+class RunDirectoryBusy(ConfigError):
+    """Another live process holds the run directory (the message says which)."""
+
+
 class RunDirectory:
     """Reads and writes one run's files (see DESIGN.md, "The run directory").
 
@@ -145,6 +229,57 @@ class RunDirectory:
     def exists(self) -> bool:
         return self.config_file.is_file()
 
+    LOCK_FILE = ".lock"
+
+    @contextlib.contextmanager
+    def lock(self, command: str | None = None) -> Iterator[None]:
+        """Hold the run directory for a run's life: an OS advisory lock (``flock``) on
+        ``.lock``, which names the holder (pid, host, command). A second process gets
+        `RunDirectoryBusy` naming the holder; a lock file left by a dead process does not
+        block (the OS releases its lock). A directory created here that ends holding nothing
+        else is removed again, so a run refused before it wrote anything leaves nothing."""
+        import fcntl
+        import shlex
+        import socket
+
+        created = not self.path.exists()
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(f"{self.path} is a file, not a run directory; choose a directory (--out DIR)")
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path / self.LOCK_FILE
+        while True:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                try:
+                    holder = json.loads(lock_path.read_text() or "{}")
+                except (OSError, json.JSONDecodeError):
+                    holder = {}
+                raise RunDirectoryBusy(
+                    f"run directory {self.path} is in use by process {holder.get('pid', '?')} on "
+                    f"{holder.get('host', '?')} ({holder.get('command', '?')}); wait for it to end or "
+                    "choose another directory") from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the file was removed while we waited for it: lock the new one
+        try:
+            cmd = command if command is not None else shlex.join(sys.argv)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": cmd}).encode(), 0)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                if created and {p.name for p in self.path.iterdir()} <= {self.LOCK_FILE}:
+                    lock_path.unlink(missing_ok=True)
+                    self.path.rmdir()
+            os.close(fd)  # releases the lock
+
     # writes --------------------------------------------------------------------------------
     def create(self, config_yaml: str, manifest: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -167,28 +302,15 @@ class RunDirectory:
     def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> None:
         """Record a finished episode: its full trajectory and its metrics row."""
         traj.metrics = metrics
-        line = json.dumps(traj.to_dict(), default=str)
-        with open(self.episodes_file, "a") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        new = not self.metrics_file.exists()
-        with open(self.metrics_file, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=METRIC_FIELDS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(metrics)
+        append_lines(self.episodes_file, [json.dumps(traj.to_dict(), default=str) + "\n"])
+        append_csv(self.metrics_file, METRIC_FIELDS, [metrics])
 
     def append_iteration_rows(self, name: str, iteration: int, rows: list[dict[str, Any]]) -> None:
         """Append one iteration's rows to a JSONL file, once: a commit replayed after a crash
         finds its rows already there and writes nothing."""
         if any(r.get("iteration") == iteration for r in self.read_jsonl(name)):
             return
-        path = self.path / name
-        with open(path, "a") as fh:
-            fh.writelines(dumps_json(row, default=str) + "\n" for row in rows)
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_lines(self.path / name, [dumps_json(row, default=str) + "\n" for row in rows])
 
     def append_iteration_csv(self, row: dict[str, Any]) -> None:
         """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``."""
@@ -230,54 +352,51 @@ class RunDirectory:
             return list(csv.DictReader(fh))
 
     def read_jsonl(self, name: str) -> list[dict[str, Any]]:
-        path = self.path / name
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a torn last line
-        return out
+        """Every record of a JSONL file; a damaged line (torn, or corrupted on disk) is skipped
+        with a warning, and the records after it are kept."""
+        records, damaged = _parse_jsonl(self.path / name)
+        if damaged:
+            logger.warning("%s: skipping %d damaged line(s)", self.path / name, len(damaged))
+        return records
 
     def read_json(self, name: str) -> Any:
         path = self.path / name
         return json.loads(path.read_text()) if path.exists() else None
 
-    def load_episode_dicts(self, repair: bool = False) -> list[dict[str, Any]]:
-        """Every finished episode, in file order. A torn last line (killed mid-write) is
-        skipped, and removed from the file when ``repair``."""
-        if not self.episodes_file.exists():
-            return []
-        good: list[dict[str, Any]] = []
-        good_bytes = 0
-        raw = self.episodes_file.read_bytes()
-        for line in raw.splitlines(keepends=True):
-            try:
-                good.append(json.loads(line))
-                good_bytes += len(line)
-            except json.JSONDecodeError:
-                logger.warning("%s: dropping an unfinished episode record", self.episodes_file)
-                break
-        if repair and good_bytes != len(raw):
-            with open(self.episodes_file, "r+b") as fh:
-                fh.truncate(good_bytes)
-        return good
+    def load_episode_dicts(self) -> list[dict[str, Any]]:
+        """Every finished episode, in file order; a damaged record (a torn last line, a line
+        corrupted on disk) is skipped and every valid one after it kept."""
+        return _parse_jsonl(self.episodes_file)[0]
 
-    def repair_episodes(self) -> bool:
-        """Drop a torn last line of ``episodes.jsonl``; True if there was one (its episode is
-        lost and must be played again)."""
-        if not self.episodes_file.exists():
-            return False
-        size = self.episodes_file.stat().st_size
-        self.load_episode_dicts(repair=True)
-        return self.episodes_file.stat().st_size != size
+    DAMAGED_FILE = "episodes.damaged"
+
+    def holds_episode_records(self) -> bool:
+        """Whether ``episodes.jsonl`` holds any finished episode's record, valid or damaged (a
+        torn last line is no finished episode)."""
+        records, damaged = _parse_jsonl(self.episodes_file)
+        return bool(records) or any(line.endswith(b"\n") for line in damaged)
+
+    def repair_episodes(self) -> int:
+        """Set damaged records of ``episodes.jsonl`` aside (appended to ``episodes.damaged``)
+        and rewrite the file with every valid record; returns how many were set aside (their
+        episodes must be played again)."""
+        _, damaged = _parse_jsonl(self.episodes_file)
+        if not damaged:
+            return 0
+        logger.warning("%s: %d damaged record(s) moved to %s", self.episodes_file, len(damaged), self.DAMAGED_FILE)
+        append_lines(self.path / self.DAMAGED_FILE,
+                     [line.decode(errors="replace").rstrip("\n") + "\n" for line in damaged])
+        bad = set(damaged)
+        kept = [line if line.endswith(b"\n") else line + b"\n"
+                for line in self.episodes_file.read_bytes().splitlines(keepends=True)
+                if line.strip() and line not in bad]
+        atomic_write(self.episodes_file, lambda fh: fh.write(b"".join(kept)))
+        return len(damaged)
 
     RUN_FILES = (
         "config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv", "summary.json",
         "iterations.csv", "updates.jsonl", "policies.jsonl", "learner_state.json", "review.json",
-        "learning_curve.png", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
+        "learning_curve.png", "episodes.damaged", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
         "checkpoints.sqlite-journal",
     )
     """The files of a run that :meth:`discard_run_files` removes."""
@@ -289,6 +408,51 @@ class RunDirectory:
             (self.path / name).unlink(missing_ok=True)
         self.discard_iterations()
 
+    UNFINISHED_WRITES = (".*.tmp", "adapters/*/.*.tmp", "adapters/*/.marlang-save-*.partial", "credit/*.tmp",
+                         f"{TENSORBOARD_DIR}/.*.tmp")
+    """What a writer killed mid-write leaves: temporaries of atomic writes and adapter saves."""
+
+    def remove_unfinished_writes(self) -> list[Path]:
+        """Remove what writers killed mid-write left behind (`UNFINISHED_WRITES`); call it with
+        the run's lock held, so no live writer's temporaries are touched. Returns what went."""
+        import shutil
+
+        gone = []
+        for pattern in self.UNFINISHED_WRITES:
+            for path in self.path.glob(pattern):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+                gone.append(path)
+        if gone:
+            logger.info("%s: removed %d unfinished write(s): %s", self.path, len(gone), ", ".join(p.name for p in gone))
+        return gone
+
+    def rebuild_llm_calls(self, finished: set[int], learner_roles: Iterable[str]) -> None:
+        """Make ``llm_calls.csv`` agree with the episodes before a resume: the acting calls of
+        an episode whose record is not on disk are dropped (the episode is played again and
+        records them again), as is a torn last row. An episode's calls are written before its
+        record, so a finished episode never lacks them. The learner's calls (``learner_roles``)
+        are kept: a resume goes on after the update's last finished step."""
+        if not self.llm_calls_file.exists():
+            return
+        import io
+
+        roles = set(learner_roles)
+        raw = self.llm_calls_file.read_bytes()
+        whole = raw[: raw.rfind(b"\n") + 1]  # without a torn last row
+        reader = csv.DictReader(io.StringIO(whole.decode("utf-8", errors="replace"), newline=""))
+        fields = list(reader.fieldnames or [])
+        rows = [r for r in reader if None not in r and None not in r.values()]
+        if not fields:
+            self.llm_calls_file.unlink()
+            return
+        kept = [r for r in rows if r.get("role") in roles or _number(r.get("episode")) in (None, *finished)]
+        if len(kept) != len(rows) or len(whole) != len(raw):
+            logger.info("%s: %d call(s) of unfinished episodes dropped", self.llm_calls_file, len(rows) - len(kept))
+            _write_csv(self.llm_calls_file, fields, kept)
+
     def load_trajectories(self) -> list[Trajectory]:
         return [Trajectory.from_dict(d) for d in self.load_episode_dicts()]
 
@@ -297,15 +461,29 @@ class RunDirectory:
         _write_csv(self.metrics_file, METRIC_FIELDS, rows)
 
 
+def _parse_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The records of a JSONL file and its damaged lines (not a JSON object: torn or corrupted)."""
+    if not path.exists():
+        return [], []
+    records: list[dict[str, Any]] = []
+    damaged: list[bytes] = []
+    for line in path.read_bytes().splitlines(keepends=True):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            damaged.append(line)
+    return records, damaged
+
+
 def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:
     """Write a whole CSV file atomically (keys outside ``fields`` are left out)."""
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", restval="")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_text(path, "".join(csv_lines(fields, rows, header=True)))
 
 
 def _number(text: str | None) -> Any:

@@ -12,6 +12,7 @@ import contextvars
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from marlang.agents import CallContext
@@ -57,6 +58,17 @@ def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> di
 
 
 
+def _adapter_ref(ref: Any) -> dict[str, Any]:
+    """An adapter as the summary names it: hash, path and the update that wrote it."""
+    if not isinstance(ref, dict):  # a play-back's manifest gives the hash alone
+        return {"hash": ref}
+    out = {"hash": ref.get("hash"), "path": ref.get("path")}
+    update = Path(str(ref.get("path") or "")).parent.name
+    if update.isdigit():
+        out["update"] = int(update)
+    return out
+
+
 @dataclass
 class RunRuntime:
     """The training graph's runtime for one run: rollouts, evaluation, commits, run files."""
@@ -99,6 +111,23 @@ class RunRuntime:
             return c.total_iterations
         return -(-c.run.episodes // self.rollouts)
 
+    def finished(self, state: dict[str, Any]) -> bool:
+        """Whether the training state after a commit has nothing left to play: its
+        ``learning.iterations`` done, or (a run measured in episodes) ``run.episodes`` training
+        episodes played, a partly filled last iteration counting only its own episodes."""
+        c = self.config
+        iteration = int(state["policy"]["iteration"])
+        if c.learning.iterations is not None or self.rollouts is None:
+            return iteration >= self.total_iterations()
+        return int(state.get("next_episode", iteration * self.rollouts)) >= c.run.episodes
+
+    def iterations_left(self, state: dict[str, Any] | None) -> int:
+        """At most how many iterations a run in ``state`` (None: not started) still plays."""
+        if not state or self.config.learning.iterations is not None or self.rollouts is None:
+            return self.total_iterations()
+        left = self.config.run.episodes - int(state.get("next_episode", 0))
+        return 1 + max(0, -(-left // self.rollouts))
+
     def trajectory(self, episode: int) -> Trajectory:
         if episode not in self._trajectories:
             for d in self.run_dir.load_episode_dicts():
@@ -116,7 +145,7 @@ class RunRuntime:
         await self.evaluate_policy(policy)
         count = max(1, min(rollouts, c.run.episodes - first_episode))
         plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
-        await self._play(plan, policy, phase="train")
+        await self.play(plan, policy, phase="train")
         return list(plan.episodes)
 
     async def evaluate_policy(self, policy: PolicyState, final: bool = False) -> list[int]:
@@ -126,7 +155,7 @@ class RunRuntime:
         plan = self.learner.evaluation_plan(policy.iteration, self.config.run.seed, final=final)
         if plan is None:
             return []
-        await self._play(plan, policy, phase="test")
+        await self.play(plan, policy, phase="test")
         return list(plan.episodes)
 
     async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
@@ -136,25 +165,36 @@ class RunRuntime:
         against the iteration's own rollouts, a candidate drawn easier levels would win."""
         from marlang.report import mean_ci
 
-        changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
-        if not changed:
+        plans = self.evaluation_plans(policy, candidate)
+        if not plans:
             baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
             return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
-        n = int(getattr(self.config.learning.options, "eval_rollouts", 3))
-        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
-        seeds = tuple(self.config.run.seed + e for e in ids)
-        base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
-        await self._play(RolloutPlan(base_ids, seeds, tuple(None for _ in ids)), policy, phase="eval")
-        trial = PolicyState.from_dict(policy.to_dict())
-        for a, text in changed.items():
-            trial.policies[a] = text
-            trial.versions[a] = policy.versions.get(a, 0) + 1
-        await self._play(RolloutPlan(ids, seeds, tuple(None for _ in ids)), trial, phase="eval")
+        for plan, played_by in plans:
+            await self.play(plan, played_by, phase="eval")
+        (base, _), (trial, _) = plans
+        base_ids, ids = base.episodes, trial.episodes
         baseline = mean_ci([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
         value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
         accepted = value is not None and (baseline is None or value >= baseline)
         return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted,
                 "episodes": list(ids), "baseline_episodes": list(base_ids)}
+
+    def evaluation_plans(self, policy: PolicyState, candidate: Candidate) -> list[tuple[RolloutPlan, PolicyState]]:
+        """A candidate check's episodes: the current policies' and, on the same seeds, the
+        candidate's (none when the candidate changes no policy)."""
+        changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
+        if not changed:
+            return []
+        n = int(getattr(self.config.learning.options, "eval_rollouts", 3))
+        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
+        seeds = tuple(self.config.run.seed + e for e in ids)
+        base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
+        trial = PolicyState.from_dict(policy.to_dict())
+        for a, text in changed.items():
+            trial.policies[a] = text
+            trial.versions[a] = policy.versions.get(a, 0) + 1
+        return [(RolloutPlan(base_ids, seeds, tuple(None for _ in ids)), policy),
+                (RolloutPlan(ids, seeds, tuple(None for _ in ids)), trial)]
 
     def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
         """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
@@ -216,7 +256,7 @@ class RunRuntime:
         if candidate.extra:
             new.extra.update(candidate.extra)
         new.iteration = i + 1
-        if new.iteration >= self.total_iterations():
+        if self.finished({**state, "policy": new.to_dict()}):
             await self.evaluate_policy(new, final=True)  # the trained policy's held-out evaluation
         rd = self.run_dir
         self.recorder.append_csv(rd.llm_calls_file)
@@ -238,7 +278,7 @@ class RunRuntime:
         logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
         return new
 
-    async def _play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
+    async def play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
         flushed = self.learner.context.before_calls if self.learner is not None else None
@@ -281,8 +321,10 @@ class RunRuntime:
                 self._free_envs.put_nowait(env)
             traj.iteration, traj.policy_versions, traj.phase, traj.group = policy.iteration, versions, phase, group
             llm = self.recorder.totals_by_episode().get(episode, {})
-            self.run_dir.append_episode(traj, episode_metrics(traj, llm))
+            # The episode's calls first: a finished episode never lacks its rows (a resume
+            # drops the rows of an episode whose record is missing).
             self.recorder.append_csv(self.run_dir.llm_calls_file)
+            self.run_dir.append_episode(traj, episode_metrics(traj, llm))
             self._trajectories[episode] = traj
             self.played += 1
             if self.progress is not None and phase == "train":
@@ -323,7 +365,8 @@ class RunRuntime:
         summary = summarize_episodes(rows) if rows else {"episodes": 0}
         summary["setting"] = self.setting
         summary["env_id"] = self.config.env.id
-        summary["model"] = self.config.model.spec if not self.scripted else "scripted"
+        manifest = self.run_dir.read_json("manifest.json") or {}
+        summary["model"] = manifest.get("model_id") or (self.config.model.spec if not self.scripted else "scripted")
         summary["learner"] = "none" if self.scripted else self.config.learning.method
         summary["max_steps"] = self.config.env.max_steps
         tests = self._test_rows()
@@ -361,6 +404,11 @@ class RunRuntime:
                         "iteration": row.get("iteration"), "text": row.get("text"),
                         "decided_by": row.get("decided_by"), "baseline_return": check.get("baseline_return"),
                         "candidate_return": check.get("candidate_return")})
+        adapters = (self.run_dir.read_json("learner_state.json") or {}).get("adapters") or manifest.get("adapters")
+        if adapters:
+            # The adapters the trained policy acts with, agent by agent: the accepted ones of a
+            # weight-space learner (or those a play-back loaded), each with its content hash.
+            summary["adapters"] = {a: _adapter_ref(ref) for a, ref in adapters.items()}
         if self.cache is not None:
             summary["response_cache"] = {"hits": self.cache.hits, "misses": self.cache.misses}
         self.run_dir.write_json("summary.json", summary)

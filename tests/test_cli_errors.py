@@ -205,3 +205,135 @@ def test_progress_bars_end_at_100_percent_and_leave_a_line_per_setting(tmp_path,
     assert len(finals) == 2, err
     for setting, line in zip(["4 steps", "5 steps"], finals):
         assert setting in line and "100%" in line and "3/3" in line
+
+
+def test_a_second_run_into_a_directory_in_use_says_who_holds_it(tmp_path, capsys):
+    import os
+
+    from tests.test_rundir import hold_lock
+
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    out = tmp_path / "run"
+    fd = hold_lock(out, pid=31337, command="marlang run one.yaml --out run")
+    try:
+        assert main(["run", str(config), "--out", str(out)]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert "in use by process 31337" in line and "marlang run one.yaml --out run" in line
+    finally:
+        os.close(fd)
+    assert not (out / "config.yaml").exists()
+    assert main(["run", str(config), "--out", str(out)]) == 0  # free once the holder is gone
+
+
+def test_two_processes_on_one_run_directory_never_interleave(tmp_path):
+    # The first holds the directory for its whole run (it plays once `go` exists); the second,
+    # started while it runs, is refused.
+    config = write(tmp_path / "four.yaml", ONE_RUN.replace("episodes: 1", "episodes: 4"))
+    out, go = tmp_path / "run", tmp_path / "go"
+    script = ("import sys, time, pathlib\nimport marlang.runtime as r\nplay = r.RunRuntime.play\n"
+              "async def held(*a, **k):\n"
+              f"    while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+              "    return await play(*a, **k)\n"
+              "r.RunRuntime.play = held\nfrom marlang.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    first = subprocess.Popen([sys.executable, "-c", script, "run", str(config), "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        import time
+
+        deadline = time.time() + 120
+        while not (out / "config.yaml").is_file() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        second = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(config), "--out", str(out)],
+                                capture_output=True, text=True, check=False, cwd=ROOT)
+    finally:
+        go.touch()
+    assert first.wait(timeout=300) == 0
+    assert second.returncode == 2
+    assert f"in use by process {first.pid}" in one_line(second.stderr)
+    episodes = [json.loads(line)["episode"] for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert episodes == [0, 1, 2, 3]
+
+
+def test_ctrl_c_before_the_first_episode_keeps_the_directory_and_says_so(tmp_path, capsys, monkeypatch):
+    import asyncio
+    import signal
+
+    import marlang.runtime
+
+    async def interrupted(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(marlang.runtime, "run_episode", interrupted)
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    out = tmp_path / "run"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["run", str(config), "--out", str(out)]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after the line Ctrl-C prints at once
+    assert "before any episode finished" in line and f"marlang run --resume {out}" in line
+    assert (out / "config.yaml").is_file()
+    monkeypatch.undo()
+    assert main(["run", "--resume", str(out)]) == 0
+
+
+def test_report_of_a_run_with_no_finished_episode_is_one_line_and_writes_nothing(tmp_path, capsys):
+    from marlang.rundir import RunDirectory
+
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    for name in ("episodes.jsonl", "summary.json", "metrics.csv"):
+        (out / name).unlink()
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "no episode has finished" in line and f"marlang run --resume {out}" in line
+    assert not (out / "summary.json").exists()
+    assert RunDirectory(out).exists()
+
+
+def test_report_over_runs_of_different_envs_and_settings_labels_each(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    one = write(tmp_path / "one.yaml", ONE_RUN)
+    assert main(["run", str(one), "--out", str(out / "a")]) == 0
+    assert main(["run", str(one), "--set", "env.id=babyai/pickup", "--set", "env.max_steps=3",
+                 "--out", str(out / "b")]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "scripted, 2 steps" in printed and "scripted, 3 steps" in printed
+    assert "## scripted, 2 steps (model: scripted)" not in printed  # no run titles the other's row
+    assert "## babyai/goto-obj" in printed and "## babyai/pickup" in printed
+
+
+def test_more_agents_than_the_room_holds_is_one_line_and_creates_nothing(tmp_path, capsys):
+    config = write(tmp_path / "crowd.yaml", ONE_RUN.replace("n_agents: 2", "n_agents: 40"))
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "n_agents=40 does not fit" in line and line.startswith("marlang: error: env:")
+    assert not out.exists()
+
+
+def test_out_naming_a_file_is_one_line_and_touches_nothing(tmp_path, capsys):
+    config = write(tmp_path / "one.yaml", ONE_RUN)
+    target = write(tmp_path / "notes.txt", "mine\n")
+    assert main(["run", str(config), "--out", str(target)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert str(target) in line and "is a file" in line
+    assert target.read_text() == "mine\n"
+    assert main(["compare", str(config), "--grid", "env.max_steps=2,3", "--out", str(target)]) == 2
+    assert "is a file" in one_line(capsys.readouterr().err)
+
+
+def test_the_protocol_shorthand_works_at_the_top_of_a_config_file(tmp_path, capsys):
+    from marlang.config import load_config
+
+    config = write(tmp_path / "alt.yaml", ONE_RUN.replace("kind: scripted", "kind: llm") + "protocol: alternating-2\n")
+    loaded = load_config(config)
+    assert (loaded.protocol.name, loaded.protocol.rounds) == ("alternating", 2)
+    assert load_config(config, ["protocol=none"]).protocol.name == "none"
+    assert load_config(config, ["protocol.rounds=3"]).protocol.rounds == 3

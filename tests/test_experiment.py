@@ -262,3 +262,124 @@ def test_ctrl_c_says_at_once_what_it_waits_for(tmp_path):
         signal.signal(signal.SIGINT, previous)
     assert said == [[messages[0]]]  # printed by the time Ctrl-C returned, not after the wait
     assert "model call(s) in flight" in messages[0] and "Ctrl-C again to stop now" in messages[0]
+
+
+def test_llm_calls_agree_with_the_episodes_after_a_resume(tmp_path):
+    import csv
+
+    cfg = make_config(run={"episodes": 4, "parallel": 2})
+
+    def stop(traj):
+        press_ctrl_c()  # the other episode of the iteration is half played
+
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule), on_episode=stop).run()
+    Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    episodes = {d["episode"]: d["metrics"]["llm_calls"] for d in rd.load_episode_dicts()}
+    with open(rd.llm_calls_file, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    acting = [r for r in rows if r["role"] != "reflector"]
+    assert sorted(episodes) == [0, 1, 2, 3]
+    assert {int(r["episode"]) for r in acting} == set(episodes)
+    for episode, calls in episodes.items():
+        assert sum(1 for r in acting if int(r["episode"]) == episode) == calls, episode
+    assert sum(1 for r in rows if r["role"] == "reflector") == 2 * 4  # each agent reflects once per episode
+    with open(rd.metrics_file, newline="") as fh:
+        assert sorted(int(r["episode"]) for r in csv.DictReader(fh)) == [0, 1, 2, 3]
+
+
+def test_a_damaged_record_in_the_middle_is_replayed_and_every_other_one_kept(tmp_path):
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 4, "parallel": 2})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    lines = rd.episodes_file.read_bytes().splitlines(keepends=True)
+    damaged = json.loads(lines[1])
+    lines[1] = lines[1][:30] + b"\x00" * 8 + lines[1][38:]  # a bad sector in the second record
+    rd.episodes_file.write_bytes(b"".join(lines))
+
+    said = []
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule),
+                        notify=said.append).run()
+    assert result.episodes_run == 1 and not result.already_finished
+    episodes = {d["episode"]: d for d in rd.load_episode_dicts()}
+    assert sorted(episodes) == [0, 1, 2, 3]
+    assert episodes[damaged["episode"]]["steps"] == damaged["steps"]  # the same episode, played again
+    assert result.summary["episodes"] == 4
+    assert said == [(f"replayed episode(s) {damaged['episode']}: their records in {rd.episodes_file} "
+                     "were lost or damaged")]
+    assert (rd.path / "episodes.damaged").is_file()  # the damaged bytes are set aside, not destroyed
+    assert len(rd.metrics_file.read_text().splitlines()) == 1 + 4
+
+
+def test_more_episodes_fill_a_partly_filled_last_iteration(tmp_path):
+    def run(episodes):
+        cfg = make_config(protocol={"name": "none"}, learning={"method": "none"},
+                          run={"episodes": episodes, "parallel": 2})
+        return Experiment(cfg, tmp_path / "run", resume=(tmp_path / "run").exists(),
+                          chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+
+    assert run(4).summary["episodes"] == 4
+    assert run(5).summary["episodes"] == 5  # a last iteration of one episode
+    longer = run(6)
+    assert longer.episodes_run == 1 and not longer.already_finished and longer.summary["episodes"] == 6
+    episodes = RunDirectory(tmp_path / "run").load_episode_dicts()
+    assert sorted(d["episode"] for d in episodes) == [0, 1, 2, 3, 4, 5]
+    assert run(6).already_finished
+
+
+def test_a_given_chat_model_is_the_model_the_run_names(tmp_path):
+    cfg = make_config(run={"episodes": 1})
+    result = Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule,
+                                                                         model_id="fake:mine")).run()
+    assert RunDirectory(result.run_dir).read_json("manifest.json")["model_id"] == "fake:mine"
+    assert result.summary["model"] == "fake:mine"
+    assert json.loads((result.run_dir / "summary.json").read_text())["model"] == "fake:mine"
+
+
+def test_a_run_directory_held_by_another_process_is_refused_and_left_alone(tmp_path):
+    import os
+
+    from tests.test_rundir import hold_lock
+
+    cfg = make_config(run={"episodes": 1})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    before = (tmp_path / "run" / "episodes.jsonl").read_bytes()
+    fd = hold_lock(tmp_path / "run")
+    try:
+        longer = make_config(run={"episodes": 2})
+        with pytest.raises(ConfigError, match="in use by process 4242"):  # its --resume too
+            Experiment(longer, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+        fd_new = hold_lock(tmp_path / "new")
+        try:
+            with pytest.raises(ConfigError, match="in use by process 4242"):
+                Experiment(cfg, tmp_path / "new", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+        finally:
+            os.close(fd_new)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "run" / "episodes.jsonl").read_bytes() == before
+    assert not (tmp_path / "new" / "config.yaml").exists()
+
+
+def test_a_resume_removes_adapter_saves_a_kill_left_unfinished(tmp_path):
+    cfg = make_config(run={"episodes": 1})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    partial = tmp_path / "run" / "adapters" / "0" / ".marlang-save-k9x.partial"
+    (partial / "agent_0").mkdir(parents=True)
+    Experiment(make_config(run={"episodes": 2}), tmp_path / "run", resume=True,
+               chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert not partial.exists()
+
+
+def test_a_run_whose_every_record_is_damaged_is_resumed_not_started_afresh(tmp_path):
+    cfg = make_config(protocol={"name": "none"}, learning={"method": "none"}, run={"episodes": 2, "parallel": 2})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    rd = RunDirectory(tmp_path / "run")
+    before = sorted(rd.load_episode_dicts(), key=lambda d: d["episode"])
+    rd.episodes_file.write_bytes(b"".join(line[:25] + b"\n" for line in rd.episodes_file.read_bytes().splitlines()))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert result.episodes_run == 2
+    assert sorted(rd.load_episode_dicts(), key=lambda d: d["episode"]) == before

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from marlang.rundir import appending
+
 if TYPE_CHECKING:
     import torch
     from tensordict import TensorDictBase
@@ -75,7 +77,7 @@ class TimestepWriter:
         steps = len(done) // n_envs
         annotations = annotations or {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with appending(self.path) as fh:
             for p in range(len(done)):
                 note = annotations.get(p, {})
                 row = {

@@ -27,6 +27,7 @@ from marlang.credit.bradley_terry import StateScorer, potential_rewards, train_s
 from marlang.credit.difference import default_action, team_reward
 from marlang.credit.rankers import Ranker, RankQuery, critic_usage
 from marlang.credit.records import StepRecords
+from marlang.rundir import appending
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
@@ -236,7 +237,7 @@ class LCACritic:
 
         agree = agree_n = 0
         new = dict.fromkeys(self.data, 0)
-        with open(self.dir / "rankings.jsonl", "a", encoding="utf-8") as fh:
+        with appending(self.dir / "rankings.jsonl") as fh:
             for query, answer in zip(queries, answers, strict=True):
                 p, i = int(query.key.split(":")[1]), self.agents.index(query.agent)
                 conf = confidence(answer)
@@ -261,7 +262,7 @@ class LCACritic:
                    "ranker_agreement": agree / agree_n if agree_n else None, "loss": losses,
                    "dataset": {name: len(rows) for name, rows in self.data.items()},
                    "llm_calls": calls, "llm_tokens": tokens}
-        with open(self.dir / "accuracy.jsonl", "a", encoding="utf-8") as fh:
+        with appending(self.dir / "accuracy.jsonl") as fh:
             fh.write(json.dumps(summary) + "\n")
         self.save()
         return calls, tokens

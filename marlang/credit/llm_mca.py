@@ -42,6 +42,7 @@ import torch
 from marlang.credit.mca_parsing import normalize, parse_step_credits
 from marlang.credit.rankers import critic_usage
 from marlang.credit.records import StepRecords
+from marlang.rundir import appending
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
@@ -310,8 +311,7 @@ class LLMCreditCritic:
         self.tasks = {}
         self.dir.mkdir(parents=True, exist_ok=True)
         actions = batch.get(ACTION_KEY).reshape(-1, n).tolist()
-        with open(self.dir / "llm_credit.jsonl", "a", encoding="utf-8") as steps_fh, \
-                open(self.dir / "critic_calls.jsonl", "a", encoding="utf-8") as calls_fh:
+        with appending(self.dir / "llm_credit.jsonl") as steps_fh, appending(self.dir / "critic_calls.jsonl") as calls_fh:
             for k, (chunk, reply) in enumerate(zip(chunks, replies, strict=True)):
                 calls_fh.write(json.dumps({"batch": index, "call": k, "positions": chunk.positions,
                                            "reply": reply}) + "\n")

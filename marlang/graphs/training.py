@@ -39,7 +39,7 @@ class TrainingState(TypedDict, total=False):
 class TrainingRuntime(Protocol):
     """What the training graph needs from the run (`marlang.runtime.RunRuntime` provides it)."""
 
-    def total_iterations(self) -> int: ...
+    def finished(self, state: dict[str, Any]) -> bool: ...
 
     async def rollout(self, policy: PolicyState, first_episode: int, rollouts: int) -> list[int]: ...
 
@@ -86,7 +86,7 @@ def build_training_graph(runtime: TrainingRuntime, learner: UpdatingLearner, *, 
         return {"policy": policy.to_dict(), "candidate": None, "evaluation": None, "review": None}
 
     def next_iteration(state: TrainingState) -> str:
-        return "rollout" if state["policy"]["iteration"] < runtime.total_iterations() else END
+        return END if runtime.finished(dict(state)) else "rollout"
 
     builder = StateGraph(TrainingState)
     builder.add_node("rollout", rollout)

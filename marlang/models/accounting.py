@@ -7,7 +7,6 @@ writes them to a run's ``llm_calls.csv``.
 
 from __future__ import annotations
 
-import csv
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -22,6 +21,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from marlang.models.cache import CACHED_FLAG
+from marlang.rundir import append_csv
 
 ROLE_KEY = "marlang_role"
 AGENT_KEY = "marlang_agent"
@@ -124,7 +124,8 @@ class UsageRecorder(BaseCallbackHandler):
         self._finish(run_id, input_tokens, output_tokens, cached=_is_cached(response))
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._finish(run_id, 0, 0, cached=False, error=f"{type(error).__name__}: {error}")
+        # One line: a row of llm_calls.csv is one line of the file.
+        self._finish(run_id, 0, 0, cached=False, error=" ".join(f"{type(error).__name__}: {error}".split()))
 
     # --- results ----------------------------------------------------------------------------
     @property
@@ -146,12 +147,8 @@ class UsageRecorder(BaseCallbackHandler):
             new_rows = self._rows[start:]
             if not new_rows:
                 return 0
-            needs_header = not path.exists() or path.stat().st_size == 0
-            with path.open("a", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-                if needs_header:
-                    writer.writeheader()
-                writer.writerows(asdict(row) for row in new_rows)
+            # fsynced, a torn last row (a killed writer) cut first
+            append_csv(path, CSV_FIELDS, [asdict(row) for row in new_rows])
             self._written[key] = start + len(new_rows)
         return len(new_rows)
 

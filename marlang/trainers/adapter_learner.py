@@ -186,7 +186,6 @@ class AdapterLearner(Learner):
         """Bring the in-memory adapters and optimizers to ``state`` (after a resume, or after a
         candidate that was not committed). What is loaded is known by its source: the initial
         weights, or the ``ppo_state.pt`` an update saved (and left in memory)."""
-        import torch
 
         assert self.team is not None and self.engine is not None
         path = state.extra.get(self.state_name) if state.adapters else None
@@ -199,7 +198,7 @@ class AdapterLearner(Learner):
             else:
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{self.name} state {path!r} of iteration {state.iteration} is missing")
-                saved = torch.load(path, map_location="cpu", weights_only=False)
+                saved = load_tensors(path)
                 self.team.load_state_dict(saved["weights"])
                 for unit, opt_state in saved["optimizers"].items():
                     if unit in self.optimizers:
@@ -282,6 +281,24 @@ class AdapterLearner(Learner):
         return hashes, path
 
 
+
+
+def load_tensors(path: str | Path) -> Any:
+    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
+    comes from the run directory, which may be someone else's: a file that would run code
+    (any other pickled object) is refused with a `ConfigError` saying what and where."""
+    import pickle
+
+    import torch
+
+    from marlang.config import ConfigError
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
+                          f"could run code ({first[:200]}); resume only run directories you trust") from None
 
 
 def clip_gradients(params: list[Any], max_norm: float) -> float:

@@ -329,3 +329,57 @@ def test_a_team_trained_in_a_relative_directory_plays_back_from_anywhere(tmp_pat
     manifest = json.loads((played.run_dir / "manifest.json").read_text())
     recorded = json.loads((tmp_path / "moved" / "learner_state.json").read_text())["adapters"]
     assert manifest["adapters"] == {a: ref["hash"] for a, ref in recorded.items()}  # the same adapters, named alike
+
+
+class RunsCode:
+    """A pickled object that runs code when loaded (it touches ``path``)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.path),))
+
+
+def test_the_summary_names_each_agents_adapter_and_a_resume_loads_tensors_only(tmp_path):
+    config = ppo_config(iterations=1, eval_episodes=0)
+    result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    expected = {a: {"hash": ref["hash"], "path": ref["path"], "update": 0} for a, ref in state["adapters"].items()}
+    assert set(expected) == {"agent_0", "agent_1"} and all(ref["hash"] for ref in expected.values())
+    assert result.summary["adapters"] == expected
+    assert json.loads((result.run_dir / "summary.json").read_text())["adapters"] == expected
+
+    # Someone else's run directory: its trainer state would run code if unpickled.
+    ran = tmp_path / "ran"
+    torch.save({"weights": {}, "optimizers": {}, "payload": RunsCode(ran)}, state["extra"]["ppo_state"])
+    with pytest.raises(ConfigError, match=r"refused to load .*ppo_state\.pt: it holds more than tensors"):
+        Experiment(ppo_config(iterations=2, eval_episodes=0), tmp_path / "run", resume=True,
+                   chat_model=tiny_chat_model(max_tokens=8)).run()
+    assert not ran.exists()
+
+
+def test_a_damaged_held_out_episode_is_played_again_with_the_adapters_it_was_played_with(tmp_path):
+    config = ppo_config(iterations=1, eval_episodes=2)
+    Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    rd = RunDirectory(tmp_path / "run")
+    lines = rd.episodes_file.read_bytes().splitlines(keepends=True)
+    # one held-out episode before the update, one after it (played with the trained adapters)
+    hit = [i for i, line in enumerate(lines) if json.loads(line)["phase"] == "test"]
+    chosen = [hit[0], hit[-1]]
+    lost = {(d["iteration"], d["episode"]): d for d in (json.loads(lines[i]) for i in chosen)}
+    assert {it for it, _ in lost} == {0, 1}
+    for i in chosen:
+        lines[i] = lines[i][: len(lines[i]) // 2] + b"\n"  # half of each record lost
+    rd.episodes_file.write_bytes(b"".join(lines))
+
+    said = []
+    result = Experiment(config, tmp_path / "run", resume=True, chat_model=tiny_chat_model(max_tokens=8),
+                        notify=said.append).run()
+    assert result.episodes_run == 2 and len(said) == 1 and said[0].startswith("replayed episode(s)")
+    again = {(d["iteration"], d["episode"]): d for d in rd.load_episode_dicts() if d["phase"] == "test"}
+    for key, before in lost.items():
+        assert [s["decisions"] for s in again[key]["steps"]] == [s["decisions"] for s in before["steps"]], key
+    assert len(rd.load_episode_dicts()) == len(lines)
