@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     from marlang.config import ConfigError
 
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except ConfigError as err:
         print(f"marlang: error: {err}", file=sys.stderr)
         return EXIT_CONFIG
@@ -99,6 +99,27 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_BROKEN_PIPE
+    if code == EXIT_INTERRUPTED and argv is None:
+        _exit_at_next_ctrl_c()
+    return code
+
+
+def _exit_at_next_ctrl_c() -> None:
+    """The command was interrupted and has said what it kept: a further Ctrl-C while the
+    process exits (it waits for the model's threads) ends it at once, with the same status."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def exit_now(signum: int, frame: Any) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, exit_now)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
