@@ -85,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_redact_record)
     from marlang.config import ConfigError
 
     try:
         code = _dispatch(args)
     except ConfigError as err:
-        print(f"marlang: error: {err}", file=sys.stderr)
+        print(f"marlang: error: {_redact(str(err))}", file=sys.stderr)
         return EXIT_CONFIG
     except BrokenPipeError:
         # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
@@ -102,6 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     if code == EXIT_INTERRUPTED and argv is None:
         _exit_at_next_ctrl_c()
     return code
+
+
+def _redact(text: str, config: Any = None) -> str:
+    """``text`` without secrets (`marlang.config.redact_secrets`), the key of ``config``'s
+    model too: what the command prints goes through it."""
+    import os
+
+    from marlang.config import redact_secrets
+
+    secrets = []
+    if config is not None:
+        secrets.append(os.environ.get(config.model.api_key_env, ""))
+        url = config.model.base_url or ""
+        if "@" in url.partition("://")[2].partition("/")[0]:
+            secrets.append(url.partition("://")[2].partition("@")[0].partition(":")[2])
+    return redact_secrets(text, secrets)
+
+
+def _redact_record(record: logging.LogRecord) -> bool:
+    """A logging filter: the message without secrets."""
+    record.msg, record.args = _redact(record.getMessage()), None
+    return True
 
 
 def _exit_at_next_ctrl_c() -> None:
@@ -233,6 +257,7 @@ def _run(args: argparse.Namespace) -> int:
     neural = config.agents.kind == "neural"
 
     def on_failure(message: str, interrupted: bool) -> int:
+        message = _redact(message, config)
         kept = _kept(run_dir, neural)
         if kept is None:
             if not existed:
@@ -267,7 +292,7 @@ def _how_to_go_on(config: Any) -> str:
 
 
 def _notify(message: str) -> None:
-    print(f"marlang: {message}", file=sys.stderr, flush=True)
+    print(f"marlang: {_redact(message)}", file=sys.stderr, flush=True)
 
 
 def _model_failure(exc: BaseException, config) -> str | None:
@@ -440,6 +465,7 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
     else:
         message, code = None, 0
     if message is not None:
+        message = _redact(message, build_config(base))
         kept = any(out.glob("*/episodes.jsonl"))
         print(f"marlang: {message}" + (f"\nfinished episodes are kept under {out}; rerun the same command to "
                                        "continue" if kept else ""), file=sys.stderr)

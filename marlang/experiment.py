@@ -28,6 +28,7 @@ from marlang.config import (
     ModelConfig,
     check_resume_compatible,
     load_config,
+    redact_secrets,
 )
 from marlang.envs_text import make as make_env
 from marlang.graphs.episode import build_episode_graph, protocol_decider
@@ -237,7 +238,7 @@ class Experiment:
             "name": c.run.name,
             "setting": self.setting,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": sys.argv,
+            "command": [redact_secrets(arg) for arg in sys.argv],
             "seed": c.run.seed,
             "env_id": c.env.id,
             "model_id": model_id,
@@ -508,7 +509,7 @@ class Experiment:
                 first = next(a for a in changed if saved.get(a) != adapters.get(a))
                 raise ConfigError(f"cannot resume: the adapter of {first} is {saved.get(first) or '(none)'} in the saved "
                                   f"run but {adapters.get(first) or '(none)'} now; start a new run directory instead")
-        rd.create(self.config.to_yaml(), rd.resumed_manifest(manifest))
+        rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
 
     def _play_back_adapters(self) -> dict[str, str]:
         """``model.adapters``: the agents act with trained adapters (those that have one)."""

@@ -205,3 +205,35 @@ def test_progress_bars_end_at_100_percent_and_leave_a_line_per_setting(tmp_path,
     assert len(finals) == 2, err
     for setting, line in zip(["4 steps", "5 steps"], finals):
         assert setting in line and "100%" in line and "3/3" in line
+
+
+class KeyEchoingServer:
+    """A server that refuses every key and repeats it in the refusal (some do)."""
+
+    def __new__(cls, echoed: str):
+        from marlang.testing import FakeOpenAIServer
+
+        class Echoing(FakeOpenAIServer):
+            def _respond(self, body):
+                self.requests.append(body)
+                return 401, {"error": {"message": f"Incorrect API key provided: {echoed}", "type": "invalid_request_error"}}
+
+        return Echoing()
+
+
+@pytest.mark.parametrize("where", ["OPENAI_API_KEY", "a variable of another name", "the base_url"])
+def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, monkeypatch, where):
+    secret = "sk-live-0123456789abcdef"
+    key_env = "OPENAI_API_KEY" if where == "OPENAI_API_KEY" else "MY_LLM"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    if where != "the base_url":
+        monkeypatch.setenv(key_env, secret)
+    with KeyEchoingServer(secret) as server:
+        url = server.base_url.replace("http://", f"http://bob:{secret}@") if where == "the base_url" else server.base_url
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
+                       + f"model: {{spec: 'openai:fake', base_url: '{url}', api_key_env: {key_env}, cache: false, "
+                         "max_retries: 0}\n")
+        assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 3
+    line = one_line(capsys.readouterr().err)
+    assert "refused the API key" in line and "Incorrect API key provided: ***" in line
+    assert secret not in line

@@ -368,3 +368,19 @@ def test_ctrl_c_inside_the_checkpoint_database_start_leaves_no_thread_running(tm
         Experiment(make_config(run={"episodes": 1}), tmp_path / "run",
                    chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
     assert not live_database_threads()
+
+
+def test_the_manifest_and_the_saved_config_keep_no_secret_of_the_command_line(tmp_path, monkeypatch):
+    import sys
+
+    url = "https://bob:sk-url-0123456789@llm.example.com/v1"
+    monkeypatch.setattr(sys, "argv", ["marlang", "run", "c.yaml", "--set", f"model.base_url={url}",
+                                      "--set", "env.kwargs.hf_token=hf_0123456789", "--set", "run.episodes=1"])
+    cfg = make_config(protocol={"name": "none"}, model={"cache": False, "base_url": url}, run={"episodes": 1})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    manifest, saved = (tmp_path / "run" / "manifest.json").read_text(), (tmp_path / "run" / "config.yaml").read_text()
+    for text in (manifest, saved):
+        assert "sk-url-0123456789" not in text and "hf_0123456789" not in text
+    assert json.loads(manifest)["command"][4:] == ["model.base_url=https://bob:***@llm.example.com/v1", "--set",
+                                                   "env.kwargs.hf_token=***", "--set", "run.episodes=1"]
+    assert "https://bob:***@llm.example.com/v1" in saved
