@@ -318,7 +318,10 @@ class Experiment:
             calls = self._in_flight.count if self._in_flight is not None else 0
             self.notify(f"interrupted: saving what is finished and stopping the {calls} model call(s) in flight "
                         "(the local engine at its next token); Ctrl-C again to stop now")
-            self._cancel()
+            try:
+                self._cancel()
+            except RuntimeError:  # the loop has just closed: nothing is left to cancel
+                raise KeyboardInterrupt from None
 
         signal.signal(signal.SIGINT, handler)
         return lambda: signal.signal(signal.SIGINT, previous)

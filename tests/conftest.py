@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: per-test cache paths and the embedded SmolLM2 engine."""
+"""Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, Ctrl-C as in a
+terminal, and the check that no checkpoint database thread outlives a test."""
 
 from __future__ import annotations
 
