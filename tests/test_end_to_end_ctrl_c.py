@@ -52,7 +52,7 @@ def test_two_ctrl_c_stop_a_decoding_run_at_once_and_the_resume_finishes_it(tmp_p
     deadline = time.monotonic() + 240
     while not _episodes(run_dir) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    # the first episode is kept; the second one's batch is decoding now
+    time.sleep(0.5)  # the first episode is kept; the second one's batch is decoding now
     assert _episodes(run_dir) == [0] and process.poll() is None, process.communicate()
     process.send_signal(signal.SIGINT)
     time.sleep(1.0)
