@@ -124,7 +124,10 @@ def _redact(text: str, config: Any = None) -> str:
 
 def _redact_record(record: logging.LogRecord) -> bool:
     """A logging filter: the message without secrets."""
-    record.msg, record.args = _redact(record.getMessage()), None
+    try:
+        record.msg, record.args = _redact(record.getMessage()), None
+    except (TypeError, ValueError):  # a message its arguments do not fit: logging reports it
+        pass
     return True
 
 

@@ -237,3 +237,15 @@ def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, mon
     line = one_line(capsys.readouterr().err)
     assert "refused the API key" in line and "Incorrect API key provided: ***" in line
     assert secret not in line
+
+
+def test_logged_messages_go_through_the_same_redaction(monkeypatch):
+    import logging
+
+    from marlang.cli import _redact_record
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
+    record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1,
+                               "retrying %s with key %s", ("https://bob:pw-0123456@host/v1", "sk-live-0123456789abcdef"),
+                               None)
+    assert _redact_record(record) and record.getMessage() == "retrying https://bob:***@host/v1 with key ***"
