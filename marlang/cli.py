@@ -85,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_redact_record)
     from marlang.config import ConfigError
 
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except ConfigError as err:
-        print(f"marlang: error: {err}", file=sys.stderr)
+        print(f"marlang: error: {_redact(str(err))}", file=sys.stderr)
         return EXIT_CONFIG
     except BrokenPipeError:
         # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
@@ -99,6 +101,52 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_BROKEN_PIPE
+    if code == EXIT_INTERRUPTED and argv is None:
+        _exit_at_next_ctrl_c()
+    return code
+
+
+def _redact(text: str, config: Any = None) -> str:
+    """``text`` without secrets (`marlang.config.redact_secrets`), the key of ``config``'s
+    model too: what the command prints goes through it."""
+    import os
+
+    from marlang.config import redact_secrets
+
+    secrets = []
+    if config is not None:
+        secrets.append(os.environ.get(config.model.api_key_env, ""))
+        url = config.model.base_url or ""
+        if "@" in url.partition("://")[2].partition("/")[0]:
+            secrets.append(url.partition("://")[2].partition("@")[0].partition(":")[2])
+    return redact_secrets(text, secrets)
+
+
+def _redact_record(record: logging.LogRecord) -> bool:
+    """A logging filter: the message without secrets."""
+    try:
+        record.msg, record.args = _redact(record.getMessage()), None
+    except (TypeError, ValueError):  # a message its arguments do not fit: logging reports it
+        pass
+    return True
+
+
+def _exit_at_next_ctrl_c() -> None:
+    """The command was interrupted and has said what it kept: a further Ctrl-C while the
+    process exits (it waits for the model's threads) ends it at once, with the same status."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def exit_now(signum: int, frame: Any) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, exit_now)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -214,6 +262,7 @@ def _run(args: argparse.Namespace) -> int:
     neural = config.agents.kind == "neural"
 
     def on_failure(message: str, interrupted: bool) -> int:
+        message = _redact(message, config)
         kept = _kept(run_dir, neural)
         if kept is None and interrupted and (run_dir / "config.yaml").is_file():
             # As after a kill: the directory stays, and its next run starts it afresh.
@@ -260,7 +309,7 @@ def _how_to_go_on(config: Any) -> str:
 
 
 def _notify(message: str) -> None:
-    print(f"marlang: {message}", file=sys.stderr, flush=True)
+    print(f"marlang: {_redact(message)}", file=sys.stderr, flush=True)
 
 
 def _model_failure(exc: BaseException, config) -> str | None:
@@ -434,6 +483,7 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
     else:
         message, code = None, 0
     if message is not None:
+        message = _redact(message, build_config(base))
         kept = any(out.glob("*/episodes.jsonl"))
         print(f"marlang: {message}" + (f"\nfinished episodes are kept under {out}; rerun the same command to "
                                        "continue" if kept else ""), file=sys.stderr)

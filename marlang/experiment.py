@@ -11,10 +11,11 @@ finished node, and finished episodes are never played again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from marlang.config import (
     ModelConfig,
     check_resume_compatible,
     load_config,
+    redact_secrets,
 )
 from marlang.envs_text import make as make_env
 from marlang.graphs.episode import build_episode_graph, protocol_decider
@@ -35,7 +37,7 @@ from marlang.learners import Learner, LearnerContext, learner_entry
 from marlang.prompts import PromptLibrary
 from marlang.rundir import RunDirectory, RunResult, package_versions
 from marlang.runtime import RunRuntime, episode_metrics
-from marlang.types import Trajectory
+from marlang.types import StopFlag, Trajectory
 
 __all__ = ["Experiment", "RunResult", "build_chat_model", "episode_metrics", "run_experiment"]
 
@@ -134,6 +136,12 @@ class Experiment:
         self.learner: Learner | None = None
         self.agents: dict[str, LLMAgent] = {}
         self.runtime: RunRuntime | None = None
+        self._stop = StopFlag()
+        """Set by the first Ctrl-C; the engines, the learner and the executors check it."""
+        self._watching = contextlib.ExitStack()
+        self._cancel: Callable[[], Any] | None = None
+        self._in_flight: InFlightCalls | None = None
+        self._checkpoints: Any = None
 
     # building --------------------------------------------------------------------------------
     def _build_model(self) -> Any:
@@ -254,6 +262,7 @@ class Experiment:
             run_dir=self.run_dir.path,
             instructions={a: _instructions(a, c.env.n_agents, world) for a in c.agent_names()},
             structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
+            stop=self._stop,
         )
         return entry.factory(options, context)
 
@@ -263,7 +272,7 @@ class Experiment:
             "name": c.run.name,
             "setting": self.setting,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": sys.argv,
+            "command": [redact_secrets(arg) for arg in sys.argv],
             "seed": c.run.seed,
             "env_id": c.env.id,
             "model_id": model_id,
@@ -293,39 +302,79 @@ class Experiment:
                 from marlang.trainers.neural.learner import NeuralTrainer
 
                 return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
-            return asyncio.run(self.arun())
+            return self._drive(self.arun)
 
-    def _announce_interrupts(self, in_flight: InFlightCalls) -> Callable[[], None]:
-        """Make Ctrl-C say at once what happens: asyncio's handler (installed by
-        ``asyncio.run``) cancels the run at the first Ctrl-C, but model calls already running
-        finish first; a second Ctrl-C stops at once. Returns the function that restores the
-        handler. Does nothing off the main thread or under another handler."""
+    def review(self, decisions: dict[str, Any]) -> RunResult:
+        """Apply a reviewer's decisions to the paused update and continue the run."""
+        with self.run_dir.lock():
+            return self._drive(lambda: self.arun(review=decisions))
+
+    def _drive(self, main: Callable[[], Any]) -> RunResult:
+        """Run ``main()`` on a fresh event loop with Ctrl-C handled by the run: the first sets
+        the run's `StopFlag` (the engine stops at its next decoding step, MAGRPO at its next
+        tree step) and cancels the run, which keeps what is finished and raises
+        KeyboardInterrupt; a second raises KeyboardInterrupt at once. However the loop ends,
+        the checkpoint database's thread is ended, the engine's stopped work is waited for,
+        and the SIGINT handler is again the one found at the start."""
+        stop = self._stop = StopFlag()
+        self._cancel = self._in_flight = self._checkpoints = None
+        restore_handler = self._handle_ctrl_c(stop)
+        try:
+            with self._watching:
+                try:
+                    return asyncio.run(main())
+                except asyncio.CancelledError:
+                    if stop.is_set():
+                        raise KeyboardInterrupt from None
+                    raise
+                finally:
+                    self._cancel = None  # the loop is gone: a Ctrl-C from here on stops at once
+                    if self._checkpoints is not None:
+                        self._checkpoints.stop()
+                    if stop.is_set():  # the engine ends its stopped batch before the run lets go
+                        for engine in self._engines():
+                            engine.wait_idle(timeout=30.0)
+        finally:
+            restore_handler()
+
+    def _handle_ctrl_c(self, stop: StopFlag) -> Callable[[], None]:
+        """Install the run's SIGINT handler where Ctrl-C means KeyboardInterrupt (Python's own
+        handler, on the main thread; an ignored SIGINT stays ignored). Returns the function
+        that puts the previous handler back."""
         import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         previous = signal.getsignal(signal.SIGINT)
-        if not callable(previous) or previous is signal.default_int_handler:
+        if previous is not signal.default_int_handler:
             return lambda: None
-        pressed = [0]
 
         def handler(signum: int, frame: Any) -> None:
-            pressed[0] += 1
-            if pressed[0] == 1:
-                self.notify(f"interrupted: finishing {in_flight.count} model call(s) in flight, then saving; "
-                            "Ctrl-C again to stop now")
-            else:
+            if stop.is_set() or self._cancel is None:
                 self.notify("stopping now")
-            previous(signum, frame)
+                raise KeyboardInterrupt
+            stop.set()
+            calls = self._in_flight.count if self._in_flight is not None else 0
+            self.notify(f"interrupted: saving what is finished and stopping the {calls} model call(s) in flight "
+                        "(the local engine at its next token); Ctrl-C again to stop now")
+            try:
+                self._cancel()
+            except RuntimeError:  # the loop has just closed: nothing is left to cancel
+                raise KeyboardInterrupt from None
 
         signal.signal(signal.SIGINT, handler)
         return lambda: signal.signal(signal.SIGINT, previous)
 
-    def review(self, decisions: dict[str, Any]) -> RunResult:
-        """Apply a reviewer's decisions to the paused update and continue the run."""
-        with self.run_dir.lock():
-            return asyncio.run(self.arun(review=decisions))
+    def _engines(self) -> list[Any]:
+        """The local engines of the run's models (each honours the run's `StopFlag`)."""
+        learner_model = getattr(getattr(self.learner, "context", None), "model", None)
+        engines: list[Any] = []
+        for model in (self.model, self._learner_model, learner_model):
+            engine = getattr(model, "engine", None)
+            if hasattr(engine, "watching") and all(engine is not e for e in engines):
+                engines.append(engine)
+        return engines
 
     def pending_review(self) -> dict[str, Any] | None:
         """What a paused run waits on (the update to review), or None."""
@@ -340,11 +389,12 @@ class Experiment:
     async def arun(self, review: dict[str, Any] | None = None) -> RunResult:
         from langgraph.types import Command
 
-        from marlang.graphs.checkpoints import FlushingSqliteSaver
         from marlang.graphs.training import build_training_graph
         from marlang.models import UsageRecorder
 
         c = self.config
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        self._cancel = lambda: loop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
         if not self.scripted:
             try:  # settings the learner cannot train fail here, before anything is created
                 learner_entry(c.learning.method).check_config(c)
@@ -393,9 +443,11 @@ class Experiment:
             runtime.progress = tqdm(total=max(c.run.episodes, done), initial=done,
                                     desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=True)
         paused = finished = completed = False
-        restore_handler = self._announce_interrupts(in_flight)
+        self._in_flight = in_flight
+        for engine in self._engines():
+            self._watching.enter_context(engine.watching(self._stop))
         try:
-            async with FlushingSqliteSaver.from_conn_string(str(self.run_dir.path / CHECKPOINT_FILE)) as saver:
+            async with self._checkpointer() as saver:
                 self.learner.context.before_calls = saver.flushed
                 graph = build_training_graph(runtime, self.learner, accept=accept, review=reviewing,
                                              checkpointer=saver)
@@ -432,7 +484,6 @@ class Experiment:
                 finished = graph_input == "finished" and not replayed
             completed = True
         finally:
-            restore_handler()
             if runtime.progress is not None:
                 if completed and not paused and runtime.progress.n < runtime.progress.total:
                     runtime.progress.total = runtime.progress.n  # fewer episodes than planned: end at 100%
@@ -487,6 +538,20 @@ class Experiment:
                         f"{self.run_dir.episodes_file} were lost or damaged")
         return runtime.played - before
 
+
+    @contextlib.asynccontextmanager
+    async def _checkpointer(self) -> AsyncIterator[Any]:
+        """The training graph's checkpointer on the run's checkpoint file (`_drive` ends its
+        database thread however the run ends)."""
+        from marlang.graphs.checkpoints import CheckpointDatabase
+
+        database = self._checkpoints = CheckpointDatabase(self.run_dir.path / CHECKPOINT_FILE)
+        saver = await database.open()
+        try:
+            yield saver
+        finally:
+            await database.aclose()
+
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""
         if self.config.agents.kind == "neural":
@@ -533,7 +598,7 @@ class Experiment:
                 first = next(a for a in changed if saved.get(a) != adapters.get(a))
                 raise ConfigError(f"cannot resume: the adapter of {first} is {saved.get(first) or '(none)'} in the saved "
                                   f"run but {adapters.get(first) or '(none)'} now; start a new run directory instead")
-        rd.create(self.config.to_yaml(), rd.resumed_manifest(manifest))
+        rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
 
     def _play_back_adapters(self) -> dict[str, str]:
         """``model.adapters``: the agents act with trained adapters (those that have one)."""

@@ -2,11 +2,13 @@
 
 Every arrow in a marlang run (env -> protocol -> episode -> learner) carries one of
 these plain dataclasses; each has ``to_dict``/``from_dict`` for the JSONL run files.
+`StopFlag` is how a run tells its long-running parts to stop (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -332,3 +334,29 @@ class RolloutPlan:
 
 _DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)
 _MESSAGE_FIELDS = frozenset(Message.__dataclass_fields__)
+
+
+class Stopped(Exception):
+    """Work that found its run's `StopFlag` set gave up there (Ctrl-C); what it had finished
+    is kept by whoever finished it (episodes, checkpoints), the rest is done again on resume."""
+
+
+class StopFlag:
+    """Set once when a run is asked to stop (the first Ctrl-C). Long work checks it at each
+    point it can stop after and raises `Stopped`: the local engine at every decoding step and
+    before each job on its thread, MAGRPO at every tree step and training step, executors
+    before each job they have not started. Thread-safe (a `threading.Event`)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def check(self, where: str = "") -> None:
+        """Raise `Stopped` if the flag is set; ``where`` says what stopped (for the log)."""
+        if self._event.is_set():
+            raise Stopped(f"stopped{' ' + where if where else ''}: the run was interrupted")

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: per-test cache paths and the embedded SmolLM2 engine."""
+"""Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, Ctrl-C as in a
+terminal, and the check that no checkpoint database thread outlives a test."""
 
 from __future__ import annotations
 
@@ -41,25 +42,31 @@ def ctrl_c_raises_keyboard_interrupt():
     signal.signal(signal.SIGINT, previous)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """Stop the worker thread of any checkpoint database connection a test left open.
+def live_database_threads() -> list:
+    """The worker threads of aiosqlite connections still running (each a non-daemon thread: one
+    left running keeps the process from exiting)."""
+    import threading
 
-    A run cut by Ctrl-C (SIGINT) inside a test can leave its aiosqlite connection unclosed,
-    whose worker is a non-daemon thread: the test process would then never exit after the
-    last test. The leak itself is a known open bug (see the run's interrupt tests)."""
-    import gc
-    import warnings
+    from aiosqlite.core import _connection_worker_thread
 
-    import aiosqlite
+    return [t for t in threading.enumerate() if getattr(t, "_target", None) is _connection_worker_thread]
 
-    open_connections = []
-    with warnings.catch_warnings():  # isinstance on every live object wakes deprecated module attributes
-        warnings.simplefilter("ignore")
-        for obj in gc.get_objects():
-            try:
-                if isinstance(obj, aiosqlite.Connection) and getattr(obj, "_connection", None) is not None:
-                    open_connections.append(obj)
-            except ReferenceError:  # a weak proxy whose object is gone
-                continue
-    for connection in open_connections:
-        connection.stop()
+
+@pytest.fixture(autouse=True)
+def no_database_thread_outlives_a_test():
+    """A test that leaves an aiosqlite connection's thread running fails (a run cut by Ctrl-C
+    once did, and the test process then never exited); the thread is stopped first."""
+    before = set(live_database_threads())
+    yield
+    leaked = [t for t in live_database_threads() if t not in before]
+    for thread in leaked:
+        thread.join(1.0)  # a connection closed just now: its thread is ending
+    leaked = [t for t in leaked if t.is_alive()]
+    if leaked:
+        from aiosqlite.core import _STOP_RUNNING_SENTINEL
+
+        for thread in leaked:  # queue aiosqlite's own stop job, so the process can still exit
+            queue = thread._args[0]
+            queue.put_nowait((None, lambda: _STOP_RUNNING_SENTINEL))
+        pytest.fail(f"{len(leaked)} aiosqlite connection thread(s) left running: a checkpoint "
+                    "database was not closed")

@@ -337,3 +337,47 @@ def test_the_protocol_shorthand_works_at_the_top_of_a_config_file(tmp_path, caps
     assert (loaded.protocol.name, loaded.protocol.rounds) == ("alternating", 2)
     assert load_config(config, ["protocol=none"]).protocol.name == "none"
     assert load_config(config, ["protocol.rounds=3"]).protocol.rounds == 3
+
+
+class KeyEchoingServer:
+    """A server that refuses every key and repeats it in the refusal (some do)."""
+
+    def __new__(cls, echoed: str):
+        from marlang.testing import FakeOpenAIServer
+
+        class Echoing(FakeOpenAIServer):
+            def _respond(self, body):
+                self.requests.append(body)
+                return 401, {"error": {"message": f"Incorrect API key provided: {echoed}", "type": "invalid_request_error"}}
+
+        return Echoing()
+
+
+@pytest.mark.parametrize("where", ["OPENAI_API_KEY", "a variable of another name", "the base_url"])
+def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, monkeypatch, where):
+    secret = "sk-live-0123456789abcdef"
+    key_env = "OPENAI_API_KEY" if where == "OPENAI_API_KEY" else "MY_LLM"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    if where != "the base_url":
+        monkeypatch.setenv(key_env, secret)
+    with KeyEchoingServer(secret) as server:
+        url = server.base_url.replace("http://", f"http://bob:{secret}@") if where == "the base_url" else server.base_url
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
+                       + f"model: {{spec: 'openai:fake', base_url: '{url}', api_key_env: {key_env}, cache: false, "
+                         "max_retries: 0}\n")
+        assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 3
+    line = one_line(capsys.readouterr().err)
+    assert "refused the API key" in line and "Incorrect API key provided: ***" in line
+    assert secret not in line
+
+
+def test_logged_messages_go_through_the_same_redaction(monkeypatch):
+    import logging
+
+    from marlang.cli import _redact_record
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
+    record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1,
+                               "retrying %s with key %s", ("https://bob:pw-0123456@host/v1", "sk-live-0123456789abcdef"),
+                               None)
+    assert _redact_record(record) and record.getMessage() == "retrying https://bob:***@host/v1 with key ***"

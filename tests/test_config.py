@@ -176,3 +176,19 @@ def test_sandbox_isolation_choices_are_the_sandboxs_levels():
     from marlang.sandbox import LEVELS
 
     assert get_args(SandboxConfig.model_fields["isolation"].annotation) == ("auto", *LEVELS)
+
+
+def test_redact_secrets_hides_passwords_secret_settings_and_secret_values(monkeypatch):
+    from marlang.config import redact_secrets
+
+    monkeypatch.setenv("HF_TOKEN", "hf_abcdefghij")
+    monkeypatch.setenv("SOME_PATH", "/not/a/secret")
+    assert redact_secrets("https://bob:pw123456@host/v1 and http://host/x") == "https://bob:***@host/v1 and http://host/x"
+    assert redact_secrets("--set model.api_key=sk-1 --set x.password: hunter2") == \
+        "--set model.api_key=*** --set x.password: ***"
+    assert redact_secrets('{"token": "abc", "Authorization": "Bearer xyz"}') == '{"token": "***", "Authorization": "Bearer ***"}'
+    # names of variables, token counts and other look-alikes stay
+    kept = "api_key_env: OPENAI_API_KEY max_tokens: 24 token_limit_field: max_tokens /not/a/secret"
+    assert redact_secrets(kept) == kept
+    assert redact_secrets("the server said hf_abcdefghij and key-12345678", ["key-12345678"]) == \
+        "the server said *** and ***"

@@ -1,7 +1,10 @@
 """The runner on the real BabyAI-Text env with fake chat models: files, resume, learning, faults."""
 
+import asyncio
 import json
 import signal
+import time
+from typing import Any
 
 import pytest
 
@@ -383,3 +386,122 @@ def test_a_run_whose_every_record_is_damaged_is_resumed_not_started_afresh(tmp_p
     result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
     assert result.episodes_run == 2
     assert sorted(rd.load_episode_dicts(), key=lambda d: d["episode"]) == before
+
+
+class SlowToCancelChatModel(FakeRuleChatModel):
+    """A model whose calls take a while and, when cancelled, a while more to let go (as a
+    network client closing its connection): the event loop sits waiting meanwhile."""
+
+    on_call: Any = None
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        if self.on_call is not None:
+            self.on_call(len(self.calls))
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.0)
+            raise
+        return self._generate(messages, stop, **kwargs)
+
+
+def press_ctrl_c_twice_from_another_thread(gap_s: float = 0.3) -> Any:
+    """Two Ctrl-C as a person presses them, while the run's event loop waits; the thread."""
+    import os
+    import threading
+
+    def press():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(gap_s)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=press, daemon=True)
+    thread.start()
+    return thread
+
+
+def stray_ctrl_c(thread: Any) -> int:
+    """Wait for ``thread`` to have pressed; how many Ctrl-C landed after the run (here)."""
+    stray = 0
+    while thread.is_alive():
+        try:
+            thread.join(0.05)
+        except KeyboardInterrupt:
+            stray += 1
+    try:
+        time.sleep(0.1)  # a signal sent last is handled at the next bytecode of this thread
+    except KeyboardInterrupt:
+        stray += 1
+    return stray
+
+
+def test_two_ctrl_c_leave_the_sigint_handler_as_it_was_and_a_later_run_stops_gracefully(tmp_path):
+    from tests.conftest import live_database_threads
+
+    cfg = make_config(protocol={"name": "none"}, run={"episodes": 4, "parallel": 1})
+    pressing = []
+
+    def on_call(n):
+        if n == 6 and not pressing:  # in the second episode
+            pressing.append(press_ctrl_c_twice_from_another_thread())
+
+    model = SlowToCancelChatModel(rule=babyai_rule, on_call=on_call)
+    messages = []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Experiment(cfg, tmp_path / "run", chat_model=model, notify=messages.append).run()
+    finally:
+        stray = stray_ctrl_c(pressing[0])
+    assert stray == 0 and messages[-1] == "stopping now"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not a finished run's handler
+    assert not live_database_threads()
+    kept = len(RunDirectory(tmp_path / "run").load_episode_dicts())
+    assert kept >= 1
+
+    # The same process runs again: one Ctrl-C stops it gracefully (the run says so, then raises).
+    later = []
+
+    def stop(traj):
+        press_ctrl_c()
+
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule),
+                   on_episode=stop, notify=later.append).run()
+    assert len(later) == 1 and "Ctrl-C again to stop now" in later[0]
+    result = Experiment(cfg, tmp_path / "run", resume=True, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    episodes = [d["episode"] for d in RunDirectory(tmp_path / "run").load_episode_dicts()]
+    assert sorted(episodes) == [0, 1, 2, 3] and result.summary["episodes"] == 4
+
+
+def test_ctrl_c_inside_the_checkpoint_database_start_leaves_no_thread_running(tmp_path, monkeypatch):
+    """A Ctrl-C right after aiosqlite has started its connection's thread (before it connects)
+    once left that non-daemon thread waiting forever: the process never exited."""
+    import aiosqlite.core
+
+    from tests.conftest import live_database_threads
+
+    async def interrupted_connect(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aiosqlite.core.Connection, "_connect", interrupted_connect)
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(make_config(run={"episodes": 1}), tmp_path / "run",
+                   chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    assert not live_database_threads()
+
+
+def test_the_manifest_and_the_saved_config_keep_no_secret_of_the_command_line(tmp_path, monkeypatch):
+    import sys
+
+    url = "https://bob:sk-url-0123456789@llm.example.com/v1"
+    monkeypatch.setattr(sys, "argv", ["marlang", "run", "c.yaml", "--set", f"model.base_url={url}",
+                                      "--set", "env.kwargs.hf_token=hf_0123456789", "--set", "run.episodes=1"])
+    cfg = make_config(protocol={"name": "none"}, model={"cache": False, "base_url": url}, run={"episodes": 1})
+    Experiment(cfg, tmp_path / "run", chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
+    manifest, saved = (tmp_path / "run" / "manifest.json").read_text(), (tmp_path / "run" / "config.yaml").read_text()
+    for text in (manifest, saved):
+        assert "sk-url-0123456789" not in text and "hf_0123456789" not in text
+    assert json.loads(manifest)["command"][4:] == ["model.base_url=https://bob:***@llm.example.com/v1", "--set",
+                                                   "env.kwargs.hf_token=***", "--set", "run.episodes=1"]
+    assert "https://bob:***@llm.example.com/v1" in saved

@@ -11,7 +11,7 @@ from typing import Any
 
 from marlang.agents.llm_agent import CallContext
 from marlang.prompts import PromptLibrary
-from marlang.types import Trajectory
+from marlang.types import StopFlag, Trajectory
 
 
 @dataclass
@@ -40,3 +40,5 @@ class LearnerContext:
     before_calls: Callable[[], Awaitable[None]] | None = None
     """Awaited before each of the learner's model calls (the run makes its checkpoint
     durable first, so a killed run never makes an answered call again)."""
+    stop: StopFlag = field(default_factory=StopFlag)
+    """The run's stop flag (set by Ctrl-C): long updates check it between their steps."""

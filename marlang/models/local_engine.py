@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeoutError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from marlang.models.local_weights import (
     prepare_tokenizer_for_generation,
 )
 from marlang.models.scoring import left_padded_prefill, score_decisions
+from marlang.types import StopFlag
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +222,8 @@ class LocalLM:
         self.adapters: Any = None
         """The agents' LoRA adapters on this model (`TeamAdapters`), once attached."""
         self._adapter_hashes: dict[str, tuple[tuple[int, ...], str]] = {}
+        self._stop_flags: list[StopFlag] = []
+        """The `StopFlag` of each run using the engine now (`watching`)."""
 
     @classmethod
     def from_spec(
@@ -314,9 +318,48 @@ class LocalLM:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the engine's compute thread (where every batch runs), off the
-        event loop: a trainer's update goes here too."""
+        event loop: a trainer's update goes here too. A job that comes up once a watched run
+        has stopped is not started (it raises `Stopped`)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+        return await loop.run_in_executor(self._executor, functools.partial(self._unless_stopped, fn, *args))
+
+    def _unless_stopped(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.check_stop("before a job")
+        return fn(*args)
+
+    @contextmanager
+    def watching(self, flag: StopFlag) -> Iterator[None]:
+        """While inside, ``flag`` set stops the engine's work: decoding at its next step, scoring
+        at its next batch, queued jobs before they start (each raises `Stopped`). A run watches
+        its flag for as long as it uses the engine; its callers no longer wait for that work.
+        A flag set when the run lets go stays until the work queued before is done."""
+        with self._stats_lock:
+            self._stop_flags.append(flag)
+        try:
+            yield
+        finally:
+            if flag.is_set():  # the compute thread lets go of it after the work it stops
+                self._executor.submit(self._unwatch, flag)
+            else:
+                self._unwatch(flag)
+
+    def _unwatch(self, flag: StopFlag) -> None:
+        with self._stats_lock:
+            self._stop_flags.remove(flag)
+
+    def check_stop(self, where: str = "") -> None:
+        """Raise `Stopped` if a run watching the engine has stopped."""
+        for flag in tuple(self._stop_flags):
+            flag.check(f"{self.model_id} {where}".rstrip())
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the compute thread has finished what it runs now and what is queued
+        (at most ``timeout`` seconds); whether it did."""
+        try:
+            self._executor.submit(lambda: None).result(timeout)
+        except FuturesTimeoutError:
+            return False
+        return True
 
     @contextmanager
     def exclusive(self) -> Iterator[PreTrainedModel]:
@@ -389,6 +432,7 @@ class LocalLM:
         """
         outputs: list[ScoreOutput] = []
         for start in range(0, len(requests), self.max_batch_size):
+            self.check_stop("scoring")
             chunk = list(requests[start : start + self.max_batch_size])
             items = [(self.encode(r.prompt), [self.encode(c) for c in r.candidates]) for r in chunk]
             for r, (prompt_ids, cands) in zip(chunk, items, strict=True):
@@ -488,6 +532,7 @@ class LocalLM:
         next_positions = position_ids[:, -1] + 1
         active = list(range(len(rows)))
         while True:
+            self.check_stop("decoding")  # a stopped run's callers no longer wait for this batch
             tokens = self._choose_tokens(logits, [rows[i] for i in active])
             running = [j for j, i in enumerate(active) if not self._push(rows[i], int(tokens[j]))]
             for j, i in enumerate(active):

@@ -247,7 +247,9 @@ class MAGRPOLearner(AdapterLearner):
             roots.append(Node(turn=0, state=env.snapshot()))
         frontier = [(root, i) for i, root in enumerate(roots)]
         parents: dict[int, Node] = {}
+        stop = self.context.stop
         while frontier:
+            stop.check("at a tree step")  # a Ctrl-C keeps the run's finished work: the update starts afresh
             requests = []
             for node, tree in frontier:
                 env.restore(node.state)
@@ -265,6 +267,7 @@ class MAGRPOLearner(AdapterLearner):
             nxt = []
             for node, tree in frontier:
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
+                    stop.check("judging a tree's answers")
                     env.restore(node.state)
                     answers = {a: node.completions[a][g].answer for a, g in joint.items()}
                     node.children.append(judge(env, node, joint, answers, agents[0]))
@@ -339,7 +342,7 @@ class MAGRPOLearner(AdapterLearner):
         its served adapter, sent at once. The replies are tokenized here (chat template and
         tokenizer of the trained model, EOS after a reply that stopped); the ratio losses' old
         log-probs then come from the trainer's own adapters, which the served ones equal."""
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
         from marlang.agents.answer_parsing import extract_answer
         from marlang.trainers.ppo import _chat_dict
@@ -356,8 +359,17 @@ class MAGRPOLearner(AdapterLearner):
             prompts.append((engine.encode(engine.format_chat([_chat_dict(m) for m in messages])), form, entry))
             calls += [(models[agent], messages, self._seed(iteration, tree, node, k, g) % (2 ** 31))
                       for g in range(options.num_generations)]
-        with ThreadPoolExecutor(max_workers=max(1, min(64, len(calls)))) as pool:
-            replies = list(pool.map(lambda c: c[0].invoke(c[1], seed=c[2]), calls))
+        pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(calls))))
+        futures = [pool.submit(model.invoke, messages, seed=seed) for model, messages, seed in calls]
+        try:
+            while True:
+                done, pending = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
+                if not pending or any(f.exception() is not None for f in done):
+                    break
+                self.context.stop.check("waiting for the rollout server")
+            replies = [f.result() for f in futures]
+        finally:  # stopped or failed: the calls not yet sent are never sent
+            pool.shutdown(wait=False, cancel_futures=True)
         eos = engine.tokenizer.eos_token_id
         result: list[list[Completion]] = []
         G = options.num_generations
@@ -404,6 +416,7 @@ class MAGRPOLearner(AdapterLearner):
                 order = _grouped_order(by_unit.get(unit, []), rng)
                 local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
                 for j in range(parallel.max_int(len(local))):
+                    self.context.stop.check("between training steps")
                     idx = local[j] if j < len(local) else []
                     with engine.exclusive():
                         result = self._step(unit, [by_unit[unit][i] for i in idx],

@@ -420,3 +420,62 @@ def test_memoryful_on_a_remote_model_is_one_line():
                            "learning": {"method": "magrpo", "memory": "memoryful"}})
     with pytest.raises(ValueError, match="learning.memory 'memoryful' carries each agent's KV cache"):
         learner_entry("magrpo").check_config(config)
+
+
+# ------------------------------------------------------------------------------ Ctrl-C
+
+
+def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_iteration(tmp_path, monkeypatch):
+    """The first Ctrl-C during a tree's first turn: no second turn is sampled and nothing is
+    trained (the rollout's episode is kept); the resume grows the tree afresh and trains once."""
+    import os
+    import signal
+    import time
+
+    from marlang.config import build_config
+    from marlang.experiment import Experiment
+    from marlang.rundir import RunDirectory
+    from marlang.testing import tiny_chat_model
+    from marlang.trainers.magrpo import MAGRPOLearner
+
+    sampled, trained = [], []
+    sample, train = MAGRPOLearner._sample, MAGRPOLearner._seeded_train
+
+    def pressing_sample(self, requests, iteration, cache_depth=0):
+        sampled.append(len(requests))
+        out = sample(self, requests, iteration, cache_depth=cache_depth)
+        if len(sampled) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first turn's answers are in
+            stop = getattr(self.context, "stop", None)
+            for _ in range(200):  # the main thread runs the handler
+                if stop is not None and stop.is_set():
+                    break
+                time.sleep(0.01)
+        return out
+
+    def counting_train(self, samples, iteration):
+        trained.append(iteration)
+        return train(self, samples, iteration)
+
+    monkeypatch.setattr(MAGRPOLearner, "_sample", pressing_sample)
+    monkeypatch.setattr(MAGRPOLearner, "_seeded_train", counting_train)
+    config = build_config({
+        "env": {"id": "code/humaneval", "n_agents": 1, "max_steps": 2,
+                "kwargs": {"memory": "last", "task_ids": ["HumanEval/0"]}},
+        "model": {"spec": "local:smollm2", "cache": False, "max_tokens": 6},
+        "agents": {"chain_of_thought": False, "history": 0},
+        "learning": {"method": "grpo", "iterations": 1, "rollouts": 1, "num_generations": 2, "max_new_tokens": 6,
+                     "epochs": 1, "eval_episodes": 0, "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "run": {"parallel": 1, "progress": False, "seed": 0}})
+    model = tiny_chat_model(max_tokens=6, temperature=1.0)
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(config, tmp_path / "run", chat_model=model).run()
+    model.engine._executor.submit(lambda: None).result(timeout=60)  # whatever the engine still ran
+    assert sampled == [1] and trained == []
+    rd = RunDirectory(tmp_path / "run")
+    assert len(rd.load_episode_dicts()) == 1 and not rd.read_iterations()
+
+    result = Experiment(config, tmp_path / "run", resume=True, chat_model=model).run()
+    assert result.episodes_run == 0 and len(rd.load_episode_dicts()) == 1  # the kept episode, not played again
+    assert sampled[:2] == [1, 1] and len(sampled) >= 2 and trained == [0]
+    assert len(rd.read_iterations()) == 1 and (tmp_path / "run" / "trees" / "0.jsonl").is_file()

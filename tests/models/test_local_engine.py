@@ -1,0 +1,68 @@
+"""The local engine and a stopped run: decoding ends at the next step, queued jobs never start,
+and the engine serves the next run as before."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from marlang.models import LocalLM
+from marlang.models.local_engine import GenerationRequest, SamplingParams
+from marlang.types import StopFlag, Stopped
+
+
+def _long_request(engine: LocalLM) -> GenerationRequest:
+    prompt = engine.encode(engine.format_chat([{"role": "user", "content": "Tell a long story."}]))
+    return GenerationRequest(prompt, SamplingParams(temperature=1.0, seed=0, max_tokens=60))
+
+
+def test_a_stopped_run_stops_the_engine_at_its_next_decoding_step(tiny_engine, monkeypatch):
+    flag, steps = StopFlag(), []
+    choose = tiny_engine._choose_tokens
+
+    def counting(logits, rows):
+        steps.append(len(rows))
+        if len(steps) == 3:
+            flag.set()  # Ctrl-C while the third token is chosen
+        return choose(logits, rows)
+
+    monkeypatch.setattr(tiny_engine, "_choose_tokens", counting)
+    tiny_engine._eos_ids = frozenset()  # no early end: max_tokens steps unless stopped
+    with tiny_engine.watching(flag), pytest.raises(Stopped):
+        tiny_engine.generate([_long_request(tiny_engine)] * 2)
+    assert len(steps) == 3  # not the 60 of max_tokens
+    # The run has let go of its flag: the engine serves the next one in full.
+    (out,) = tiny_engine.generate([_long_request(tiny_engine)])
+    assert out.output_tokens == 60
+
+
+async def test_a_job_queued_on_the_engine_does_not_start_once_the_run_stopped(tiny_engine):
+    flag, ran = StopFlag(), []
+    with tiny_engine.watching(flag):
+        flag.set()
+        with pytest.raises(Stopped):
+            await tiny_engine.run(ran.append, 1)
+    assert ran == []
+    assert tiny_engine.wait_idle(timeout=5.0)
+    await tiny_engine.run(ran.append, 2)  # the flag went with its run
+    assert ran == [2]
+
+
+async def test_callers_of_a_stopped_batch_get_the_stop_not_a_hang(tiny_engine, monkeypatch):
+    flag, steps = StopFlag(), []
+    choose = tiny_engine._choose_tokens
+
+    def counting(logits, rows):
+        steps.append(len(rows))
+        if len(steps) == 2:
+            flag.set()
+        return choose(logits, rows)
+
+    monkeypatch.setattr(tiny_engine, "_choose_tokens", counting)
+    tiny_engine._eos_ids = frozenset()
+    with tiny_engine.watching(flag):
+        calls = [tiny_engine.agenerate(_long_request(tiny_engine)) for _ in range(3)]
+        results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=10)
+    assert all(isinstance(r, Stopped) for r in results), results
+    assert steps == [3, 3]  # one batch of the three, stopped at its second step
