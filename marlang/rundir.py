@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from marlang.config import ConfigError
+from marlang.config import ConfigError, redact_secrets
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
@@ -269,7 +269,7 @@ class RunDirectory:
                 break
             os.close(fd)  # the file was removed while we waited for it: lock the new one
         try:
-            cmd = command if command is not None else shlex.join(sys.argv)
+            cmd = redact_secrets(command if command is not None else shlex.join(sys.argv))
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": cmd}).encode(), 0)
             yield

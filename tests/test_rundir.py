@@ -174,3 +174,10 @@ def test_unfinished_writes_of_killed_writers_are_removed(tmp_path):
     gone = run.remove_unfinished_writes()
     assert len(gone) == 2 and not partial.parent.exists() and not (tmp_path / ".summary.json.0123.tmp").exists()
     assert (tmp_path / "adapters" / "0" / "agent_0").is_dir()
+
+
+def test_the_lock_file_keeps_no_secret_of_the_command_line(tmp_path):
+    command = "marlang run c.yaml --set model.base_url=https://bob:pw-0123456789@host/v1"
+    with RunDirectory(tmp_path / "run").lock(command=command):
+        holder = json.loads((tmp_path / "run" / ".lock").read_text())
+    assert "pw-0123456789" not in holder["command"] and "https://bob:***@host/v1" in holder["command"]
