@@ -52,9 +52,13 @@ CREATE TABLE IF NOT EXISTS responses (
 
 def default_cache_dir() -> Path:
     """marlang's user cache directory (converted weights, responses): ``$MARLANG_CACHE_DIR``
-    if set, else ``~/.cache/marlang``."""
+    if set, else ``marlang`` under ``$XDG_CACHE_HOME`` (the XDG base directory rule: only an
+    absolute path counts), else ``~/.cache/marlang``."""
     configured = os.environ.get(CACHE_DIR_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "marlang"
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "marlang"
 
 
 class SQLiteResponseCache(BaseCache):

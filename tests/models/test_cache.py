@@ -151,6 +151,11 @@ def test_default_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch) 
     monkeypatch.setenv("MARLANG_CACHE_DIR", str(tmp_path / "c"))
     assert default_cache_dir() == tmp_path / "c"
     monkeypatch.delenv("MARLANG_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "marlang"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as XDG says
+    assert default_cache_dir() == Path.home() / ".cache" / "marlang"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_cache_dir() == Path.home() / ".cache" / "marlang"
 
 
