@@ -1,5 +1,5 @@
 """Benchmark: MAGRPO's sampling and training step on the embedded SmolLM2-135M (fp32, CPU),
-against the way seed 003's reference code does each.
+against the way the MAGRPO paper's reference code does each.
 
 1. Sampling one turn: N = 2 agents (two LoRA adapters, r 16 on q_proj, v_proj), G = 4
    completions each, after HumanEval prompts in the chat template:

@@ -6,7 +6,7 @@ also the roots of one tree each (``magrpo_tree``): at every node all agents' G c
 sampled in one batched generate with per-row adapters, the env judges each joint answer from
 a restored snapshot (no copy of the env or its sandbox), returns are backed up and advantages
 taken against the siblings. Then each agent's adapter is trained on its completions with
-``learning.loss`` (``reinforce``: seed 003's on-policy loss), one agent at a time; the
+``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent at a time; the
 adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
 With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
 name instead (``rollout_server``); under ``accelerate`` each process grows its own trees and the
@@ -51,7 +51,7 @@ SEEDS_PER_NODE = 1_000_003
 
 
 class MAGRPOOptions(AdapterOptions):
-    """``learning.*`` keys of MAGRPO and GRPO (seed 003's names and defaults where it has them)."""
+    """``learning.*`` keys of MAGRPO and GRPO (the MAGRPO paper's names and defaults where it has them)."""
 
     num_generations: int = Field(4, ge=2, description="G: completions each agent samples at every node.")
     joint_mode: Literal["align", "cross"] = Field(
@@ -63,10 +63,10 @@ class MAGRPOOptions(AdapterOptions):
         None, description="A sibling set whose mean reward exceeds this is not expanded further "
         "(None: always expand until the episode ends).")
     advantage: Literal["mean", "group_std", "batch_std", "rloo"] = Field(
-        "mean", description="mean: return minus the siblings' mean (seed 003); group_std / batch_std: "
+        "mean", description="mean: return minus the siblings' mean (the MAGRPO paper); group_std / batch_std: "
         "divided by the siblings' / the batch's std (TRL's scale_rewards); rloo: leave-one-out mean.")
     loss: Literal["reinforce", "grpo", "dr_grpo", "dapo"] = Field(
-        "reinforce", description="reinforce: -(sum of token log-probs) x advantage, on-policy (seed 003); "
+        "reinforce", description="reinforce: -(sum of token log-probs) x advantage, on-policy (the MAGRPO paper); "
         "grpo, dr_grpo, dapo: TRL's clipped-ratio losses (for epochs > 1).")
     epochs: int = Field(1, ge=1, description="Passes over an iteration's completions.")
     minibatch_size: int = Field(8, ge=1, description="Completions per gradient step.")
@@ -628,6 +628,6 @@ def _padded(rows: list[Any], start: int, count: int, like: Any) -> Any:
 
 
 class GRPOLearner(MAGRPOLearner):
-    """GRPO: MAGRPO with one agent (the single-agent baseline of seed 003)."""
+    """GRPO: MAGRPO with one agent (the single-agent baseline of the MAGRPO paper)."""
 
     name: ClassVar[str] = "grpo"

@@ -77,7 +77,7 @@ def joint_actions(agents: Sequence[str], generations: int, mode: str) -> list[di
 
 def should_expand(children: Sequence[Node], threshold: float | None) -> bool:
     """Whether a sibling set goes on to the next turn: not when its mean reward exceeds the
-    threshold (the rule of seed 003)."""
+    threshold (the rule of the MAGRPO paper)."""
     if threshold is None or not children:
         return True
     return sum(c.reward for c in children) / len(children) <= threshold

@@ -1,5 +1,5 @@
 """MAGRPO / GRPO: advantages and losses equal TRL's, the tree's returns and advantages equal
-seed 003's formula by hand, agents train independently, bad settings are one line."""
+the MAGRPO paper's formula by hand, agents train independently, bad settings are one line."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def test_align_tree_returns_and_advantages_follow_seed_003_by_hand():
     assert [(s.turn, s.advantage, s.weight) for s in samples["a"]] == [
         (1, pytest.approx(0.05), 1), (1, pytest.approx(-0.05), 1), (2, pytest.approx(0.5), 1),
         (2, pytest.approx(-0.5), 1)]
-    # and the loss is seed 003's: -(sum of log-probs) x advantage, averaged over samples
+    # and the loss is the MAGRPO paper's: -(sum of log-probs) x advantage, averaged over samples
     logps = torch.tensor([[-1.0], [-2.0], [-3.0], [-4.0]])
     adv = torch.tensor([s.advantage for s in samples["a"]])
     loss = policy_loss(logps, torch.ones(4, 1), adv, weights=torch.tensor([float(s.weight) for s in samples["a"]]))
