@@ -160,10 +160,9 @@ class CodeTaskEnv(CooperativeTaskEnv):
         self._sandbox_workers = sandbox_workers
         self._timeout = float(timeout)
         self._test_timeout = float(test_timeout)
-        from marlang.sandbox import LEVELS
+        from marlang.sandbox.isolation import check_isolation_name
 
-        if isolation not in ("auto", *LEVELS):
-            raise ValueError(f"isolation must be one of {['auto', *LEVELS]}, got {isolation!r}")
+        check_isolation_name(isolation)
         if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 1:
             raise ValueError(f"disk_mb must be a positive integer, got {disk_mb!r}")
         self._isolation = isolation
@@ -303,7 +302,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
             (name, answers.get(agent, ""))
             for name, agent in zip(self.helper_names, self.possible_agents[:-1], strict=False)
         ]
-        answered = any(code.strip() for code in [*(code for _, code in helpers), main])
+        answered = bool(main.strip()) or any(code.strip() for _, code in helpers)
         program = self._program([code for _, code in helpers], main)
         tests = tuple(problem.tests)
         usage = (

@@ -150,14 +150,19 @@ def detect_isolation() -> IsolationInfo:
     return isolation_info(best, report)
 
 
+def check_isolation_name(requested: str) -> None:
+    """Raise a ValueError naming the valid choices unless ``requested`` is "auto" or a level."""
+    valid = ("auto", *LEVELS)
+    if requested not in valid:
+        raise ValueError(f"isolation must be one of {list(valid)}, got {requested!r}")
+
+
 def resolve_isolation(requested: str) -> IsolationInfo:
     """Map "auto" or a level name to an available level, or raise a clear error.
 
     "auto" takes the strongest level that confines the program; it never falls back to
     "rlimits", which is no security boundary: that level runs only when asked for by name."""
-    valid = ("auto", *LEVELS)
-    if requested not in valid:
-        raise ValueError(f"isolation must be one of {list(valid)}, got {requested!r}")
+    check_isolation_name(requested)
     if requested == "auto":
         info = detect_isolation()
         if info.name == "rlimits":

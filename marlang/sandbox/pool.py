@@ -46,8 +46,9 @@ _shared_lock = threading.Lock()
 class _Worker:
     """One worker process and its line protocol. Used by one thread at a time."""
 
-    def __init__(self, level: str, masks: list[str], limits: SandboxLimits) -> None:
-        config = json.dumps({"level": level, "masks": masks, "hide": hidden_packages(),
+    def __init__(self, level: str, masks: list[str], hide: list[str],
+                 limits: SandboxLimits) -> None:
+        config = json.dumps({"level": level, "masks": masks, "hide": hide,
                              "limits": limits.to_dict(), "tmpdir": worker_env()["TMPDIR"]})
         self.proc = subprocess.Popen(worker_command(config), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -146,6 +147,7 @@ class Sandbox:
         self.workers = workers
         self.isolation: IsolationInfo = resolve_isolation(isolation)
         self._masks = mask_candidates()
+        self._hide = hidden_packages()
         self._lock = threading.Lock()
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._all: list[_Worker] = []
@@ -156,7 +158,7 @@ class Sandbox:
 
     # ------------------------------------------------------------------ pool plumbing
     def _spawn(self) -> _Worker:
-        worker = _Worker(self.isolation.name, self._masks, self.limits)
+        worker = _Worker(self.isolation.name, self._masks, self._hide, self.limits)
         with self._lock:
             self._all.append(worker)
         return worker
