@@ -3,7 +3,9 @@
 Runs a PPO and a MAGRPO config on the tiny random model (and, with ``--demo``, the demo grid on
 the embedded model), then prints one hash per run of its episodes (every step's observations,
 messages, thoughts, actions, rewards, log-probabilities) and of its trained adapters' weights,
-with wall-clock fields left out. Run it before and after a change and compare the lines:
+with wall-clock fields left out, and one hash of what was played (episode, phase, iteration, seed,
+first observations) for runs whose replies are sampled unseeded (MAGRPO's rollouts). Run it
+before and after a change and compare the lines:
 
     python benchmarks/episode_fingerprint.py [--demo] [--out DIR]
 """
@@ -46,7 +48,11 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
     for p in weights:
         h.update(p.relative_to(run_dir).as_posix().encode())
         h.update(p.read_bytes())
-    return {"episodes": len(episodes), "episodes_hash": _digest(episodes),
+    # what was played, whatever was said: unseeded sampled replies differ from run to run
+    plays = [(e.get("episode"), e.get("phase"), e.get("iteration"), e.get("seed"),
+              {a: o.get("text") for a, o in (e["steps"][0]["observations"] if e.get("steps") else {}).items()})
+             for e in episodes]
+    return {"episodes": len(episodes), "episodes_hash": _digest(episodes), "plays_hash": _digest(plays),
             "adapters": len(weights), "adapters_hash": h.hexdigest()[:16] if weights else None}
 
 
@@ -70,7 +76,8 @@ def _tiny_runs(out: Path) -> dict[str, dict[str, Any]]:
         "agents": {"chain_of_thought": False, "history": 0},
         "learning": {"method": "magrpo", "iterations": 2, "rollouts": 2, "num_generations": 2, "max_new_tokens": 6,
                      "epochs": 1, "eval_episodes": 1, "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
-        "run": {"parallel": 2, "progress": False, "seed": 0},
+        # one episode at a time: sampled replies depend on which requests share a batch
+        "run": {"parallel": 1, "progress": False, "seed": 0},
     })
     result = {}
     for name, config, model in (("ppo-tiny", ppo, lambda: tiny_chat_model(max_tokens=8)),
