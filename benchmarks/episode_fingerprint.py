@@ -91,8 +91,14 @@ def _demo(out: Path) -> dict[str, dict[str, Any]]:
     target = out / "demo"
     subprocess.run([sys.executable, "-m", "marlang.cli", "compare", "configs/demo.yaml", "--out", str(target)],
                    check=True, stdout=subprocess.DEVNULL)
-    return {f"demo/{d.name}": fingerprint(d) for d in sorted(target.iterdir())
-            if (d / "episodes.jsonl").exists()}
+    result = {}
+    for d in sorted(p for p in target.iterdir() if (p / "summary.json").exists()):
+        if (d / "episodes.jsonl").exists():
+            result[f"demo/{d.name}"] = fingerprint(d)
+        else:  # a neural run: its evaluation episodes and its per-iteration metrics
+            rows = [(d / name).read_text() for name in ("evaluation.json", "metrics.csv") if (d / name).exists()]
+            result[f"demo/{d.name}"] = {"evaluation_and_metrics_hash": _digest(rows)}
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
