@@ -13,7 +13,7 @@ import pytest
 from marlang.config import build_config
 from marlang.experiment import Experiment
 from marlang.models import LocalChatModel
-from marlang.tasks.math_answers import extract_boxed, is_placeholder_answer
+from marlang.envs.tasks.data.math_answers import extract_boxed, is_placeholder_answer
 
 pytestmark = pytest.mark.real_model
 

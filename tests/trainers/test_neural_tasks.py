@@ -11,7 +11,7 @@ import torch
 from gymnasium.spaces import Box, Discrete
 from pettingzoo import ParallelEnv
 
-from marlang.trainers.neural.tasks import GROUP, MarlangTask, NumericParallelEnv
+from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, NumericParallelEnv
 
 
 class FakeCountdownEnv(ParallelEnv):
@@ -107,8 +107,8 @@ def test_lbf_task_masks_actions_and_seeds_each_collection_env():
 
 def test_env_without_numeric_mode_fails_before_the_run_directory(tmp_path):
     from marlang.config import ConfigError, build_config
-    from marlang.envs_text import register_env
-    from marlang.envs_text.registry import DEFAULT_REGISTRY
+    from marlang.envs import register_env
+    from marlang.envs.registry import DEFAULT_REGISTRY
     from marlang.experiment import Experiment
 
     def text_only(n_agents=2, **kwargs):

@@ -16,7 +16,7 @@ from marlang.credit.dataset import TimestepWriter
 from marlang.report import mean_ci, wilson_ci
 from marlang.rundir import RunDirectory
 from marlang.trainers.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
-from marlang.trainers.neural.tasks import GROUP
+from marlang.trainers.neural.benchmarl_task import GROUP
 
 
 class RewardHookCallback(Callback):
