@@ -81,13 +81,9 @@ _PACKAGE_EXPORTS: dict[str, tuple[str, ...]] = {
 
 
 def _warn(old: str, new: str) -> None:
-    # Point the warning at the importing code, past the import machinery's own frames.
-    level, frame = 1, sys._getframe(1)
-    while frame is not None and (
-        frame.f_code.co_filename == __file__ or "importlib" in frame.f_code.co_filename
-    ):
-        level, frame = level + 1, frame.f_back
-    warnings.warn(f"{old} is deprecated; import {new}", DeprecationWarning, stacklevel=level)
+    # stacklevel 3 is the importing code: warnings skips the import machinery's own frames
+    # between it and exec_module (level 2).
+    warnings.warn(f"{old} is deprecated; import {new}", DeprecationWarning, stacklevel=3)
 
 
 class _OldPackage(types.ModuleType):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from marlang.envs.tasks.coding import CodeTaskEnv
+from marlang.envs.tasks.data import CodeProblem
 from marlang.envs.tasks.feedback import (
     LEVELLED_MAX,
     is_trivial_function,
@@ -16,7 +17,6 @@ from marlang.envs.tasks.feedback import (
     real_helpers,
 )
 from marlang.sandbox import Sandbox, SandboxLimits
-from marlang.envs.tasks.data import CodeProblem
 
 ADD = CodeProblem(
     task_id="Toy/add",

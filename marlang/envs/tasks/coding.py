@@ -16,6 +16,7 @@ from marlang.envs.tasks.cooperative import (
     TurnEvaluation,
     TurnRecord,
 )
+from marlang.envs.tasks.data import HELPER_FUNCTION_NAME
 from marlang.envs.tasks.feedback import (
     ABLATIONS,
     REWARD_MODES,
@@ -32,7 +33,6 @@ from marlang.envs.tasks.feedback import (
     levelled_reward,
     real_helpers,
 )
-from marlang.envs.tasks.data import HELPER_FUNCTION_NAME
 
 logger = logging.getLogger(__name__)
 

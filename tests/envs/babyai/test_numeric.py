@@ -10,8 +10,8 @@ import pytest
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX
 from pettingzoo.test import parallel_api_test
 
-from marlang.envs.babyai.numeric import NUMERIC_SIZE, PSEUDO_REWARD, BabyAINumericEnv
 from marlang.envs import make
+from marlang.envs.babyai.numeric import NUMERIC_SIZE, PSEUDO_REWARD, BabyAINumericEnv
 from marlang.envs.babyai.text import ACTIONS
 
 

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Box, Discrete
 
-from marlang.envs import LazyEnvFactory, NumericTextEnv
-from marlang.envs.credit.climbing import CLIMBING_ACTIONS, ClimbingGameEnv
-from marlang.envs import make
+from marlang.envs import LazyEnvFactory, NumericTextEnv, make
 from marlang.envs.core.spaces import TextObservationSpace
+from marlang.envs.credit.climbing import CLIMBING_ACTIONS, ClimbingGameEnv
 from marlang.types import TextObservation
 
 MARL_IDS = [

@@ -9,8 +9,8 @@ import pytest
 from pettingzoo.test import parallel_api_test
 from rware.warehouse import Direction
 
-from marlang.envs.credit.rware import RWARE_ACTIONS, RoboticWarehouseEnv
 from marlang.envs import make
+from marlang.envs.credit.rware import RWARE_ACTIONS, RoboticWarehouseEnv
 
 HEADINGS = {
     "up": Direction.UP,

@@ -240,9 +240,9 @@ def test_rank_states_follows_the_switch_split():
 
 
 def test_registration_builds_every_id():
+    from marlang.envs import list_envs
     from marlang.envs.credit.gridworld import GRIDWORLD_ENV_IDS
     from marlang.envs.registry import register_marl_envs
-    from marlang.envs import list_envs
 
     registry = EnvRegistry()
     register_marl_envs(registry)

@@ -9,13 +9,13 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marlang.envs import make
-from marlang.envs.overcooked.text import LAYOUTS, OvercookedTextEnv
 from marlang.envs.overcooked.package import (
     Direction,
     ObjectState,
     PlayerState,
     SoupState,
 )
+from marlang.envs.overcooked.text import LAYOUTS, OvercookedTextEnv
 
 UP, DOWN, LEFT, RIGHT = Direction.NORTH, Direction.SOUTH, Direction.WEST, Direction.EAST
 

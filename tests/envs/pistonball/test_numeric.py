@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 
-from marlang.envs.pistonball.numeric import NUMERIC_FEATURES, PistonballNumericEnv
 from marlang.envs import make
+from marlang.envs.pistonball.numeric import NUMERIC_FEATURES, PistonballNumericEnv
 from marlang.envs.pistonball.text import PistonballTextEnv
 
 LOWEST_Y = 491  # screen y of a fully lowered piston body

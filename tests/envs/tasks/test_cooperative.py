@@ -12,10 +12,10 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marlang.envs import list_envs, make
+from marlang.envs.core.narration import agent_trajectory, format_trajectory, step_summary
 from marlang.envs.tasks.coding import CodeTaskEnv, program_prefix, split_reference
 from marlang.envs.tasks.cooperative import CooperativeTaskEnv, load_problems
-from marlang.envs.core.narration import agent_trajectory, format_trajectory, step_summary
-from marlang.envs.tasks.reasoning import MathTaskEnv, QATaskEnv, majority_answer
+from marlang.envs.tasks.data import CodeProblem, MathProblem, QAProblem
 from marlang.envs.tasks.feedback import (
     LEVELLED_MAX,
     analyze_code,
@@ -24,7 +24,7 @@ from marlang.envs.tasks.feedback import (
     levelled_reward,
     sliced_indices,
 )
-from marlang.envs.tasks.data import CodeProblem, MathProblem, QAProblem
+from marlang.envs.tasks.reasoning import MathTaskEnv, QATaskEnv, majority_answer
 from marlang.types import Decision, Step, Trajectory
 from tests.fakes import FakeRuleChatModel
 

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from marlang.envs.tasks.coding import CodeTaskEnv
-from marlang.sandbox import STATUSES, SandboxResult
 from marlang.envs.tasks.data import CodeProblem
+from marlang.sandbox import STATUSES, SandboxResult
 from tests.sandbox.hostile_programs import HOSTILE_PROGRAMS
 
 ADD = CodeProblem(

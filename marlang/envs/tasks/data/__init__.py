@@ -12,7 +12,11 @@ from marlang.envs.tasks.data.loading import (
     load_task,
     parse_split,
 )
-from marlang.envs.tasks.data.math_answers import extract_boxed, math_answers_equal, normalize_math_answer
+from marlang.envs.tasks.data.math_answers import (
+    extract_boxed,
+    math_answers_equal,
+    normalize_math_answer,
+)
 from marlang.envs.tasks.data.problems import CodeProblem, MathProblem, Problem, QAProblem
 
 __all__ = [
