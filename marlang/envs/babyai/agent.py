@@ -1,5 +1,5 @@
 """One agent's body in a multi-agent BabyAI level and the actions it may take: shared by the
-env (``babyai``), its text view (``babyai_text``) and the scripted team (``babyai_scripted``).
+env (``text``), its text view (``view``) and the scripted team (``scripted``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The built-in multi-agent BabyAI levels: a factory per id that builds a ``BabyAITextEnv``
 around one minigrid BabyAI level class, checking the level options users may set. The registry
-lists them (``make("babyai/pickup")``); ``envs_marl.babyai`` wraps them.
+lists them (``make("babyai/pickup")``); ``babyai.numeric`` wraps them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The base ``Narrator``, which tells any text env's episodes in words, and the helpers that
-env narrators share. Each env's own narrator subclasses it beside its env (``babyai_narration``,
-``overcooked_narration``, ``pistonball_narration``, ``task_narration``).
+env narrators share. Each env's own narrator subclasses it beside its env (``babyai.narration``,
+``overcooked.narration``, ``pistonball.narration``, ``tasks.narration``).
 """
 
 from __future__ import annotations

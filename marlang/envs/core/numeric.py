@@ -1,6 +1,7 @@
-"""The base class of marlang's credit-assignment benchmark envs: one PettingZoo ``ParallelEnv``
-that serves neural learners (numeric observations, ``Discrete`` actions, a global state) and LLM
-agents (ego-view text, action strings), with a reference team and a state-ranking heuristic.
+"""The base class of marlang's envs with numeric views (the credit-assignment benchmarks,
+BabyAI and Pistonball numeric): a ``MultiAgentEnv`` that serves neural learners (numeric
+observations, ``Discrete`` actions, a global state) and LLM agents (ego-view text, action
+strings), with a reference team and a state-ranking heuristic.
 
 API (stable; subclasses implement the ``_``-prefixed hooks and the abstract public methods)
 ------------------------------------------------------------------------------------------
@@ -57,9 +58,8 @@ Subclass hooks
     time limit: the base class truncates at ``max_steps``), success and extra infos.
 
 Registration
-    ``marlang.envs.registry`` registers these ids into ``marlang.envs``'s
-    registry when ``marlang.registry.ENVS`` is first read (``envs_marl`` sits above
-    ``envs_text``; nothing in ``envs_text`` imports it). Add an env there, through a
+    ``marlang.envs.registry`` registers these ids when ``marlang.registry.ENVS`` is first read
+    (the registry sits above the families; no env imports it). Add an env there, through a
     ``LazyEnvFactory`` (it imports the env module, and its packages, on first use).
 """
 

@@ -1,7 +1,7 @@
 """Grid mechanics shared by the credit-assignment grid worlds (Two-Switch, Victim-Rubble,
 Spaceworld): layouts drawn as text maps, simultaneous moves with agent-agent conflicts, shortest
 paths, the scripted teams' joint move choice, and ``FacingGridEnv`` for worlds where agents face
-what they act on. ``registration.py`` registers the three envs (imported lazily).
+what they act on. ``marlang.envs.registry`` registers the three envs (imported lazily).
 """
 
 from __future__ import annotations

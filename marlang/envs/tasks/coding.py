@@ -98,7 +98,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
 
     Quality is the share of hidden tests passed; the reward is its improvement over the
     previous judged turn (``reward="tests"``) or, for joint teams with ``reward="levelled"``,
-    the improvement of the levelled reward (0..4, see ``task_feedback.LevelledReward``),
+    the improvement of the levelled reward (0..4, see ``feedback.LevelledReward``),
     which joint teams always get in ``infos[agent]["levelled_reward"]``.
 
     Judged steps' infos: ``passed``, ``total``, ``pass_rate``, ``solved``, ``status``,

@@ -107,7 +107,7 @@ class CooperativeTaskEnv(MultiAgentEnv):
 
     Feedback after a judged turn goes into the next turn's observations (``feedback``:
     ``level_feedback``, ``level_passed``, ``passed``, ``plain``, ``expert_edits``; see
-    ``task_feedback``); ``memory="full"`` shows every earlier turn, ``"last"`` only the
+    ``feedback``); ``memory="full"`` shows every earlier turn, ``"last"`` only the
     previous one. Hidden tests and reference answers never appear in an observation.
 
     Rewards are shared and paid on judged steps only (0 on the others): the improvement of the
