@@ -5,7 +5,7 @@ process. The registry imports this module; the task envs never import it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,14 @@ def select_tasks(problems: Sequence[Any], task_ids: Sequence[str | int] | None) 
     if not out:
         raise ValueError("task_ids is empty: name at least one problem (or leave it out for all)")
     return tuple(out)
+
+
+def problem_loader(
+    task: str, task_ids: Sequence[str | int] | None, **source: Any
+) -> Callable[[], tuple[Any, ...]]:
+    """The problems an env poses, for it to load when it is built: ``task``'s split from
+    ``source`` (``load_problems``'s options; loaded once per process), then ``task_ids``'s."""
+    return lambda: select_tasks(load_problems(task, **source), task_ids)
 
 
 @dataclass(frozen=True)
@@ -73,12 +81,10 @@ class CodeTaskFactory:
     ) -> ParallelEnv:
         from marlang.envs.tasks.coding import CodeTaskEnv
 
-        def problems() -> tuple[Any, ...]:
-            return select_tasks(load_problems(
-                self.task, split=split, dataset=dataset, dataset_config=dataset_config,
-                data_files=data_files, limit=limit,
-            ), task_ids)
-
+        problems = problem_loader(
+            self.task, task_ids, split=split, dataset=dataset, dataset_config=dataset_config,
+            data_files=data_files, limit=limit,
+        )
         return CodeTaskEnv(
             problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
             feedback=feedback, memory=memory, sandbox_slice=sandbox_slice,
@@ -115,13 +121,10 @@ class ReasoningTaskFactory:
         from marlang.envs.tasks.reasoning import MathTaskEnv, QATaskEnv
 
         env_class = MathTaskEnv if self.task == "math" else QATaskEnv
-
-        def problems() -> tuple[Any, ...]:
-            return select_tasks(load_problems(
-                self.task, split=split, dataset=dataset, dataset_config=dataset_config,
-                data_files=data_files, limit=limit,
-            ), task_ids)
-
+        problems = problem_loader(
+            self.task, task_ids, split=split, dataset=dataset, dataset_config=dataset_config,
+            data_files=data_files, limit=limit,
+        )
         return env_class(
             problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
             feedback=feedback, memory=memory, expert_model=expert_model,

@@ -6,24 +6,16 @@ Rows carry HumanEval's columns (``canonical_solution`` optional); an optional he
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
 from marlang.envs.tasks.data.humaneval import HUMANEVAL_COLUMNS, code_problem_from_humaneval_row
-from marlang.envs.tasks.data.problems import CodeProblem, require_columns
+from marlang.envs.tasks.data.problems import CodeProblem, RowTable, require_columns
 
 HELPER_COLUMNS = ("helper_prompt", "aux_prompt", "helper")
 """Optional columns read, in this order, as the helper agent's instruction."""
 
 
-def coophumaneval_problems_from_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    columns: Sequence[str],
-    *,
-    source: str,
-    id_prefix: str,
-) -> list[CodeProblem]:
+def coophumaneval_problems_from_rows(table: RowTable) -> list[CodeProblem]:
     """Convert CoopHumanEval rows; columns beyond the known ones go to ``metadata``."""
+    rows, columns, source = table.rows, table.columns, table.source
     require_columns(columns, HUMANEVAL_COLUMNS, source=source, schema="CoopHumanEval")
     known = {*HUMANEVAL_COLUMNS, "canonical_solution", *HELPER_COLUMNS}
     extra_columns = [name for name in columns if name not in known]

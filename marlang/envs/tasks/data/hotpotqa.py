@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from marlang.envs.tasks.data.problems import QAProblem, require_columns
+from marlang.envs.tasks.data.problems import QAProblem, RowTable, require_columns
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -76,15 +76,10 @@ def _supporting_facts(facts: Mapping[str, Sequence[Any]] | None) -> tuple[tuple[
     return tuple((str(t), int(i)) for t, i in zip(titles, sentence_ids, strict=True))
 
 
-def hotpotqa_problems_from_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    columns: Sequence[str],
-    *,
-    source: str,
-    id_prefix: str,
-) -> list[QAProblem]:
+def hotpotqa_problems_from_rows(table: RowTable) -> list[QAProblem]:
     """Convert HotPotQA rows (``id, question, answer, context`` plus optional ``type, level,
     supporting_facts``) to records."""
+    rows, columns, source, id_prefix = table
     require_columns(columns, ["question", "answer", "context"], source=source, schema="HotPotQA")
     problems = []
     for index, row in rows:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import ast
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from marlang.envs.tasks.data.check_splitting import split_check_into_tests
-from marlang.envs.tasks.data.problems import CodeProblem, require_columns
+from marlang.envs.tasks.data.problems import CodeProblem, RowTable, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -119,14 +119,9 @@ def code_problem_from_humaneval_row(
     )
 
 
-def humaneval_problems_from_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    columns: Sequence[str],
-    *,
-    source: str,
-    id_prefix: str,
-) -> list[CodeProblem]:
+def humaneval_problems_from_rows(table: RowTable) -> list[CodeProblem]:
     """Convert HumanEval-schema rows to CodeProblems."""
+    rows, columns, source = table.rows, table.columns, table.source
     require_columns(columns, HUMANEVAL_COLUMNS, source=source, schema="HumanEval")
     return [code_problem_from_humaneval_row(row, source=source, index=i) for i, row in rows]
 

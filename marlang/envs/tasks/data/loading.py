@@ -25,7 +25,7 @@ from marlang.envs.tasks.data.hotpotqa import hotpotqa_problems_from_rows
 from marlang.envs.tasks.data.humaneval import humaneval_problems_from_rows, read_packaged_humaneval
 from marlang.envs.tasks.data.math_answers import MATH_SUBJECTS, math_problems_from_rows
 from marlang.envs.tasks.data.mbpp import mbpp_problems_from_rows
-from marlang.envs.tasks.data.problems import Problem
+from marlang.envs.tasks.data.problems import Problem, RowTable
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ _BUILDERS_BY_SUFFIX = {
     ".parquet": "parquet",
 }
 
-RowConverter = Callable[..., list[Any]]
-"""``convert(indexed_rows, columns, *, source, id_prefix) -> list[Problem]``."""
+RowConverter = Callable[[RowTable], list[Any]]
+"""``convert(table) -> list[Problem]``."""
 
 
 class TaskDataUnavailable(ValueError):
@@ -411,6 +411,6 @@ def load_task(
         picked = rows.select(indices).to_list()
     id_prefix = f"{name}/{split_name}/"
     indexed_rows = list(zip(indices, picked, strict=True))
-    problems = spec.convert(indexed_rows, columns, source=source, id_prefix=id_prefix)
+    problems = spec.convert(RowTable(indexed_rows, columns, source, id_prefix))
     logger.info("loaded %d %s problem(s) from %s, split %s", len(problems), name, source, split)
     return problems

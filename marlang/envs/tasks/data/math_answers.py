@@ -11,11 +11,9 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
 
-from marlang.envs.tasks.data.problems import MathProblem, require_columns
+from marlang.envs.tasks.data.problems import MathProblem, RowTable, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -233,15 +231,10 @@ def math_answers_equal(
     return math.isclose(left_value, right_value, rel_tol=rel_tol, abs_tol=1e-12)
 
 
-def math_problems_from_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    columns: Sequence[str],
-    *,
-    source: str,
-    id_prefix: str,
-) -> list[MathProblem]:
+def math_problems_from_rows(table: RowTable) -> list[MathProblem]:
     """Convert MATH rows (``problem, solution`` plus optional ``answer, level, type|subject,
     unique_id``) to records; rows whose solution has no boxed answer are skipped."""
+    rows, columns, source, id_prefix = table
     require_columns(columns, ["problem"], source=source, schema="MATH")
     if "answer" not in columns and "solution" not in columns:
         raise ValueError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from marlang.envs.tasks.data.humaneval import (
     code_problem_from_humaneval_row,
     generic_helper_prompt,
 )
-from marlang.envs.tasks.data.problems import CodeProblem, require_columns
+from marlang.envs.tasks.data.problems import CodeProblem, RowTable, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -134,14 +134,9 @@ def _problem_from_converted_row(row: Mapping[str, Any], *, source: str, index: i
     return problem
 
 
-def mbpp_problems_from_rows(
-    rows: Iterable[tuple[int, Mapping[str, Any]]],
-    columns: Sequence[str],
-    *,
-    source: str,
-    id_prefix: str,
-) -> list[CodeProblem]:
+def mbpp_problems_from_rows(table: RowTable) -> list[CodeProblem]:
     """Convert MBPP rows in the original (sanitized or full) or the converted schema."""
+    rows, columns, source = table.rows, table.columns, table.source
     if all(name in columns for name in HUMANEVAL_COLUMNS):
         convert = _problem_from_converted_row
     elif "test_list" in columns:

@@ -6,9 +6,9 @@ is the schema check all row converters share, so a wrong file fails with one cle
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,18 @@ class QAProblem:
 
 
 Problem = CodeProblem | MathProblem | QAProblem
+
+
+class RowTable(NamedTuple):
+    """A split's rows as every task's converter reads them (``convert(table) -> problems``)."""
+
+    rows: Iterable[tuple[int, Mapping[str, Any]]]
+    """(index in the split, row) pairs."""
+    columns: Sequence[str]
+    source: str
+    """Where the rows came from, for messages."""
+    id_prefix: str
+    """Prefix of the task ids made up for rows without one (``"<name>/<split>/"``)."""
 
 
 def require_columns(
