@@ -19,6 +19,7 @@ from minigrid.envs.babyai.core.verifier import GoToInstr, PickupInstr, PutNextIn
 from marlang.envs.babyai.agent import ACTIONS
 from marlang.envs.babyai.levels import BABYAI_LEVELS
 from marlang.envs.babyai.text import BabyAITextEnv
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, rank_sign
 from marlang.types import TextObservation
 
@@ -64,11 +65,7 @@ class BabyAINumericEnv(NumericTextEnv):
     ``SUBGOALS`` is first reached (``infos[agent]["subgoals"]`` names them).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "babyai_numeric_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("babyai_numeric_v0")
     world_description: ClassVar[str] = BabyAITextEnv.world_description
 
     def __init__(

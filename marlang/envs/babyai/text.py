@@ -28,7 +28,7 @@ from marlang.envs.babyai.narration import BabyAINarrator
 from marlang.envs.babyai.scripted import ScriptedBabyAITeam
 from marlang.envs.babyai.shaping import goal_distance
 from marlang.envs.babyai.view import DIRECTION_NAMES, LocalView, object_record, observe
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps
+from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -128,11 +128,7 @@ class BabyAITextEnv(MultiAgentEnv):
     other value is a no-op for that agent and sets ``infos[agent]["illegal_action"]``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "babyai_text_v0",
-        "render_modes": ["rgb_array"],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("babyai_text_v0", ["rgb_array"])
     world_description: ClassVar[str] = "a grid world of rooms with doors, keys, balls and boxes"
     """This world as a noun phrase ("... agents acting together in {world_description}")."""
 

@@ -18,6 +18,12 @@ from marlang.envs.core.spaces import StepResult, TextObservationSpace, check_ren
 logger = logging.getLogger(__name__)
 
 
+def env_metadata(name: str, render_modes: Sequence[str] = ()) -> dict[str, Any]:
+    """An env class's PettingZoo ``metadata``: its name and render modes (every marlang env
+    steps all agents at once, so it is parallelizable)."""
+    return {"name": name, "render_modes": list(render_modes), "is_parallelizable": True}
+
+
 def check_optional_max_steps(max_steps: Any, what: str = "max_steps") -> int | None:
     """``max_steps`` as an int, or None; a ``ValueError`` unless it is a positive integer or
     None. ``what`` names it in the message (``"max_steps (the number of turns)"``)."""
@@ -37,11 +43,7 @@ class MultiAgentEnv(ParallelEnv):
     ``observation_space`` says otherwise. All agents end an episode together.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "marlang_env_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("marlang_env_v0")
     world_description: ClassVar[str] = "a shared environment"
     """This world as a noun phrase ("... agents acting together in {world_description}")."""
 

@@ -75,7 +75,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box, Discrete, Space
 
-from marlang.envs.core.base import MultiAgentEnv
+from marlang.envs.core.base import MultiAgentEnv, env_metadata
 from marlang.envs.core.narrator import Narrator
 from marlang.envs.core.spaces import check_joint_action, is_integer
 from marlang.types import TextObservation
@@ -137,11 +137,7 @@ class NumericTextEnv(MultiAgentEnv, ABC):
     agent names, then implement the abstract methods and the two hooks.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "numeric_text_env_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("numeric_text_env_v0")
     def __init__(
         self,
         agents: Sequence[str],

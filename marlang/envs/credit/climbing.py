@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
@@ -62,11 +63,7 @@ class ClimbingGameEnv(NumericTextEnv):
     The ego text shows the payoff table from the agent's side and the previous round.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "climbing_game_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("climbing_game_v0")
     world_description: ClassVar[str] = "a repeated matrix game with one common payoff"
 
     def __init__(

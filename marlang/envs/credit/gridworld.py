@@ -6,6 +6,7 @@ what they act on. ``marlang.envs.registry`` registers the three envs (imported l
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from abc import abstractmethod
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.numeric import NumericTextEnv, StepOutcome
+from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count
 
 logger = logging.getLogger(__name__)
 
@@ -358,6 +359,31 @@ class GridEvent:
     description: str
 
 
+DEFAULT_MAX_STEPS = 100
+"""Step limit of the LCA grid worlds."""
+
+
+class FeatureSpaces:
+    """``numeric_observation_space`` and ``state_space`` of an env whose numeric observation
+    is ``numeric_size`` values in [-1, 1] and whose state ``state_size`` values in [0, 1]
+    (the same space objects on every call)."""
+
+    numeric_size: ClassVar[int]
+    state_size: ClassVar[int]
+
+    @functools.cached_property
+    def _feature_spaces(self) -> tuple[Box, Box]:
+        state = Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
+        return numeric_box(self.numeric_size), state
+
+    def numeric_observation_space(self, agent: str) -> Box:
+        return self._feature_spaces[0]
+
+    @property
+    def state_space(self) -> Box:
+        return self._feature_spaces[1]
+
+
 class FacingGridEnv(NumericTextEnv):
     """Base of the LCA grid worlds: agents move up/down/left/right, face the way they last
     tried to move (bumping into a wall or object turns without moving) and act on the cell
@@ -377,25 +403,28 @@ class FacingGridEnv(NumericTextEnv):
     """
 
     colors: ClassVar[tuple[str, ...]] = ("green", "orange")
+    layout: ClassVar[GridLayout]
+    """The world's cells and rooms."""
+    interactions: ClassVar[tuple[str, ...]]
+    """Each agent's interaction action (one per agent: their number is the agent count)."""
+    default_env_id: ClassVar[str]
 
     def __init__(
         self,
-        layout: GridLayout,
-        interactions: Sequence[str],
         *,
-        observation_mode: str,
-        max_steps: int,
-        env_id: str,
-        step_penalty: bool,
-        individual_rewards: bool,
-        render_mode: str | None,
+        observation_mode: str = "text",
+        max_steps: int = DEFAULT_MAX_STEPS,
+        step_penalty: bool = True,
+        individual_rewards: bool = False,
+        render_mode: str | None = None,
+        env_id: str | None = None,
     ):
-        agents = [f"agent_{i}" for i in range(len(interactions))]
+        agents = [f"agent_{i}" for i in range(len(self.interactions))]
         super().__init__(
             agents,
             observation_mode=observation_mode,
             max_steps=max_steps,
-            env_id=env_id,
+            env_id=env_id or self.default_env_id,
             render_mode=render_mode,
         )
         for name, value in (
@@ -405,18 +434,22 @@ class FacingGridEnv(NumericTextEnv):
             if not isinstance(value, bool):
                 # A config value: every bad one is a ValueError across marlang.
                 raise ValueError(f"{name} must be True or False, got {value!r}")  # noqa: TRY004
-        self.layout = layout
         self.step_penalty = step_penalty
         self.individual_rewards = individual_rewards
         self._action_lists = {
             agent: [*MOVE_ACTIONS, interaction]
-            for agent, interaction in zip(agents, interactions, strict=True)
+            for agent, interaction in zip(agents, self.interactions, strict=True)
         }
         self._rng = np.random.default_rng()
         self.positions: list[Cell] = []
         self.facings: list[str] = []
+        self._clear_world()
 
     # ----------------------------------------------------------------- subclass hooks
+
+    @abstractmethod
+    def _clear_world(self) -> None:
+        """Set the world's own state (switches, victims, ...) to that of a new episode."""
 
     @abstractmethod
     def passable(self, cell: Cell) -> bool:
@@ -633,3 +666,30 @@ __all__ = [
     "resolve_moves",
     "steps_phrase",
 ]
+
+
+@dataclass(frozen=True)
+class GridWorldFactory:
+    """Registry factory of a ``FacingGridEnv`` id: its agent count is fixed."""
+
+    env_class: type[FacingGridEnv]
+
+    def __call__(
+        self,
+        n_agents: int = 2,
+        *,
+        observation_mode: str = "text",
+        max_steps: int = DEFAULT_MAX_STEPS,
+        step_penalty: bool = True,
+        individual_rewards: bool = False,
+        render_mode: str | None = None,
+    ) -> FacingGridEnv:
+        env_class = self.env_class
+        check_agent_count(env_class.default_env_id, n_agents, [len(env_class.interactions)])
+        return env_class(
+            observation_mode=observation_mode,
+            max_steps=max_steps,
+            step_penalty=step_penalty,
+            individual_rewards=individual_rewards,
+            render_mode=render_mode,
+        )

@@ -16,13 +16,13 @@ import numpy as np
 from gymnasium.spaces import Box
 from lbforaging.foraging.environment import Action, ForagingEnv
 
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
-    check_agent_count,
-    check_max_steps,
     rank_sign,
 )
+from marlang.envs.credit.scenarios import ScenarioFactory, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +106,7 @@ class LevelBasedForagingEnv(NumericTextEnv):
     reports its time limit as termination). A masked (invalid) action does nothing.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "level_based_foraging_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("level_based_foraging_v0")
     world_description: ClassVar[str] = "a grid field where agents with levels load food together"
 
     def __init__(
@@ -490,35 +486,7 @@ def _first_move(start: Cell, goals: set[Cell], blocked: set[Cell], size: int) ->
     return None
 
 
-@dataclass(frozen=True)
-class LBFFactory:
-    """Registry factory for one LBF scenario id (its agent count is fixed)."""
-
-    env_id: str
-    scenario: LBFScenario
-
-    def __call__(
-        self,
-        n_agents: int | None = None,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        shared_reward: bool = False,
-    ) -> LevelBasedForagingEnv:
-        players = self.scenario.players
-        check_agent_count(self.env_id, players if n_agents is None else n_agents, (players,))
-        return LevelBasedForagingEnv(
-            self.scenario,
-            observation_mode=observation_mode,
-            max_steps=LBF_MAX_STEPS if max_steps is None else check_max_steps(max_steps),
-            shared_reward=shared_reward,
-            env_id=self.env_id,
-        )
-
-
-
-def factory(env_id: str) -> LBFFactory:
+def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id not in LBF_SCENARIOS:
-        raise ValueError(f"unknown LBF id {env_id!r}; valid ids: {sorted(LBF_SCENARIOS)}")
-    return LBFFactory(env_id, LBF_SCENARIOS[env_id])
+    scenario = find_scenario(env_id, LBF_SCENARIOS, "LBF")
+    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv, scenario.players, LBF_MAX_STEPS)

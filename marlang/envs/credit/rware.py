@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,13 +16,13 @@ import numpy as np
 from gymnasium.spaces import Box
 from rware.warehouse import Action, Direction, RewardType, Warehouse
 
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
-    check_agent_count,
-    check_max_steps,
     rank_sign,
 )
+from marlang.envs.credit.scenarios import ScenarioFactory, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +113,7 @@ class RoboticWarehouseEnv(NumericTextEnv):
     package never ends an episode itself here; it truncates at ``max_steps``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "robotic_warehouse_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("robotic_warehouse_v0")
     world_description: ClassVar[str] = "a warehouse where robots carry requested shelves to goals"
 
     def __init__(
@@ -471,35 +467,7 @@ def _plan(
     return None
 
 
-@dataclass(frozen=True)
-class RWAREFactory:
-    """Registry factory for one warehouse id (its robot count is fixed)."""
-
-    env_id: str
-    scenario: RWAREScenario
-
-    def __call__(
-        self,
-        n_agents: int | None = None,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        shared_reward: bool = False,
-    ) -> RoboticWarehouseEnv:
-        robots = self.scenario.agents
-        check_agent_count(self.env_id, robots if n_agents is None else n_agents, (robots,))
-        return RoboticWarehouseEnv(
-            self.scenario,
-            observation_mode=observation_mode,
-            max_steps=RWARE_MAX_STEPS if max_steps is None else check_max_steps(max_steps),
-            shared_reward=shared_reward,
-            env_id=self.env_id,
-        )
-
-
-def factory(env_id: str) -> Callable[..., RoboticWarehouseEnv]:
+def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id not in RWARE_SCENARIOS:
-        raise ValueError(f"unknown RWARE id {env_id!r}; valid ids: {sorted(RWARE_SCENARIOS)}")
-    return RWAREFactory(env_id, RWARE_SCENARIOS[env_id])
-
+    scenario = find_scenario(env_id, RWARE_SCENARIOS, "RWARE")
+    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv, scenario.agents, RWARE_MAX_STEPS)

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.spaces import Box
 
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count, rank_sign
 from marlang.envs.credit.gridworld import (
     DIRECTION_NAMES,
     MOVE_ACTIONS,
     Cell,
+    FeatureSpaces,
     GridLayout,
     MoveIntent,
     check_snapshots,
@@ -27,7 +28,6 @@ from marlang.envs.credit.gridworld import (
     collisions,
     format_cell,
     manhattan,
-    numeric_box,
     step_cell,
     steps_phrase,
 )
@@ -61,7 +61,7 @@ class SpaceworldSnapshot:
     step: int
 
 
-class SpaceworldEnv(NumericTextEnv):
+class SpaceworldEnv(FeatureSpaces, NumericTextEnv):
     """Spaceworld (two satellites on a ``grid_size`` x ``grid_size`` grid, default 10x10).
 
     Satellite ``agent_i`` (blue, red) should bring mirror segment ``i`` (its own colour) to
@@ -92,14 +92,12 @@ class SpaceworldEnv(NumericTextEnv):
     [...]})`` places them (all three together; other option keys are ignored).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "spaceworld_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("spaceworld_v0")
     world_description: ClassVar[str] = (
         "an in-space assembly grid where satellites must never collide"
     )
+    numeric_size = NUMERIC_SIZE
+    state_size = STATE_SIZE
 
     def __init__(
         self,
@@ -128,8 +126,6 @@ class SpaceworldEnv(NumericTextEnv):
         )
         self.grid_size = int(grid_size)
         self.layout = GridLayout.from_rows(["." * self.grid_size] * self.grid_size, {".": "space"})
-        self._box = numeric_box(NUMERIC_SIZE)
-        self._state_box = Box(low=0.0, high=1.0, shape=(STATE_SIZE,), dtype=np.float32)
         self._rng = np.random.default_rng()
         self.positions: list[Cell] = []
         self.part_positions: list[Cell] = []
@@ -294,9 +290,6 @@ class SpaceworldEnv(NumericTextEnv):
             "each other, or both are destroyed and the episode ends with reward 0."
         )
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         index = self.agent_index(agent)
         me = self.positions[index]
@@ -312,10 +305,6 @@ class SpaceworldEnv(NumericTextEnv):
             ]
         features.append(self.step_count / self.max_steps)
         return np.asarray(features, dtype=np.float32)
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         features: list[float] = []

@@ -14,16 +14,18 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.spaces import Box
 
-from marlang.envs.core.numeric import check_agent_count, rank_sign
+from marlang.envs.core.base import env_metadata
+from marlang.envs.core.numeric import rank_sign
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
     FacingGridEnv,
     FacingState,
+    FeatureSpaces,
     GridEvent,
     GridLayout,
+    GridWorldFactory,
     MoveIntent,
     bfs_distances,
     capitalized,
@@ -34,7 +36,6 @@ from marlang.envs.credit.gridworld import (
     facing_distances_from,
     facing_goals,
     format_cell,
-    numeric_box,
     reach_steps,
     steps_phrase,
 )
@@ -65,7 +66,6 @@ DOOR: Cell = (4, 2)
 DOOR_APPROACH: Cell = (4, 3)
 """Where an agent waits for the door to open."""
 GOAL: Cell = (4, 0)
-DEFAULT_MAX_STEPS = 100
 NUMERIC_SIZE = 24
 STATE_SIZE = 16
 
@@ -86,7 +86,7 @@ class TwoSwitchSnapshot:
         return all(self.triggered)
 
 
-class TwoSwitchEnv(FacingGridEnv):
+class TwoSwitchEnv(FeatureSpaces, FacingGridEnv):
     """LCA's Two-Switch grid world (two agents, 9x9; see ``TWO_SWITCH_MAP``).
 
     Agents start at distinct random cells of the upper room facing random ways. An agent
@@ -115,42 +115,23 @@ class TwoSwitchEnv(FacingGridEnv):
     the LCA prompt asks for.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "two_switch_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("two_switch_v0")
     world_description: ClassVar[str] = (
         "a two-room grid whose door opens only after both switches are triggered"
     )
 
-    def __init__(
-        self,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        step_penalty: bool = True,
-        individual_rewards: bool = False,
-        render_mode: str | None = None,
-        env_id: str = "gridworld/two-switch",
-    ):
-        super().__init__(
-            TWO_SWITCH_LAYOUT,
-            ("toggle", "toggle"),
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            env_id=env_id,
-            step_penalty=step_penalty,
-            individual_rewards=individual_rewards,
-            render_mode=render_mode,
-        )
-        self._box = numeric_box(NUMERIC_SIZE)
-        self._state_box = Box(low=0.0, high=1.0, shape=(STATE_SIZE,), dtype=np.float32)
+    layout = TWO_SWITCH_LAYOUT
+    interactions = ("toggle", "toggle")
+    default_env_id = "gridworld/two-switch"
+    numeric_size = NUMERIC_SIZE
+    state_size = STATE_SIZE
+
+    # ----------------------------------------------------------------- world
+
+    def _clear_world(self) -> None:
         self.triggered = [False, False]
         self.triggered_by: list[str | None] = [None, None]
         self.goal_reached_by: str | None = None
-
-    # ----------------------------------------------------------------- world
 
     @property
     def door_open(self) -> bool:
@@ -161,9 +142,7 @@ class TwoSwitchEnv(FacingGridEnv):
 
     def _reset_world(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self._seed_rng(seed)
-        self.triggered = [False, False]
-        self.triggered_by = [None, None]
-        self.goal_reached_by = None
+        self._clear_world()
         starts = [c for c in self.layout.cells_in("the upper room") if c not in SWITCHES]
         self._place_agents(starts, options, starts)
 
@@ -203,9 +182,6 @@ class TwoSwitchEnv(FacingGridEnv):
             "in the lower room, in as few steps as possible."
         )
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         index = self.agent_index(agent)
         me = self.positions[index]
@@ -215,10 +191,6 @@ class TwoSwitchEnv(FacingGridEnv):
         features += [float(self.triggered[0]), float(self.triggered[1]), float(self.door_open)]
         features.append(self._time_feature())
         return np.asarray(features, dtype=np.float32)
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         features = self._agents_state()
@@ -507,21 +479,5 @@ class ScriptedTwoSwitchTeam:
         return [[k for k in order if not self.env.triggered[k]] for order in self.plan.switches]
 
 
-def make_two_switch(
-    n_agents: int = 2,
-    *,
-    observation_mode: str = "text",
-    max_steps: int = DEFAULT_MAX_STEPS,
-    step_penalty: bool = True,
-    individual_rewards: bool = False,
-    render_mode: str | None = None,
-) -> TwoSwitchEnv:
-    """Registry factory for ``gridworld/two-switch`` (two agents only)."""
-    check_agent_count("gridworld/two-switch", n_agents, [2])
-    return TwoSwitchEnv(
-        observation_mode=observation_mode,
-        max_steps=max_steps,
-        step_penalty=step_penalty,
-        individual_rewards=individual_rewards,
-        render_mode=render_mode,
-    )
+make_two_switch = GridWorldFactory(TwoSwitchEnv)
+"""Registry factory for ``gridworld/two-switch`` (two agents only)."""

@@ -14,22 +14,23 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.spaces import Box
 
-from marlang.envs.core.numeric import check_agent_count, rank_sign
+from marlang.envs.core.base import env_metadata
+from marlang.envs.core.numeric import rank_sign
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
     FacingGridEnv,
+    FeatureSpaces,
     GridEvent,
     GridLayout,
+    GridWorldFactory,
     MoveIntent,
     approach_intent,
     bfs_distances,
     check_snapshots,
     choose_joint_moves,
     format_cell,
-    numeric_box,
     reach_steps,
     steps_phrase,
 )
@@ -72,7 +73,6 @@ RUBBLE_NOTES: tuple[str, ...] = (
 START_ROOM = "chamber 3 (the centre)"
 HEALER, CLEARER = 0, 1
 """Agent indices of the roles: agent_0 heals (green), agent_1 clears rubble (orange)."""
-DEFAULT_MAX_STEPS = 100
 NUMERIC_SIZE = 28
 STATE_SIZE = 18
 
@@ -107,7 +107,7 @@ class VictimRubbleSnapshot:
     step: int
 
 
-class VictimRubbleEnv(FacingGridEnv):
+class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
     """LCA's Victim-Rubble grid world (two agents, 11x6; see ``VICTIM_RUBBLE_MAP``).
 
     ``agent_0`` (green) heals victims with ``heal``; ``agent_1`` (orange) clears rubble with
@@ -133,40 +133,21 @@ class VictimRubbleEnv(FacingGridEnv):
     "cleared": [bool, bool, bool]})`` sets up a state (other option keys are ignored).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "victim_rubble_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("victim_rubble_v0")
     world_description: ClassVar[str] = "five chambers with victims to heal and rubble to clear"
     colors: ClassVar[tuple[str, ...]] = ("green, the healer", "orange, the rubble clearer")
 
-    def __init__(
-        self,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        step_penalty: bool = True,
-        individual_rewards: bool = False,
-        render_mode: str | None = None,
-        env_id: str = "gridworld/victim-rubble",
-    ):
-        super().__init__(
-            VICTIM_RUBBLE_LAYOUT,
-            ("heal", "clear"),
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            env_id=env_id,
-            step_penalty=step_penalty,
-            individual_rewards=individual_rewards,
-            render_mode=render_mode,
-        )
-        self._box = numeric_box(NUMERIC_SIZE)
-        self._state_box = Box(low=0.0, high=1.0, shape=(STATE_SIZE,), dtype=np.float32)
-        self.healed = [False] * len(VICTIMS)
-        self.cleared = [False] * len(RUBBLE)
+    layout = VICTIM_RUBBLE_LAYOUT
+    interactions = ("heal", "clear")
+    default_env_id = "gridworld/victim-rubble"
+    numeric_size = NUMERIC_SIZE
+    state_size = STATE_SIZE
 
     # ----------------------------------------------------------------- world
+
+    def _clear_world(self) -> None:
+        self.healed = [False] * len(VICTIMS)
+        self.cleared = [False] * len(RUBBLE)
 
     def passable(self, cell: Cell) -> bool:
         return _passable(cell, tuple(self.cleared))
@@ -220,9 +201,6 @@ class VictimRubbleEnv(FacingGridEnv):
             "and facing it. Two pieces of rubble block the only way to one victim."
         )
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         index = self.agent_index(agent)
         me = self.positions[index]
@@ -234,10 +212,6 @@ class VictimRubbleEnv(FacingGridEnv):
             features += [*self.layout.offset(me, cell), float(done)]
         features.append(self._time_feature())
         return np.asarray(features, dtype=np.float32)
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         features = self._agents_state() + [float(h) for h in self.healed]
@@ -461,21 +435,5 @@ class ScriptedVictimRubbleTeam:
         return MoveIntent(distance=bfs_distances(env.layout, [staging], allowed), weight=0.5)
 
 
-def make_victim_rubble(
-    n_agents: int = 2,
-    *,
-    observation_mode: str = "text",
-    max_steps: int = DEFAULT_MAX_STEPS,
-    step_penalty: bool = True,
-    individual_rewards: bool = False,
-    render_mode: str | None = None,
-) -> VictimRubbleEnv:
-    """Registry factory for ``gridworld/victim-rubble`` (two agents: a healer and a clearer)."""
-    check_agent_count("gridworld/victim-rubble", n_agents, [2])
-    return VictimRubbleEnv(
-        observation_mode=observation_mode,
-        max_steps=max_steps,
-        step_penalty=step_penalty,
-        individual_rewards=individual_rewards,
-        render_mode=render_mode,
-    )
+make_victim_rubble = GridWorldFactory(VictimRubbleEnv)
+"""Registry factory for ``gridworld/victim-rubble`` (two agents: a healer and a clearer)."""

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from marlang.envs.core.base import MultiAgentEnv
+from marlang.envs.core.base import MultiAgentEnv, env_metadata
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -78,11 +78,7 @@ class OvercookedTextEnv(MultiAgentEnv):
     keeps its running subgoal (or waits; in primitive mode, stays).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "overcooked_text_v0",
-        "render_modes": ["rgb_array"],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("overcooked_text_v0", ["rgb_array"])
     world_description: ClassVar[str] = "a kitchen, as cooks who cook and deliver onion soups"
     """This world as a noun phrase ("... agents acting together in {world_description}")."""
 

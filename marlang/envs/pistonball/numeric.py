@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
+from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
@@ -70,11 +71,7 @@ class PistonballNumericEnv(NumericTextEnv):
     the left wall, -0.1 every cycle) or ``"dense"`` (PettingZoo's reward).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "pistonball_numeric_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("pistonball_numeric_v0")
     world_description: ClassVar[str] = PistonballTextEnv.world_description
 
     def __init__(

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps
+from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -102,11 +102,7 @@ class PistonballTextEnv(MultiAgentEnv):
     Any other value is treated as "stay" and sets ``infos[agent]["illegal_action"]``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "pistonball_text_v0",
-        "render_modes": ["rgb_array"],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("pistonball_text_v0", ["rgb_array"])
     world_description: ClassVar[str] = "a row of pistons that push a ball toward the left wall"
     """This world as a noun phrase ("... agents acting together in {world_description}")."""
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from gymnasium.spaces import Text
 
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps
+from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
 from marlang.envs.core.spaces import (
     StepResult,
     check_joint_action,
@@ -116,11 +116,7 @@ class CooperativeTaskEnv(MultiAgentEnv):
     ``infos[agent]["success"]``); running out of turns truncates it.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "name": "cooperative_task_v0",
-        "render_modes": [],
-        "is_parallelizable": True,
-    }
+    metadata: ClassVar[dict[str, Any]] = env_metadata("cooperative_task_v0")
     world_description: ClassVar[str] = "a team solving tasks together"
     answer_format: ClassVar[str] = "text"
     kind: ClassVar[str] = "task"
