@@ -18,11 +18,10 @@ from lbforaging.foraging.environment import Action, ForagingEnv
 
 from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
-    NumericTextEnv,
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class LBFSnapshot:
     """(row, column, level) of every food still on the grid."""
 
 
-class LevelBasedForagingEnv(NumericTextEnv):
+class LevelBasedForagingEnv(ScenarioEnv):
     """Level-based foraging with ``agent_i`` as the package's player i.
 
     Numeric observations are the package's vector observation: (row, column, level) of each
@@ -118,16 +117,14 @@ class LevelBasedForagingEnv(NumericTextEnv):
         shared_reward: bool = False,
         env_id: str = "lbf",
     ):
-        if type(shared_reward) is not bool:
-            raise ValueError(f"shared_reward must be True or False, got {shared_reward!r}")
         super().__init__(
-            [f"agent_{i}" for i in range(scenario.players)],
+            scenario,
+            scenario.players,
             observation_mode=observation_mode,
             max_steps=max_steps,
+            shared_reward=shared_reward,
             env_id=env_id,
         )
-        self.scenario = scenario
-        self.shared_reward = shared_reward
         self.sight = scenario.size if scenario.sight is None else scenario.sight
         self.lbf = ForagingEnv(
             players=scenario.players,
@@ -308,14 +305,7 @@ class LevelBasedForagingEnv(NumericTextEnv):
         joint = [actions[agent] for agent in self.possible_agents]
         self._observations, rewards, _, _, _ = self.lbf.step(joint)
         collected = not self.lbf.field.any()
-        team = float(sum(rewards))
-        own = dict(zip(self.possible_agents, (float(r) for r in rewards), strict=True))
-        return StepOutcome(
-            rewards=dict.fromkeys(own, team) if self.shared_reward else own,
-            terminated=collected,
-            success=collected,
-            infos={agent: {"team_reward": team} for agent in own},
-        )
+        return self._outcome(rewards, terminated=collected, success=collected)
 
     # ----------------------------------------------------------------- internals
 

@@ -18,11 +18,10 @@ from rware.warehouse import Action, Direction, RewardType, Warehouse
 
 from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
-    NumericTextEnv,
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ class RWARESnapshot:
     goals: tuple[Cell, ...]
 
 
-class RoboticWarehouseEnv(NumericTextEnv):
+class RoboticWarehouseEnv(ScenarioEnv):
     """The robotic warehouse with ``agent_i`` as the package's robot i.
 
     Numeric observations are the package's flattened ones (71 values with sensor range 1):
@@ -125,16 +124,14 @@ class RoboticWarehouseEnv(NumericTextEnv):
         shared_reward: bool = False,
         env_id: str = "rware",
     ):
-        if type(shared_reward) is not bool:
-            raise ValueError(f"shared_reward must be True or False, got {shared_reward!r}")
         super().__init__(
-            [f"agent_{i}" for i in range(scenario.agents)],
+            scenario,
+            scenario.agents,
             observation_mode=observation_mode,
             max_steps=max_steps,
+            shared_reward=shared_reward,
             env_id=env_id,
         )
-        self.scenario = scenario
-        self.shared_reward = shared_reward
         # No time limit inside the package: the base class truncates at max_steps (the
         # package would report its own limit as termination).
         self.warehouse = Warehouse(
@@ -311,12 +308,7 @@ class RoboticWarehouseEnv(NumericTextEnv):
         joint = [actions[agent] for agent in self.possible_agents]
         self._observations, rewards, _, _, _ = self.warehouse.step(joint)
         self._deliveries += rewards
-        team = float(sum(rewards))
-        own = dict(zip(self.possible_agents, (float(r) for r in rewards), strict=True))
-        return StepOutcome(
-            rewards=dict.fromkeys(own, team) if self.shared_reward else own,
-            infos={agent: {"team_reward": team} for agent in own},
-        )
+        return self._outcome(rewards)
 
 
 def _free_spots(w: Warehouse) -> list[Cell]:

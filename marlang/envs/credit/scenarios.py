@@ -1,6 +1,7 @@
-"""Registry factories for benchmark ids that each name one fixed scenario of a package env
-(level-based foraging, the robotic warehouse): the id fixes the agent count and the layout,
-the caller chooses the observation mode, the step limit and whether rewards are shared.
+"""Benchmark envs that wrap one fixed scenario of a package env (level-based foraging, the
+robotic warehouse): their common base, and the registry factory of their ids (an id fixes the
+agent count and the layout; the caller chooses the observation mode, the step limit and
+whether rewards are shared).
 """
 
 from __future__ import annotations
@@ -9,7 +10,49 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from marlang.envs.core.numeric import NumericTextEnv, check_agent_count, check_max_steps
+from marlang.envs.core.numeric import (
+    NumericTextEnv,
+    StepOutcome,
+    check_agent_count,
+    check_max_steps,
+)
+
+
+class ScenarioEnv(NumericTextEnv):
+    """A package env in one ``scenario`` with ``n_agents`` agents, each rewarded on its own
+    or, with ``shared_reward``, with the team's sum (the package's rewards either way)."""
+
+    def __init__(
+        self,
+        scenario: Any,
+        n_agents: int,
+        *,
+        observation_mode: str,
+        max_steps: int,
+        shared_reward: bool,
+        env_id: str,
+    ):
+        if type(shared_reward) is not bool:
+            raise ValueError(f"shared_reward must be True or False, got {shared_reward!r}")
+        super().__init__(
+            [f"agent_{i}" for i in range(n_agents)],
+            observation_mode=observation_mode,
+            max_steps=max_steps,
+            env_id=env_id,
+        )
+        self.scenario = scenario
+        self.shared_reward = shared_reward
+
+    def _outcome(self, package_rewards: Any, **outcome: Any) -> StepOutcome:
+        """The step's ``StepOutcome`` from the package's per-agent rewards (in agent order);
+        every info gets ``team_reward``."""
+        team = float(sum(package_rewards))
+        own = dict(zip(self.possible_agents, (float(r) for r in package_rewards), strict=True))
+        return StepOutcome(
+            rewards=dict.fromkeys(own, team) if self.shared_reward else own,
+            infos={agent: {"team_reward": team} for agent in own},
+            **outcome,
+        )
 
 
 @dataclass(frozen=True)
@@ -18,7 +61,7 @@ class ScenarioFactory:
 
     env_id: str
     scenario: Any
-    env_class: type[NumericTextEnv]
+    env_class: type[ScenarioEnv]
     agents: int
     default_max_steps: int
 
@@ -29,7 +72,7 @@ class ScenarioFactory:
         max_steps: int | None = None,
         observation_mode: str = "text",
         shared_reward: bool = False,
-    ) -> NumericTextEnv:
+    ) -> ScenarioEnv:
         check_agent_count(self.env_id, self.agents if n_agents is None else n_agents, (self.agents,))
         return self.env_class(
             self.scenario,
