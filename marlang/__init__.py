@@ -13,8 +13,8 @@ from marlang import _compat
 
 __version__ = "0.1.0"
 
-# Modules that moved (``marlang.envs_text``, ``marlang.envs_marl``, ``marlang.tasks``) still
-# import under their old names, with a DeprecationWarning.
+# Modules that moved into marlang.envs still import under their old names, with a
+# DeprecationWarning (the table is in marlang._compat).
 _compat.install()
 
 _EXPORTS = {
