@@ -6,7 +6,7 @@ keeps only its own world.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium
@@ -67,7 +67,7 @@ class MultiAgentEnv(ParallelEnv):
 
     # ----------------------------------------------------------------- spaces
 
-    def _set_action_spaces(self, make_space: Any) -> None:
+    def _set_action_spaces(self, make_space: Callable[[], Space]) -> None:
         """Give every agent its own action space, ``make_space()`` (seeded on ``reset``)."""
         self._action_spaces = {agent: make_space() for agent in self.possible_agents}
 
