@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 from marlang.credit.lca import default_groups, ranker_prompts
 from marlang.credit.rankers import LLMRanker, random_queries
-from marlang.envs_text import make
+from marlang.envs import make
 from marlang.models import LocalLM, load_chat_model
 from marlang.prompts import PromptLibrary
 

@@ -26,7 +26,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import numpy as np
 
-from marlang.envs_text import make
+from marlang.envs import make
 
 Runner = Callable[[np.ndarray], float]
 """Takes rows of per-agent action indices; returns the seconds spent in ``step``."""

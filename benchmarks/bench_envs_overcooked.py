@@ -22,9 +22,9 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 import numpy as np
 
-from marlang.envs_text.overcooked import OvercookedTextEnv
-from marlang.envs_text.overcooked_package import Action
-from marlang.envs_text.overcooked_subgoals import PRIMITIVE_ACTIONS
+from marlang.envs.overcooked.package import Action
+from marlang.envs.overcooked.subgoals import PRIMITIVE_ACTIONS
+from marlang.envs.overcooked.text import OvercookedTextEnv
 
 LAYOUTS = ("cramped-room", "counter-circuit")
 

@@ -26,7 +26,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 import numpy as np
 from pettingzoo.butterfly.pistonball.pistonball import parallel_env, raw_env
 
-from marlang.envs_text.pistonball import PISTONBALL_ACTIONS, PistonballTextEnv
+from marlang.envs.pistonball.text import PISTONBALL_ACTIONS, PistonballTextEnv
 
 N_PISTONS = 20
 

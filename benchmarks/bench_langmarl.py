@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 from marlang.agents import CallContext
 from marlang.config import build_config
-from marlang.envs_text import make as make_env
+from marlang.envs import make as make_env
 from marlang.experiment import Experiment
 from marlang.learners import LangMARLLearner, LangMARLOptions, LearnerContext, PolicyState
 from marlang.models import UsageRecorder, load_chat_model

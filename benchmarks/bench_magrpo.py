@@ -44,9 +44,9 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 import torch
 from bench_ppo import measure
 
+from marlang.envs.tasks.data import load_task
 from marlang.models import LocalLM
 from marlang.models.local_engine import GenerationRequest, SamplingParams
-from marlang.tasks import load_task
 from marlang.trainers.adapters import LoraOptions, TeamAdapters
 from marlang.trainers.grpo_loss import (
     completion_logprobs,

@@ -9,7 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from marlang import _compat
+
 __version__ = "0.1.0"
+
+# Modules that moved into marlang.envs still import under their old names, with a
+# DeprecationWarning (the table is in marlang._compat).
+_compat.install()
 
 _EXPORTS = {
     "ExperimentConfig": "marlang.config",
@@ -29,9 +35,9 @@ _EXPORTS = {
     "list_protocols": "marlang.graphs",
     "build_episode_graph": "marlang.graphs",
     "run_episode": "marlang.graphs",
-    "make_env": ("marlang.envs_text", "make"),
-    "register_env": "marlang.envs_text",
-    "list_envs": "marlang.envs_text",
+    "make_env": ("marlang.envs", "make"),
+    "register_env": "marlang.envs",
+    "list_envs": "marlang.envs",
     "load_chat_model": "marlang.models",
     "Experiment": "marlang.experiment",
     "run_experiment": "marlang.experiment",

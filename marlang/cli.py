@@ -151,7 +151,7 @@ def _exit_at_next_ctrl_c() -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "envs":
-        from marlang.envs_text import list_envs
+        from marlang.envs import list_envs
 
         _print_table([[k, v] for k, v in list_envs().items()], ["env id", "description"])
         return 0

@@ -30,7 +30,7 @@ from marlang.config import (
     load_config,
     redact_secrets,
 )
-from marlang.envs_text import make as make_env
+from marlang.envs import make as make_env
 from marlang.graphs.episode import build_episode_graph, protocol_decider
 from marlang.graphs.protocols import build_protocol
 from marlang.learners import Learner, LearnerContext, learner_entry
@@ -660,7 +660,7 @@ def _start_sandbox(env: Any) -> None:
 
 
 def _world(env: Any) -> str:
-    from marlang.envs_text.narration import world_description
+    from marlang.envs.core.narration import world_description
 
     return world_description(env)
 

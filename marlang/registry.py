@@ -4,8 +4,7 @@ marlang imports in one direction only. Its layers, top to bottom (``[tool.import
 ``pyproject.toml``; ``make lint`` and ``make test`` check them):
 
     cli | testing, compare, experiment, runtime, trainers, learners, graphs, agents,
-    envs_marl, envs_text, sandbox | tasks, models, prompts, report | rundir, config,
-    registry | types
+    envs, sandbox, models, prompts, report | rundir, config, registry | types
 
 ``marlang.config`` validates ``learning.method``, ``protocol.name`` and ``env.id`` (and a
 learner's own ``learning.*`` keys) without importing the layers that implement them: it asks
@@ -23,17 +22,15 @@ one except in such a string.
   builtins are declared at the end of this module, by entry point.
 * :data:`ENVS` (``env.id``): the env packages register their own ids. The registry names them
   as *sources*, entry points of functions called once before it is first read:
-  ``marlang.envs_text.registry:register_builtin_envs`` (BabyAI, Overcooked, Pistonball, task
-  envs) and ``marlang.envs_marl.registration:register_builtin_envs`` (``envs_marl`` sits above
-  ``envs_text`` and registers into its registry).
+  ``marlang.envs.registry:register_builtin_envs`` (every builtin id, text and numeric).
 * :data:`CONFIG_CHECKS`: whole-config checks owned by a higher layer (the pairing of
   ``agents.kind: neural`` with a neural method), called by ``ExperimentConfig`` validation.
 
 The upper layers' public functions are views of these registries, so what a user registers
 at runtime validates in configs too: ``marlang.learners.register_learner/list_learners/
 learner_entry`` (:data:`LEARNERS`), ``marlang.graphs.register_protocol/list_protocols/
-build_protocol`` (:data:`PROTOCOLS`), ``marlang.envs_text.register_env/list_envs/make`` and
-``marlang.envs_text.registry.DEFAULT_REGISTRY`` (:data:`ENVS`).
+build_protocol`` (:data:`PROTOCOLS`), ``marlang.envs.register_env/list_envs/make`` and
+``marlang.envs.registry.DEFAULT_REGISTRY`` (:data:`ENVS`).
 
 What a loaded entry must offer:
 
@@ -227,8 +224,7 @@ PROTOCOLS = Registry("protocol")
 ENVS = Registry(
     "env id",
     sources=(
-        "marlang.envs_text.registry:register_builtin_envs",
-        "marlang.envs_marl.registration:register_builtin_envs",
+        "marlang.envs.registry:register_builtin_envs",
     ),
 )
 """``env.id`` -> ``factory(n_agents=..., **kwargs)``; metadata ``default_agents``."""

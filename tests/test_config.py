@@ -11,7 +11,7 @@ from marlang.config import (
     load_config,
     parse_protocol_label,
 )
-from marlang.envs_text import make
+from marlang.envs import make
 
 
 def test_defaults_are_valid_and_overrides_apply(tmp_path):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from marlang.config import build_config
+from marlang.envs.tasks.data.math_answers import extract_boxed, is_placeholder_answer
 from marlang.experiment import Experiment
 from marlang.models import LocalChatModel
-from marlang.tasks.math_answers import extract_boxed, is_placeholder_answer
 
 pytestmark = pytest.mark.real_model
 

@@ -5,8 +5,8 @@ tests) and the optimizer rewrites both policies."""
 from pathlib import Path
 
 from marlang.config import load_config
+from marlang.envs.tasks.data import load_task
 from marlang.experiment import Experiment
-from marlang.tasks import load_task
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "langmarl_humaneval.yaml"

@@ -48,8 +48,8 @@ def test_ppo_keys_validate_without_importing_the_trainer_first():
 
 
 def test_runtime_registrations_validate_in_configs():
-    from marlang.envs_text import register_env
-    from marlang.envs_text.registry import DEFAULT_REGISTRY
+    from marlang.envs import register_env
+    from marlang.envs.registry import DEFAULT_REGISTRY
     from marlang.graphs import list_protocols, register_protocol
     from marlang.graphs.protocols import build_no_communication
 

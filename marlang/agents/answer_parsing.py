@@ -9,7 +9,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from marlang.tasks.math_answers import extract_final_answer, is_placeholder_answer
+from marlang.envs.tasks.data.math_answers import extract_final_answer, is_placeholder_answer
 
 ANSWER_FORMATS = ("code", "math", "text")
 """What ``TextObservation.data["answer_format"]`` may ask for (``text`` when absent)."""

@@ -85,7 +85,7 @@ def _build_llm_mca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Cri
 
 
 def _make_env(config: ExperimentConfig, observation_mode: str) -> Any:
-    from marlang.envs_text import make
+    from marlang.envs import make
 
     kwargs = dict(config.env.kwargs)
     if config.env.max_steps is not None:

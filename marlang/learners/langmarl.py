@@ -69,7 +69,7 @@ class LangMARLLearner(Learner):
         env = self.context.env
         if env is None:
             return "a shared environment"
-        from marlang.envs_text.narration import world_description
+        from marlang.envs.core.narration import world_description
 
         return world_description(env)
 
@@ -131,7 +131,7 @@ class LangMARLLearner(Learner):
         if env is None:
             return "\n".join(f"step {s.t}: " + "; ".join(f"{a} did '{d.action}'" for a, d in s.decisions.items())
                              for s in traj.steps)
-        from marlang.envs_text.narration import format_trajectory
+        from marlang.envs.core.narration import format_trajectory
 
         return format_trajectory(env, traj, max_tokens=options.trajectory_tokens)
 
@@ -141,7 +141,7 @@ class LangMARLLearner(Learner):
         if env is None:
             return "\n".join(f"step {s.t}: did '{s.decisions[agent].action}'" for s in traj.steps
                              if agent in s.decisions)
-        from marlang.envs_text.narration import agent_trajectory
+        from marlang.envs.core.narration import agent_trajectory
 
         return agent_trajectory(env, traj, agent, max_tokens=options.steps_tokens)
 

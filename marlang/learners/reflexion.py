@@ -59,7 +59,7 @@ class ReflexionLearner(Learner):
         env = self.context.env
         if env is None:
             return None
-        from marlang.envs_text.narration import step_summary
+        from marlang.envs.core.narration import step_summary
 
         afters = [s.observations for s in traj.steps[1:]] + [traj.final_observations or None]
         return [step_summary(env, s, agent, after) for s, after in zip(traj.steps, afters)]

@@ -67,7 +67,7 @@ class PPOOptions(AdapterOptions):
     reward_hook: str | None = Field(
         None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
         "agent, replacing the env's (shaped per-agent rewards); a hook that takes gamma= gets the "
-        "learner's. Built in: 'marlang.envs_text.babyai_shaping:goal_progress' (BabyAI go-to).")
+        "learner's. Built in: 'marlang.envs.babyai.shaping:goal_progress' (BabyAI go-to).")
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
 
     @field_validator("reward_hook")

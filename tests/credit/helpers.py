@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from marlang.credit.rankers import random_queries
-from marlang.envs_text import make
+from marlang.envs import make
 
 
 @lru_cache(maxsize=8)

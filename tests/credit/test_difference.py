@@ -17,8 +17,8 @@ from marlang.credit.difference import (
     fork,
     supports_difference,
 )
-from marlang.envs_marl.climbing import CLIMBING_PAYOFF
-from marlang.envs_text import make
+from marlang.envs import make
+from marlang.envs.credit.climbing import CLIMBING_PAYOFF
 
 
 @pytest.mark.parametrize("env_id", ["gridworld/two-switch", "gridworld/victim-rubble", "lbf/8x8-2p-2f-coop",

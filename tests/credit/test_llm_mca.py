@@ -228,7 +228,7 @@ def test_tasks_are_read_from_json_and_text():
 
 
 def test_the_acting_env_ends_each_observation_with_zero_task_inputs():
-    from marlang.trainers.neural.tasks import NumericParallelEnv, build_numeric_env
+    from marlang.trainers.neural.benchmarl_task import NumericParallelEnv, build_numeric_env
 
     plain = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"))
     tasked = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"), task_size=3)

@@ -7,7 +7,7 @@ import pytest
 
 from marlang.credit.lca import key_steps
 from marlang.credit.rankers import LLMRanker
-from marlang.envs_text import make
+from marlang.envs import make
 from marlang.models import SQLiteResponseCache, UsageRecorder, load_chat_model
 from marlang.prompts import PromptLibrary
 from tests.credit.helpers import two_switch_queries

@@ -13,6 +13,11 @@ import math
 
 import pytest
 
+from marlang.envs.tasks.data import load_task
+from marlang.envs.tasks.data.humaneval import (
+    code_problem_from_humaneval_row,
+    read_packaged_humaneval,
+)
 from marlang.sandbox import Sandbox, SandboxLimits
 from marlang.sandbox.plain_data import (
     MAX_DEPTH,
@@ -21,8 +26,6 @@ from marlang.sandbox.plain_data import (
     encode,
     type_name,
 )
-from marlang.tasks import load_task
-from marlang.tasks.humaneval import code_problem_from_humaneval_row, read_packaged_humaneval
 
 FAST = SandboxLimits(cpu_seconds=5.0, wall_seconds=20.0, test_timeout=3.0, memory_mb=256)
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from marlang.envs_text.coding_tasks import CodeTaskEnv
-from marlang.envs_text.task_feedback import (
+from marlang.envs.tasks.coding import CodeTaskEnv
+from marlang.envs.tasks.data import CodeProblem
+from marlang.envs.tasks.feedback import (
     LEVELLED_MAX,
     is_trivial_function,
     levelled_reward,
     real_helpers,
 )
 from marlang.sandbox import Sandbox, SandboxLimits
-from marlang.tasks import CodeProblem
 
 ADD = CodeProblem(
     task_id="Toy/add",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from marlang.envs_marl.climbing import CLIMBING_PAYOFF
+from marlang.envs.credit.climbing import CLIMBING_PAYOFF
 
 
 def difference_rewards(batch: TensorDictBase) -> torch.Tensor:

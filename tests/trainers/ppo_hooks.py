@@ -12,7 +12,7 @@ CALLS: list[dict] = []
 
 def recorded_progress(trajectory, agent, gamma=1.0):
     """``goal_progress``, remembering its calls (the test checks PPO's side of the seam)."""
-    from marlang.envs_text.babyai_shaping import goal_progress
+    from marlang.envs.babyai.shaping import goal_progress
 
     rewards = goal_progress(trajectory, agent, gamma=gamma)
     CALLS.append({"gamma": gamma, "agent": agent, "trajectory": trajectory, "rewards": rewards})

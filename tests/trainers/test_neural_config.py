@@ -7,8 +7,8 @@ import pytest
 
 from marlang.cli import main
 from marlang.config import ConfigError, build_config
-from marlang.envs_text import register_env
-from marlang.envs_text.registry import DEFAULT_REGISTRY
+from marlang.envs import register_env
+from marlang.envs.registry import DEFAULT_REGISTRY
 from marlang.trainers.neural import PPOOptions, QMIXOptions, is_neural_method
 
 

@@ -77,7 +77,7 @@ def test_ppo_trains_on_the_progress_reward_of_the_runs_own_episodes(tmp_path):
     """The built-in BabyAI progress hook through PPO: it gets the learner's gamma, and on the
     trajectories the runtime really records (terminations, final observations) each
     episode's discounted shaping is gamma^T Phi(s_T) - Phi(s_0)."""
-    from marlang.envs_text.babyai_shaping import potential
+    from marlang.envs.babyai.shaping import potential
     from tests.trainers import ppo_hooks
 
     ppo_hooks.CALLS.clear()

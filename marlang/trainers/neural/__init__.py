@@ -24,8 +24,8 @@ _LAZY = {
     "NeuralTrainer": "marlang.trainers.neural.learner",
     "train": "marlang.trainers.neural.learner",
     "benchmarl_configs": "marlang.trainers.neural.learner",
-    "MarlangTask": "marlang.trainers.neural.tasks",
-    "NumericParallelEnv": "marlang.trainers.neural.tasks",
+    "MarlangTask": "marlang.trainers.neural.benchmarl_task",
+    "NumericParallelEnv": "marlang.trainers.neural.benchmarl_task",
     "RewardHookCallback": "marlang.trainers.neural.callbacks",
     "IterationRecorder": "marlang.trainers.neural.callbacks",
 }

@@ -15,8 +15,8 @@ from tensordict import TensorDictBase
 from marlang.credit.dataset import TimestepWriter
 from marlang.report import mean_ci, wilson_ci
 from marlang.rundir import RunDirectory
+from marlang.trainers.neural.benchmarl_task import GROUP
 from marlang.trainers.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
-from marlang.trainers.neural.tasks import GROUP
 
 
 class RewardHookCallback(Callback):

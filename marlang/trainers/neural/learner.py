@@ -32,10 +32,10 @@ from marlang.credit.critic import Critic, build_critic
 from marlang.credit.dataset import TimestepWriter
 from marlang.report import plot_iteration_curves, summarize_episodes
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, RunResult, package_versions
+from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
 from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
 from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
-from marlang.trainers.neural.tasks import GROUP, MarlangTask, build_numeric_env
 
 logger = logging.getLogger(__name__)
 

@@ -246,7 +246,7 @@ def neural_methods() -> list[str]:
 
 def numeric_env_ids() -> list[str]:
     """Registered env ids whose factory names an ``observation_mode`` parameter."""
-    from marlang.envs_text.registry import DEFAULT_REGISTRY
+    from marlang.envs.registry import DEFAULT_REGISTRY
 
     return [env_id for env_id in DEFAULT_REGISTRY.list() if _takes_observation_mode(env_id) is True]
 
@@ -254,7 +254,7 @@ def numeric_env_ids() -> list[str]:
 def _takes_observation_mode(env_id: str) -> bool | None:
     """True or False from the factory's signature; None when it cannot tell (``**kwargs`` or
     not introspectable: the factory then reports a bad argument itself when the run starts)."""
-    from marlang.envs_text.registry import DEFAULT_REGISTRY
+    from marlang.envs.registry import DEFAULT_REGISTRY
 
     try:
         parameters = inspect.signature(DEFAULT_REGISTRY.spec(env_id).factory).parameters

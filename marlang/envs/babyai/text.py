@@ -1,0 +1,536 @@
+"""Multi-agent BabyAI as a PettingZoo ``ParallelEnv`` with BabyAI-Text observations.
+
+N agents share one minigrid BabyAI level, its mission and its verifier; any agent can
+complete the mission, and every agent gets the same reward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+from minigrid.core.actions import Actions
+from minigrid.core.constants import OBJECT_TO_IDX, TILE_PIXELS
+from minigrid.core.world_object import WorldObj
+from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
+from minigrid.envs.babyai.core.verifier import Instr, PickupInstr, PutNextInstr, SeqInstr
+from minigrid.utils.rendering import downsample
+
+from marlang.envs.babyai.agent import ACTION_INDEX, ACTIONS, AgentState
+from marlang.envs.babyai.narration import BabyAINarrator
+from marlang.envs.babyai.scripted import ScriptedBabyAITeam
+from marlang.envs.babyai.shaping import goal_distance
+from marlang.envs.babyai.view import DIRECTION_NAMES, LocalView, object_record, observe
+from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.spaces import (
+    ActionStringSpace,
+    StepResult,
+    check_joint_action,
+    check_render_mode,
+    is_integer,
+)
+from marlang.types import TextObservation
+
+logger = logging.getLogger(__name__)
+
+AGENT_COLORS: tuple[tuple[int, int, int], ...] = (
+    (255, 0, 0),  # agent_0: minigrid's own red agent
+    (0, 170, 255),
+    (255, 140, 0),
+    (255, 0, 255),
+    (0, 255, 170),
+    (255, 255, 255),
+    (170, 110, 40),
+    (160, 160, 255),
+)
+"""Triangle colours of agent_0, agent_1, ... in ``render()`` (cycled beyond eight agents)."""
+
+MIN_AGENTS = 2
+
+
+def _direction_index(direction: Any) -> int:
+    if isinstance(direction, str) and direction in DIRECTION_NAMES:
+        return DIRECTION_NAMES.index(direction)
+    if is_integer(direction) and 0 <= direction < 4:
+        return int(direction)
+    raise ValueError(f"direction must be one of {list(DIRECTION_NAMES)} or 0..3, got {direction!r}")
+
+
+def _remember_carrying(instr: Instr, carrying_before: WorldObj | None) -> None:
+    """Give the verifier the acting agent's own memory of what it held before acting.
+
+    minigrid's Pickup/PutNext verifiers remember ``env.carrying`` from their previous call;
+    with several agents verified in turn that would be another agent's hands.
+    """
+    if isinstance(instr, SeqInstr):
+        _remember_carrying(instr.instr_a, carrying_before)
+        _remember_carrying(instr.instr_b, carrying_before)
+    elif isinstance(instr, (PickupInstr, PutNextInstr)):
+        instr.preCarrying = carrying_before
+
+
+@contextlib.contextmanager
+def _minigrid_prints_to_log() -> Iterator[None]:
+    """minigrid's level generator prints each rejected sample; send that to the debug log."""
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        yield
+    for line in captured.getvalue().splitlines():
+        logger.debug("minigrid: %s", line)
+
+
+def _triangle_mask(size: int, direction: int) -> np.ndarray:
+    """Boolean (size, size) mask of minigrid's agent triangle pointing in ``direction``."""
+    centres = (np.arange(size) + 0.5) / size
+    x, y = np.meshgrid(centres, centres)  # rows are y, columns are x
+    # Rotate pixel centres back into the east-facing frame, then test the triangle.
+    theta = -0.5 * math.pi * direction
+    x0, y0 = x - 0.5, y - 0.5
+    xr = 0.5 + x0 * math.cos(theta) - y0 * math.sin(theta)
+    yr = 0.5 + y0 * math.cos(theta) + x0 * math.sin(theta)
+    a, b, c = np.array((0.12, 0.19)), np.array((0.87, 0.50)), np.array((0.12, 0.81))
+    v0, v1 = c - a, b - a
+    px, py = xr - a[0], yr - a[1]
+    dot00, dot01, dot11 = v0 @ v0, v0 @ v1, v1 @ v1
+    dot02, dot12 = v0[0] * px + v0[1] * py, v1[0] * px + v1[1] * py
+    inv = 1.0 / (dot00 * dot11 - dot01 * dot01)
+    u = (dot11 * dot02 - dot01 * dot12) * inv
+    v = (dot00 * dot12 - dot01 * dot02) * inv
+    return (u >= 0) & (v >= 0) & (u + v < 1)
+
+
+class BabyAITextEnv(MultiAgentEnv):
+    """N agents in one BabyAI level, observing and acting in words.
+
+    Each agent (``agent_0``, ``agent_1``, ...) has its own position, direction, carried
+    object and egocentric 7x7 view (minigrid's, with walls and closed doors occluding).
+    Agents block each other: nobody walks into, drops onto or toggles a cell where another
+    agent stands. All agents see each other and any of them can complete the mission.
+
+    Joint actions are applied agent by agent in ``possible_agents`` order (agent_0 first);
+    each agent's action sees the effects of the earlier ones, and the mission is checked
+    right after each agent's action with that agent's state. Once it is complete, the
+    remaining agents' actions that step are skipped (``infos[agent]["skipped"]``).
+
+    Reward is shared: ``1 - 0.9 * t / max_steps`` to every agent on the step the mission is
+    completed (``t`` counts joint steps), else 0. ``terminations`` are all True on success
+    (or on a verifier failure, for strict levels); ``truncations`` are all True when ``t``
+    reaches ``max_steps`` without success.
+
+    Actions are the strings in ``ACTIONS`` (an index 0..5 into it is also accepted). Any
+    other value is a no-op for that agent and sets ``infos[agent]["illegal_action"]``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = env_metadata("babyai_text_v0", ["rgb_array"])
+    world_description: ClassVar[str] = "a grid world of rooms with doors, keys, balls and boxes"
+    """This world as a noun phrase ("... agents acting together in {world_description}")."""
+
+    def __init__(
+        self,
+        level: RoomGridLevel | Callable[[], RoomGridLevel],
+        n_agents: int = 2,
+        *,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        env_id: str | None = None,
+    ):
+        """
+        Args:
+            level: a minigrid BabyAI level (a ``RoomGridLevel``) or a class/callable making one.
+            n_agents: number of agents, at least 2.
+            max_steps: joint-step limit per episode; ``None`` uses the level's own limit.
+            render_mode: ``None`` or ``"rgb_array"``.
+            env_id: registry id, for display only.
+        """
+        if not is_integer(n_agents) or n_agents < MIN_AGENTS:
+            raise ValueError(f"n_agents must be an integer >= {MIN_AGENTS}, got {n_agents!r}")
+        max_steps = check_optional_max_steps(max_steps)
+        check_render_mode(render_mode, self.metadata)
+        if not isinstance(level, RoomGridLevel) and callable(level):
+            level = level()
+        if not isinstance(level, RoomGridLevel):
+            raise TypeError(f"level must be a minigrid RoomGridLevel, got {type(level).__name__}")
+        super().__init__(
+            n_agents, render_mode=render_mode, env_id=env_id or f"babyai/{type(level).__name__}"
+        )
+
+        self._level = level
+        self._max_steps_override = max_steps
+        self._set_action_spaces(lambda: ActionStringSpace(ACTIONS))
+        self._states: dict[str, AgentState] = {}
+        self._t = 0
+        self._max_steps = self._max_steps_override or 0
+
+    def __repr__(self) -> str:
+        return (
+            f"BabyAITextEnv(env_id={self.env_id!r}, level={type(self._level).__name__}, "
+            f"n_agents={len(self.possible_agents)})"
+        )
+
+    # ----------------------------------------------------------------- PettingZoo API
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+        """Generate a new level; ``reset(seed=s)`` always gives the same episode.
+
+        ``options={"agent_starts": {"agent_1": {"position": (x, y), "direction": "east"}}}``
+        places the named agents explicitly (any agent, agent_0 included); the others start
+        as usual: agent_0 at the level's own start, the rest on random free cells of its room.
+        """
+        self._restart(seed, options)
+        self._seed_action_spaces(seed)
+        observations = self._observe_all(self.agents)
+        infos = {agent: self._info(success=False) for agent in self.agents}
+        return observations, infos
+
+    def step(self, actions: Mapping[str, Any]) -> StepResult:
+        """Apply one joint action (one entry per live agent)."""
+        check_joint_action(self.agents, actions)
+        agents = list(self.agents)
+        reward, terminated, truncated, infos = self._advance(actions)
+        return self._step_result(
+            agents, self._observe_all(agents), reward, terminated, truncated, infos
+        )
+
+    def _restart(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
+        """Generate a new level and place the agents (no observations: numeric wrappers use
+        it); ``options`` as for ``reset``."""
+        options = dict(options or {})
+        starts = options.pop("agent_starts", None) or {}
+        self._warn_unknown_options(options)
+        with _minigrid_prints_to_log():
+            self._level.reset(seed=seed)
+        self._t = 0
+        self._level.step_count = 0
+        self._max_steps = self._max_steps_override or int(self._level.max_steps)
+        self._states = self._initial_states(starts)
+        self._started = True
+        self.agents = list(self.possible_agents)
+
+    def _advance(
+        self, actions: Mapping[str, Any]
+    ) -> tuple[float, bool, bool, dict[str, dict[str, Any]]]:
+        """Apply a checked joint action: the shared reward, terminated, truncated and the
+        infos, but no observations (numeric wrappers use it)."""
+        self._t += 1
+        self._level.step_count = self._t
+        status, completed_by = "continue", None
+        details: dict[str, dict[str, bool]] = {}
+        for agent in self.agents:
+            if status != "continue":
+                details[agent] = {"illegal_action": False, "blocked": False, "skipped": True}
+                continue
+            index = self._action_index(actions[agent])
+            blocked, status = self._act(agent, index)
+            details[agent] = {"illegal_action": index is None, "blocked": blocked, "skipped": False}
+            if status == "success":
+                completed_by = agent
+
+        success = status == "success"
+        terminated = status in ("success", "failure")
+        truncated = not terminated and self._t >= self._max_steps
+        reward = 1.0 - 0.9 * self._t / self._max_steps if success else 0.0
+        infos = {
+            agent: self._info(success=success, completed_by=completed_by, **details[agent])
+            for agent in self.agents
+        }
+        return reward, terminated, truncated, infos
+
+    def _render_frame(self) -> np.ndarray:
+        """RGB array (H, W, 3) of the whole level: every agent as a coloured triangle (see
+        ``AGENT_COLORS``) with a small icon of what it carries; cells any agent sees are lit."""
+        level, tile = self._level, TILE_PIXELS
+        highlight = np.zeros((level.width, level.height), dtype=bool)
+        for agent in self.possible_agents:
+            for x, y in self._local_view(agent).visible_cells:
+                highlight[x, y] = True
+        image = level.grid.render(tile, agent_pos=None, highlight_mask=highlight)
+        supersample = 3
+        for index, agent in enumerate(self.possible_agents):
+            state = self._states[agent]
+            x, y = state.position
+            cell = image[y * tile : (y + 1) * tile, x * tile : (x + 1) * tile]
+            big = np.repeat(np.repeat(cell, supersample, axis=0), supersample, axis=1)
+            big[_triangle_mask(tile * supersample, state.direction)] = AGENT_COLORS[
+                index % len(AGENT_COLORS)
+            ]
+            if state.carrying is not None:
+                icon = tile * supersample * 2 // 5
+                state.carrying.render(big[:icon, -icon:])
+            cell[:] = downsample(big, supersample)
+        return image
+
+    def state(self) -> np.ndarray:
+        """Global state for centralised critics: minigrid's (W, H, 3) grid encoding with each
+        agent written as ``(OBJECT_TO_IDX["agent"], agent index, direction)``."""
+        if not self._states:
+            raise RuntimeError("state() needs a reset() first")
+        encoding = self._level.grid.encode()
+        for index, agent in enumerate(self.possible_agents):
+            state = self._states[agent]
+            encoding[state.position] = (OBJECT_TO_IDX["agent"], index, state.direction)
+        return encoding
+
+    # ----------------------------------------------------------------- marlang API
+
+    @property
+    def level(self) -> RoomGridLevel:
+        """The underlying minigrid level. Its ``agent_pos``/``agent_dir``/``carrying`` are
+        only meaningful inside ``embodied()``."""
+        return self._level
+
+    @property
+    def mission(self) -> str:
+        return self._level.mission
+
+    @property
+    def max_steps(self) -> int:
+        """Joint-step limit of the current episode."""
+        return self._max_steps
+
+    @property
+    def step_count(self) -> int:
+        """Joint steps taken in the current episode."""
+        return self._t
+
+    @property
+    def agent_states(self) -> Mapping[str, AgentState]:
+        """Read-only view of every agent's body state."""
+        return MappingProxyType(self._states)
+
+    def agent_at(self, position: tuple[int, int]) -> str | None:
+        """Name of the agent standing on ``position``, if any."""
+        for agent, state in self._states.items():
+            if state.position == tuple(position):
+                return agent
+        return None
+
+    @contextlib.contextmanager
+    def embodied(self, agent: str) -> Iterator[RoomGridLevel]:
+        """Temporarily load ``agent``'s body into the level, so that minigrid's own code
+        (view, verifier, ``BabyAIBot``) sees the world as that agent.
+
+        Changes minigrid makes to the body (position, direction, carried object) are kept
+        as the agent's new state; the level's own agent fields are restored afterwards.
+        """
+        state = self._states[agent]
+        level = self._level
+        saved = (level.agent_pos, level.agent_dir, level.carrying)
+        level.agent_pos, level.agent_dir, level.carrying = (
+            state.position,
+            state.direction,
+            state.carrying,
+        )
+        try:
+            yield level
+        finally:
+            self._states[agent] = AgentState(
+                position=(int(level.agent_pos[0]), int(level.agent_pos[1])),
+                direction=int(level.agent_dir),
+                carrying=level.carrying,
+            )
+            level.agent_pos, level.agent_dir, level.carrying = saved
+
+    def observe(self, agent: str) -> TextObservation:
+        """The agent's current observation (what ``reset``/``step`` return for it)."""
+        view = self._local_view(agent)
+        state = self._states[agent]
+        front = state.front
+        data: dict[str, Any] = {
+            "agent": agent,
+            "step": self._t,
+            "max_steps": self._max_steps,
+            **view.to_data(),
+            "front": {
+                "position": list(front),
+                "object": object_record(self._level.grid.get(*front)),
+                "agent": self.agent_at(front),
+            },
+            "team": {
+                name: {
+                    "position": list(other.position),
+                    "direction": DIRECTION_NAMES[other.direction],
+                    "carrying": object_record(other.carrying),
+                }
+                for name, other in self._states.items()
+            },
+            "grid_size": [int(self._level.width), int(self._level.height)],
+            "goal_distance": goal_distance(self._level, state.position, state.direction),
+        }
+        return TextObservation(
+            text=view.text(), mission=self.mission, legal_actions=list(ACTIONS), data=data
+        )
+
+    def narrator(self) -> BabyAINarrator:
+        """Tells this env's episodes in words for learners (``marlang.envs.core.narration``)."""
+    
+        return BabyAINarrator(self)
+
+    def scripted_team(self) -> ScriptedBabyAITeam:
+        """The scripted reference team for this env (see ``ScriptedBabyAITeam``)."""
+        return ScriptedBabyAITeam(self)
+
+    # ----------------------------------------------------------------- internals
+
+    def _local_view(self, agent: str) -> LocalView:
+        others = {name: s for name, s in self._states.items() if name != agent}
+        with self.embodied(agent) as level:
+            return observe(level, others)
+
+    def _info(
+        self, success: bool, completed_by: str | None = None, **details: bool
+    ) -> dict[str, Any]:
+        return {
+            "success": success,
+            "completed_by": completed_by,
+            "illegal_action": details.get("illegal_action", False),
+            "blocked": details.get("blocked", False),
+            "skipped": details.get("skipped", False),
+            "step": self._t,
+        }
+
+    @staticmethod
+    def _action_index(action: Any) -> int | None:
+        if isinstance(action, str):
+            return ACTION_INDEX.get(action)
+        if is_integer(action):
+            return int(action) if 0 <= action < len(ACTIONS) else None
+        return None
+
+    def _act(self, agent: str, index: int | None) -> tuple[bool, str]:
+        """Apply one agent's action (``None``: no-op) and check the mission with its state.
+
+        Returns (blocked by another agent, verifier status).
+        """
+        front = self._states[agent].front
+        occupant = self.agent_at(front)
+        blocked = moved_objects = False
+        with self.embodied(agent) as level:
+            carrying_before = level.carrying
+            cell = level.grid.get(*front)
+            if index == Actions.left:
+                level.agent_dir = (level.agent_dir - 1) % 4
+            elif index == Actions.right:
+                level.agent_dir = (level.agent_dir + 1) % 4
+            elif index == Actions.forward:
+                if cell is None or cell.can_overlap():
+                    if occupant:
+                        blocked = True
+                    else:
+                        level.agent_pos = front
+            elif index == Actions.pickup:
+                if cell is not None and cell.can_pickup() and level.carrying is None:
+                    level.carrying = cell
+                    cell.cur_pos = np.array([-1, -1])
+                    level.grid.set(*front, None)
+                    moved_objects = True
+            elif index == Actions.drop:
+                if cell is None and level.carrying is not None:
+                    if occupant:
+                        blocked = True
+                    else:
+                        level.grid.set(*front, level.carrying)
+                        level.carrying.cur_pos = np.array(front)
+                        level.carrying = None
+                        moved_objects = True
+            elif index == Actions.toggle and cell is not None:
+                if occupant:
+                    blocked = True  # e.g. closing a door on a teammate standing in it
+                else:
+                    cell.toggle(level, front)
+            if moved_objects:
+                level.update_objs_poss()
+            _remember_carrying(level.instrs, carrying_before)
+            status = level.instrs.verify(None if index is None else Actions(index))
+        return blocked, status if status in ("success", "failure") else "continue"
+
+    def _initial_states(self, starts: Mapping[str, Any]) -> dict[str, AgentState]:
+        level = self._level
+        unknown = sorted(set(starts) - set(self.possible_agents))
+        if unknown:
+            raise ValueError(
+                f"agent_starts names unknown agents {unknown}; agents: {self.possible_agents}"
+            )
+        states: dict[str, AgentState] = {}
+        for agent, start in starts.items():
+            if not isinstance(start, Mapping) or "position" not in start:
+                raise ValueError(
+                    f"agent_starts[{agent!r}] must be a dict with a 'position' (x, y) and an "
+                    f"optional 'direction', got {start!r}"
+                )
+            position = tuple(int(v) for v in start["position"])
+            if not (0 <= position[0] < level.width and 0 <= position[1] < level.height):
+                raise ValueError(f"agent_starts[{agent!r}] position {position} is outside the grid")
+            cell = level.grid.get(*position)
+            if cell is not None and not cell.can_overlap():
+                raise ValueError(f"agent_starts[{agent!r}] position {position} holds a {cell.type}")
+            if any(s.position == position for s in states.values()):
+                raise ValueError(f"agent_starts[{agent!r}] position {position} is already taken")
+            states[agent] = AgentState(position, _direction_index(start.get("direction", 0)))
+
+        level_start = (int(level.agent_pos[0]), int(level.agent_pos[1]))
+        if "agent_0" not in states:
+            if any(s.position == level_start for s in states.values()):
+                raise ValueError(f"agent_starts puts an agent on agent_0's start {level_start}")
+            states["agent_0"] = AgentState(level_start, int(level.agent_dir))
+
+        taken = {s.position for s in states.values()}
+        reachable, elsewhere = self._spawn_cells(states["agent_0"].position)
+        reachable = [cell for cell in reachable if cell not in taken]
+        elsewhere = [cell for cell in elsewhere if cell not in taken]
+        to_place = [a for a in self.possible_agents if a not in states]
+        if len(reachable) + len(elsewhere) < len(to_place):
+            raise ValueError(
+                f"n_agents={len(self.possible_agents)} does not fit: the starting room of "
+                f"{self.env_id} has {len(reachable) + len(elsewhere)} free cells for "
+                f"{len(to_place)} more agents"
+            )
+        rng = level.np_random
+        for agent in to_place:
+            # Prefer cells agent_0 can walk to; a boxed-in start still leaves the room's rest.
+            pool = reachable or elsewhere
+            position = pool.pop(int(rng.integers(len(pool))))
+            states[agent] = AgentState(position, self._spawn_direction(position, rng))
+        return {agent: states[agent] for agent in self.possible_agents}
+
+    def _spawn_cells(
+        self, origin: tuple[int, int]
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Empty interior cells of ``origin``'s room: those walkable from ``origin``, the rest."""
+        level = self._level
+        room = level.room_from_pos(*origin)
+        (left, top), (width, height) = room.top, room.size
+        empty = {
+            (x, y)
+            for x in range(left + 1, left + width - 1)
+            for y in range(top + 1, top + height - 1)
+            if level.grid.get(x, y) is None
+        }
+        seen, queue = {origin}, deque([origin])
+        while queue:
+            x, y = queue.popleft()
+            for dx, dy in ((1, 0), (0, 1), (-1, 0), (0, -1)):
+                cell = (x + dx, y + dy)
+                if cell in empty and cell not in seen:
+                    seen.add(cell)
+                    queue.append(cell)
+        empty.discard(origin)
+        return sorted(empty & seen), sorted(empty - seen)
+
+    def _spawn_direction(self, position: tuple[int, int], rng: np.random.Generator) -> int:
+        """A random direction not facing an object (as minigrid does for its own agent)."""
+
+        def faces_object(direction: int) -> bool:
+            ahead = self._level.grid.get(*AgentState(position, direction).front)
+            return ahead is not None and ahead.type != "wall"
+
+        choices = [d for d in range(4) if not faces_object(d)] or list(range(4))
+        return choices[int(rng.integers(len(choices)))]

@@ -1,0 +1,90 @@
+"""Benchmark envs that wrap one fixed scenario of a package env (level-based foraging, the
+robotic warehouse): their common base, and the registry factory of their ids (an id fixes the
+agent count and the layout; the caller chooses the observation mode, the step limit and
+whether rewards are shared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from marlang.envs.core.numeric import (
+    NumericTextEnv,
+    StepOutcome,
+    check_agent_count,
+    check_max_steps,
+)
+
+
+class ScenarioEnv(NumericTextEnv):
+    """A package env in one ``scenario`` with ``n_agents`` agents, each rewarded on its own
+    or, with ``shared_reward``, with the team's sum (the package's rewards either way)."""
+
+    def __init__(
+        self,
+        scenario: Any,
+        n_agents: int,
+        *,
+        observation_mode: str,
+        max_steps: int,
+        shared_reward: bool,
+        env_id: str,
+    ):
+        if type(shared_reward) is not bool:
+            raise ValueError(f"shared_reward must be True or False, got {shared_reward!r}")
+        super().__init__(
+            [f"agent_{i}" for i in range(n_agents)],
+            observation_mode=observation_mode,
+            max_steps=max_steps,
+            env_id=env_id,
+        )
+        self.scenario = scenario
+        self.shared_reward = shared_reward
+
+    def _outcome(self, package_rewards: Any, **outcome: Any) -> StepOutcome:
+        """The step's ``StepOutcome`` from the package's per-agent rewards (in agent order);
+        every info gets ``team_reward``."""
+        team = float(sum(package_rewards))
+        own = dict(zip(self.possible_agents, (float(r) for r in package_rewards), strict=True))
+        return StepOutcome(
+            rewards=dict.fromkeys(own, team) if self.shared_reward else own,
+            infos={agent: {"team_reward": team} for agent in own},
+            **outcome,
+        )
+
+
+@dataclass(frozen=True)
+class ScenarioFactory:
+    """Builds ``env_class(scenario, ...)`` for ``env_id``, with ``agents`` agents."""
+
+    env_id: str
+    scenario: Any
+    env_class: type[ScenarioEnv]
+    agents: int
+    default_max_steps: int
+
+    def __call__(
+        self,
+        n_agents: int | None = None,
+        *,
+        max_steps: int | None = None,
+        observation_mode: str = "text",
+        shared_reward: bool = False,
+    ) -> ScenarioEnv:
+        check_agent_count(self.env_id, self.agents if n_agents is None else n_agents, (self.agents,))
+        return self.env_class(
+            self.scenario,
+            observation_mode=observation_mode,
+            max_steps=self.default_max_steps if max_steps is None else check_max_steps(max_steps),
+            shared_reward=shared_reward,
+            env_id=self.env_id,
+        )
+
+
+def find_scenario(env_id: str, scenarios: Mapping[str, Any], family: str) -> Any:
+    """The scenario of ``env_id``; a ``ValueError`` naming ``family``'s valid ids if unknown."""
+    if env_id not in scenarios:
+        raise ValueError(f"unknown {family} id {env_id!r}; valid ids: {sorted(scenarios)}")
+    return scenarios[env_id]

@@ -1,0 +1,548 @@
+"""The subgoal layer of the Overcooked text env: which high-level actions a cook may take, and
+how the package's motion planner carries them out one tick at a time.
+
+A cook that makes no progress for ``patience`` ticks (another cook is in the way and no detour
+exists) gives its subgoal up, so two cooks blocking each other never deadlock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from marlang.envs.overcooked.package import Action, Direction, MotionPlanner
+
+Pos = tuple[int, int]
+Orientation = tuple[int, int]
+PosOr = tuple[Pos, Orientation]
+
+DIRECTION_NAMES: dict[Orientation, str] = {
+    Direction.NORTH: "up",
+    Direction.SOUTH: "down",
+    Direction.EAST: "right",
+    Direction.WEST: "left",
+}
+PRIMITIVE_ACTIONS: dict[str, object] = {
+    "up": Direction.NORTH,
+    "down": Direction.SOUTH,
+    "left": Direction.WEST,
+    "right": Direction.EAST,
+    "stay": Action.STAY,
+    "interact": Action.INTERACT,
+}
+"""The ``primitive`` action mode: action strings and the package's actions."""
+
+INGREDIENTS = ("onion", "tomato")
+CONTINUE = "continue"
+WAIT = "wait"
+STEP_ASIDE = "step aside"
+
+
+def _reading_order(positions: Iterable[Pos]) -> list[Pos]:
+    return sorted(positions, key=lambda p: (p[1], p[0]))
+
+
+class Kitchen:
+    """Static facts of one layout: numbered features, who can reach what, and step distances.
+
+    Pots and counters are numbered from 1 in reading order (top row first, left to right).
+    Distances are the moves (turns included, the final interact not) a cook needs to stand in
+    front of a feature facing it, from the package's ``MotionPlanner``.
+    """
+
+    def __init__(self, mdp: object):
+        self.mdp = mdp
+        counters = _reading_order(mdp.get_counter_locations())
+        self.planner = MotionPlanner(mdp, counter_goals=counters)
+        self.pots: list[Pos] = _reading_order(mdp.get_pot_locations())
+        self.counters: list[Pos] = counters
+        self.dispensers: dict[str, list[Pos]] = {
+            "onion": _reading_order(mdp.get_onion_dispenser_locations()),
+            "tomato": _reading_order(mdp.get_tomato_dispenser_locations()),
+            "dish": _reading_order(mdp.get_dish_dispenser_locations()),
+        }
+        self.serving: list[Pos] = _reading_order(mdp.get_serving_locations())
+        self.walkable: frozenset[Pos] = frozenset(mdp.get_valid_player_positions())
+        features = [*self.pots, *self.counters, *self.serving]
+        for positions in self.dispensers.values():
+            features.extend(positions)
+        self.goals: dict[Pos, tuple[PosOr, ...]] = {p: self._goals_facing(p) for p in features}
+        self.region: dict[Pos, int] = self._regions()
+        self._within_reach: dict[int, frozenset[Pos]] = {
+            label: frozenset(
+                f for f, goals in self.goals.items() if any(self.region.get(g[0]) == label for g in goals)
+            )
+            for label in set(self.region.values())
+        }
+        self._distance: dict[tuple[PosOr, Pos], int | None] = {}
+        self.fixed_lines: dict[PosOr, list[str]] = {}
+        """Observation lines about dispensers and serving spots per place (filled as seen)."""
+
+    def pot_number(self, pot: Pos) -> int:
+        return self.pots.index(pot) + 1
+
+    def counter_number(self, counter: Pos) -> int:
+        return self.counters.index(counter) + 1
+
+    def _goals_facing(self, feature: Pos) -> tuple[PosOr, ...]:
+        goals = []
+        for direction in Direction.ALL_DIRECTIONS:
+            cell = (feature[0] + direction[0], feature[1] + direction[1])
+            if cell in self.walkable:
+                goals.append((cell, Direction.OPPOSITE_DIRECTIONS[direction]))
+        return tuple(goals)
+
+    def _regions(self) -> dict[Pos, int]:
+        region: dict[Pos, int] = {}
+        for start in _reading_order(self.walkable):
+            if start in region:
+                continue
+            label = len(set(region.values()))
+            region[start] = label
+            queue = deque([start])
+            while queue:
+                x, y = queue.popleft()
+                for dx, dy in Direction.ALL_DIRECTIONS:
+                    nxt = (x + dx, y + dy)
+                    if nxt in self.walkable and nxt not in region:
+                        region[nxt] = label
+                        queue.append(nxt)
+        return region
+
+    def reachable(self, position: Pos, feature: Pos) -> bool:
+        """Whether a cook standing at ``position`` can walk up to ``feature``."""
+        return feature in self.within_reach(position)
+
+    def within_reach(self, position: Pos) -> frozenset[Pos]:
+        """Every feature a cook standing at ``position`` can walk up to."""
+        return self._within_reach.get(self.region.get(position, -1), frozenset())
+
+    def distance(self, pos_and_or: PosOr, feature: Pos) -> int | None:
+        """Moves to stand in front of ``feature`` facing it; ``None`` when out of reach."""
+        key = (pos_and_or, feature)
+        if key not in self._distance:
+            costs = [
+                plan[2] - 1
+                for goal in self.goals.get(feature, ())
+                if (plan := self.planner.all_plans.get((pos_and_or, goal))) is not None
+            ]
+            self._distance[key] = min(costs) if costs else None
+        return self._distance[key]
+
+    def nearest(self, pos_and_or: PosOr, features: Iterable[Pos]) -> tuple[Pos, int] | None:
+        """The closest reachable feature among ``features`` and its distance."""
+        best: tuple[Pos, int] | None = None
+        for feature in features:
+            d = self.distance(pos_and_or, feature)
+            if d is not None and (best is None or d < best[1]):
+                best = (feature, d)
+        return best
+
+
+# ----------------------------------------------------------------------------- subgoals
+
+
+@dataclass(frozen=True)
+class Subgoal:
+    """One high-level action. ``targets`` are the features it may use (the nearest is taken)."""
+
+    action: str
+    """The action string an agent names, e.g. ``"put onion in pot 1"``."""
+    kind: str
+    """fetch | take | put | cook | fill | deliver | place | wait | step aside"""
+    targets: tuple[Pos, ...] = ()
+    item: str | None = None
+
+
+def held_item(player: object) -> str | None:
+    obj = player.held_object
+    return None if obj is None else obj.name
+
+
+def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
+    """(number of ingredients, status) with status empty | filling | cooking | ready."""
+    if not state.has_object(pot):
+        return 0, "empty"
+    soup = state.get_object(pot)
+    n = len(soup.ingredients)
+    if soup.is_ready:
+        return n, "ready"
+    if soup.is_cooking:
+        return n, "cooking"
+    return n, "filling"
+
+
+def _pot_takes_ingredient(state: object, pot: Pos, capacity: int) -> bool:
+    n, status = pot_contents(state, pot)
+    return status in ("empty", "filling") and n < capacity
+
+
+def _counter_item(state: object, counter: Pos) -> str | None:
+    return state.get_object(counter).name if state.has_object(counter) else None
+
+
+def is_valid(kitchen: Kitchen, state: object, index: int, subgoal: Subgoal, capacity: int) -> str:
+    """Empty string when ``subgoal`` still makes sense for cook ``index``, else why not."""
+    held = held_item(state.players[index])
+    kind = subgoal.kind
+    if kind in ("wait", "step aside"):
+        return ""
+    if kind in ("fetch", "take", "cook") and held is not None:
+        return f"your hands are full ({held})"
+    if kind in ("put", "fill", "deliver", "place") and held != subgoal.item:
+        return f"you no longer hold {_article(subgoal.item)}"
+    target = subgoal.targets[0]
+    if kind == "take" and _counter_item(state, target) != subgoal.item:
+        return f"counter {kitchen.counter_number(target)} no longer has {_article(subgoal.item)}"
+    if kind == "place" and _counter_item(state, target) is not None:
+        return f"counter {kitchen.counter_number(target)} is taken"
+    if kind == "put" and not _pot_takes_ingredient(state, target, capacity):
+        return f"pot {kitchen.pot_number(target)} takes no more ingredients"
+    if kind == "cook" and pot_contents(state, target)[1] != "filling":
+        return f"pot {kitchen.pot_number(target)} has nothing to cook"
+    if kind == "fill" and pot_contents(state, target)[1] not in ("cooking", "ready"):
+        return f"pot {kitchen.pot_number(target)} has no soup"
+    return ""
+
+
+def _article(item: str | None) -> str:
+    return "an onion" if item == "onion" else f"a {item}"
+
+
+def legal_subgoals(
+    kitchen: Kitchen, state: object, index: int, *, capacity: int = 3, counter_options: int = 3
+) -> list[Subgoal]:
+    """The subgoals cook ``index`` may start now, filtered by what it holds and can reach.
+
+    Counters to put things on are offered sparingly: the ``counter_options`` closest empty
+    ones, counters the other cooks can also reach first (that is how items change hands).
+    """
+    player = state.players[index]
+    here, pos_and_or = player.position, player.pos_and_or
+    held = held_item(player)
+    reachable = kitchen.within_reach(here)
+    out: list[Subgoal] = []
+    if held is None:
+        for item in (*INGREDIENTS, "dish"):
+            targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
+            if targets:
+                out.append(Subgoal(f"pick up {item}", "fetch", targets, item))
+        for counter in kitchen.counters:
+            item = _counter_item(state, counter)
+            if item is not None and counter in reachable:
+                number = kitchen.counter_number(counter)
+                out.append(Subgoal(f"pick up {item} from counter {number}", "take", (counter,), item))
+        for pot in kitchen.pots:
+            if pot in reachable and pot_contents(state, pot)[1] == "filling":
+                out.append(Subgoal(f"start cooking pot {kitchen.pot_number(pot)}", "cook", (pot,)))
+    elif held in INGREDIENTS:
+        for pot in kitchen.pots:
+            if pot in reachable and _pot_takes_ingredient(state, pot, capacity):
+                number = kitchen.pot_number(pot)
+                out.append(Subgoal(f"put {held} in pot {number}", "put", (pot,), held))
+    elif held == "dish":
+        for pot in kitchen.pots:
+            if pot in reachable and pot_contents(state, pot)[1] in ("cooking", "ready"):
+                number = kitchen.pot_number(pot)
+                out.append(Subgoal(f"fill dish from pot {number}", "fill", (pot,), "dish"))
+    elif held == "soup":
+        targets = tuple(p for p in kitchen.serving if p in reachable)
+        if targets:
+            out.append(Subgoal("deliver soup", "deliver", targets, "soup"))
+    if held is not None:
+        others = [p.position for i, p in enumerate(state.players) if i != index]
+        free = [c for c in kitchen.counters if c in reachable and not state.has_object(c)]
+
+        def preference(counter: Pos) -> tuple[bool, int]:
+            shared = all(kitchen.reachable(o, counter) for o in others)
+            return (not shared, kitchen.distance(pos_and_or, counter) or 0)
+
+        for counter in sorted(free, key=preference)[:counter_options]:
+            number = kitchen.counter_number(counter)
+            out.append(Subgoal(f"place {held} on counter {number}", "place", (counter,), held))
+    out.append(Subgoal(WAIT, "wait"))
+    out.append(Subgoal(STEP_ASIDE, "step aside"))
+    return out
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+@dataclass
+class Task:
+    """A subgoal being carried out by one cook."""
+
+    subgoal: Subgoal
+    ticks: int = 0
+    stalled: int = 0
+    """Consecutive ticks without progress (blocked by another cook)."""
+    blocked_by: int | None = None
+    aside: Pos | None = None
+    waiting_for_soup: bool = False
+
+
+@dataclass
+class Outcome:
+    """How a subgoal ended: ``done``, ``failed`` (no longer possible) or ``aborted`` (blocked)."""
+
+    subgoal: Subgoal
+    status: str
+    note: str = ""
+    ticks: int = 0
+
+
+@dataclass
+class SubgoalRunner:
+    """Turns every cook's subgoal into one primitive action per tick and tracks its progress."""
+
+    kitchen: Kitchen
+    n_cooks: int
+    names: Sequence[str]
+    patience: int = 5
+    wait_ticks: int = 3
+    capacity: int = 3
+    tasks: list[Task | None] = field(init=False)
+    outcomes: dict[int, Outcome] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tasks = [None] * self.n_cooks
+
+    def reset(self) -> None:
+        self.tasks = [None] * self.n_cooks
+        self.outcomes = {}
+
+    def assign(self, index: int, subgoal: Subgoal) -> None:
+        self.tasks[index] = Task(subgoal)
+
+    def running(self, index: int) -> Subgoal | None:
+        task = self.tasks[index]
+        return None if task is None else task.subgoal
+
+    def _finish(self, index: int, status: str, note: str = "") -> None:
+        task = self.tasks[index]
+        if task is not None:
+            self.outcomes[index] = Outcome(task.subgoal, status, note, task.ticks)
+        self.tasks[index] = None
+
+    # one tick ---------------------------------------------------------------------------
+    def joint_action(self, state: object) -> tuple[object, ...]:
+        """Each cook's primitive action for this tick (cooks without a subgoal stay).
+
+        Cooks route in index order: each one avoids the cells the others stand on and the
+        routes of the cooks before it, so two cooks meeting in a corridor do not both turn
+        back (when no such route exists it falls back to waiting for the way to clear).
+        """
+        positions = [p.position for p in state.players]
+        reserved: set[Pos] = set()
+        actions: list[object] = []
+        for i, player in enumerate(state.players):
+            task = self.tasks[i]
+            action: object = Action.STAY
+            if task is not None:
+                reason = is_valid(self.kitchen, state, i, task.subgoal, self.capacity)
+                if reason:
+                    self._finish(i, "failed", f"gave up '{task.subgoal.action}': {reason}")
+                else:
+                    others = {p for j, p in enumerate(positions) if j != i}
+                    action, route = self._action_for(i, task, player, state, others, reserved)
+                    reserved |= route
+            actions.append(action)
+        self._avoid_collisions(state, actions)
+        return tuple(actions)
+
+    def _action_for(
+        self, index: int, task: Task, player: object, state: object, others: set[Pos],
+        reserved: set[Pos],
+    ) -> tuple[object, set[Pos]]:
+        """The cook's action this tick and the cells of the route it is taking."""
+        kind = task.subgoal.kind
+        here = player.position
+        task.blocked_by = None
+        if kind == "wait":
+            return Action.STAY, {here}
+        if kind == "step aside":
+            if task.aside is None:
+                task.aside = self._aside_cell(index, state, others | reserved)
+                if task.aside is None:
+                    return Action.STAY, {here}
+            return _direction_between(here, task.aside), {here, task.aside}
+        pos_and_or = player.pos_and_or
+        targets = task.subgoal.targets
+        facing = [goal for t in targets for goal in self.kitchen.goals[t]]
+        if pos_and_or in facing:
+            target = next(t for t in targets if pos_and_or in self.kitchen.goals[t])
+            if kind == "fill" and pot_contents(state, target)[1] != "ready":
+                task.waiting_for_soup = True
+                return Action.STAY, {here}
+            return Action.INTERACT, {here}
+        for goal in facing:
+            if goal[0] == here:  # in place, facing the wrong way: turn
+                return goal[1], {here}
+        nearest = self.kitchen.nearest(pos_and_or, targets)
+        if nearest is None:
+            self._finish(index, "failed", f"gave up '{task.subgoal.action}': out of your reach")
+            return Action.STAY, {here}
+        plans = [
+            plan
+            for goal in self.kitchen.goals[nearest[0]]
+            if (plan := self.kitchen.planner.all_plans.get((pos_and_or, goal))) is not None
+        ]
+        action_plan, path, _ = min(plans, key=lambda plan: plan[2])
+        cells = [cell for cell, _ in path]
+        if not (set(cells) & (others | reserved)):
+            return action_plan[0], {here, *cells}
+        # Someone is in the way: walk around them, and around the routes of earlier cooks.
+        goal_cells = {goal[0] for goal in facing}
+        for blocked in (others | reserved, others):
+            route = self._route(here, goal_cells, blocked - goal_cells)
+            if route is not None and route[0] not in others:
+                return _direction_between(here, route[0]), {here, *route}
+        nxt = cells[0]
+        if nxt in others:
+            task.blocked_by = next(j for j, p in enumerate(state.players) if p.position == nxt)
+            return Action.STAY, {here}
+        return action_plan[0], {here, *cells}
+
+    def _route(self, start: Pos, goal_cells: set[Pos], blocked: set[Pos]) -> list[Pos] | None:
+        """Cells of a shortest walk from ``start`` to any of ``goal_cells`` around ``blocked``."""
+        previous: dict[Pos, Pos | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            cell = queue.popleft()
+            if cell in goal_cells and cell != start:
+                route = []
+                while cell != start:
+                    route.append(cell)
+                    cell = previous[cell]
+                return route[::-1]
+            for direction in Direction.ALL_DIRECTIONS:
+                nxt = _moved(cell, direction)
+                if nxt in self.kitchen.walkable and nxt not in blocked and nxt not in previous:
+                    previous[nxt] = cell
+                    queue.append(nxt)
+        return None
+
+    def _aside_cell(self, index: int, state: object, avoid: set[Pos]) -> Pos | None:
+        """A free neighbouring cell, off the other cooks' routes when possible."""
+        here = state.players[index].position
+        occupied = {p.position for j, p in enumerate(state.players) if j != index}
+        in_the_way = set(avoid)
+        for j, player in enumerate(state.players):
+            if j != index:
+                in_the_way |= self._path_cells(j, player)
+        candidates = [
+            cell
+            for direction in Direction.ALL_DIRECTIONS
+            if (cell := _moved(here, direction)) in self.kitchen.walkable and cell not in occupied
+        ]
+        if not candidates:
+            return None
+
+        def score(cell: Pos) -> tuple[bool, int, int]:
+            exits = sum(_moved(cell, d) in self.kitchen.walkable for d in Direction.ALL_DIRECTIONS)
+            spread = min(abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied) if occupied else 0
+            return (cell in in_the_way, -exits, -spread)
+
+        return min(candidates, key=score)
+
+    def _path_cells(self, index: int, player: object) -> set[Pos]:
+        task = self.tasks[index]
+        if task is None or not task.subgoal.targets:
+            return set()
+        nearest = self.kitchen.nearest(player.pos_and_or, task.subgoal.targets)
+        if nearest is None:
+            return set()
+        cells: set[Pos] = set()
+        for goal in self.kitchen.goals[nearest[0]]:
+            plan = self.kitchen.planner.all_plans.get((player.pos_and_or, goal))
+            if plan is not None:
+                cells |= {pos for pos, _ in plan[1]}
+        return cells
+
+    def _avoid_collisions(self, state: object, actions: list[object]) -> None:
+        """Two cooks stepping into one cell (or through each other) both stay in the package;
+        let the later one wait instead, so the first one gets through."""
+        old = [p.position for p in state.players]
+        for i in range(len(actions)):
+            for j in range(i):
+                new_i, new_j = _moved(old[i], actions[i]), _moved(old[j], actions[j])
+                new_i = new_i if new_i in self.kitchen.walkable else old[i]
+                new_j = new_j if new_j in self.kitchen.walkable else old[j]
+                if new_i == new_j or (new_i == old[j] and new_j == old[i]):
+                    actions[i] = Action.STAY
+                    task = self.tasks[i]
+                    if task is not None:
+                        task.blocked_by = j
+
+    def update(self, before: object, after: object, actions: Sequence[object]) -> dict[int, Outcome]:
+        """Account for one tick: finish subgoals that succeeded, failed or got stuck; return and
+        clear every outcome since the last call."""
+        for i, task in enumerate(self.tasks):
+            if task is None:
+                continue
+            task.ticks += 1
+            kind = task.subgoal.kind
+            old, new = before.players[i], after.players[i]
+            if kind == "wait":
+                if task.ticks >= self.wait_ticks:
+                    self._finish(i, "done")
+                continue
+            if kind == "step aside":
+                if task.aside is None:
+                    self._finish(i, "failed", "there was no free cell to step aside to")
+                elif new.position == task.aside:
+                    self._finish(i, "done")
+                elif self._stalled(task, old, new, actions[i]):
+                    self._finish(i, "aborted", "could not step aside: the cell was taken")
+                continue
+            if actions[i] == Action.INTERACT:
+                if _achieved(self.kitchen, before, after, i, task.subgoal):
+                    self._finish(i, "done")
+                else:
+                    self._finish(i, "failed", f"'{task.subgoal.action}' had no effect")
+                continue
+            if self._stalled(task, old, new, actions[i]):
+                blocker = self.names[task.blocked_by] if task.blocked_by is not None else "another cook"
+                self._finish(
+                    i,
+                    "aborted",
+                    f"gave up '{task.subgoal.action}' after {task.stalled} ticks without "
+                    f"progress: {blocker} was in the way",
+                )
+        outcomes, self.outcomes = self.outcomes, {}
+        return outcomes
+
+    def _stalled(self, task: Task, old: object, new: object, action: object) -> bool:
+        moved = old.pos_and_or != new.pos_and_or
+        wanted_to_move = action in Direction.ALL_DIRECTIONS or task.blocked_by is not None
+        if moved or not wanted_to_move:
+            task.stalled = 0
+            return False
+        task.stalled += 1
+        return task.stalled >= self.patience
+
+
+def _moved(position: Pos, action: object) -> Pos:
+    if action in Direction.ALL_DIRECTIONS:
+        return (position[0] + action[0], position[1] + action[1])
+    return position
+
+
+def _direction_between(a: Pos, b: Pos) -> object:
+    return (b[0] - a[0], b[1] - a[1])
+
+
+def _achieved(kitchen: Kitchen, before: object, after: object, index: int, subgoal: Subgoal) -> bool:
+    held_before = held_item(before.players[index])
+    held_after = held_item(after.players[index])
+    kind = subgoal.kind
+    if kind in ("fetch", "take"):
+        return held_after == subgoal.item
+    if kind == "fill":
+        return held_after == "soup"
+    if kind == "cook":
+        return pot_contents(after, subgoal.targets[0])[1] == "cooking"
+    if kind in ("put", "deliver", "place"):
+        return held_before is not None and held_after is None
+    return False
