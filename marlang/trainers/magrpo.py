@@ -71,9 +71,10 @@ class MAGRPOOptions(AdapterOptions):
     epochs: int = Field(1, ge=1, description="Passes over an iteration's completions.")
     minibatch_size: int = Field(8, ge=1, description="Completions per gradient step.")
     micro_batch_size: int = Field(4, ge=1, description="Completions per forward pass.")
-    epsilon: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
-                                                   "unless epsilon_high is set).")
-    epsilon_high: float | None = Field(None, gt=0, description="High-side ratio clip (DAPO uses 0.28).")
+    clip_coef: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
+                             "unless clip_coef_high is set; TRL's epsilon).")
+    clip_coef_high: float | None = Field(
+        None, gt=0, description="High-side ratio clip (DAPO uses 0.28; TRL's epsilon_high).")
     beta: float = Field(0.0, ge=0, description="Weight of the KL to the base model (k3 estimate).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
@@ -94,6 +95,8 @@ class MAGRPOOptions(AdapterOptions):
         "None: the same path.")
     rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
                                      "server's API key (unset: none sent).")
+
+    renamed: ClassVar[dict[str, str]] = {"epsilon": "clip_coef", "epsilon_high": "clip_coef_high"}
 
 
 class MAGRPOLearner(AdapterLearner):
@@ -499,8 +502,8 @@ class MAGRPOLearner(AdapterLearner):
                 adv = torch.tensor([s.advantage for s in part], device=lp.device)
                 w = torch.tensor([float(s.weight) for s in part], device=lp.device)
                 loss = policy_loss(lp, mask, adv, loss=options.loss, old_logps=old_part,
-                                   ref_logps=ref_part, beta=options.beta, epsilon_low=options.epsilon,
-                                   epsilon_high=options.epsilon_high or options.epsilon,
+                                   ref_logps=ref_part, beta=options.beta, epsilon_low=options.clip_coef,
+                                   epsilon_high=options.clip_coef_high or options.clip_coef,
                                    max_completion_length=options.max_new_tokens, weights=w)
                 # The minibatch's loss is the weighted mean over its completions.
                 scaled = loss * (w.sum() / total_weight)

@@ -32,13 +32,7 @@ from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
 
-GLAM_REFERENCE = {
-    "clip": 0.2, "epochs": 4, "gamma": 0.99, "lam": 0.99, "entropy_coef": 0.01, "value_coef": 0.5,
-    "max_grad_norm": 0.5, "lora": {"r": 16, "alpha": 32, "targets": ["q_proj", "v_proj"]},
-}
-"""lamorel's PPO settings for GLAM (the reference the README compares the defaults with)."""
-
-__all__ = ["GLAM_REFERENCE", "INITIAL_STATE", "PPOLearner", "PPOOptions", "clip_gradients"]
+__all__ = ["INITIAL_STATE", "PPOLearner", "PPOOptions", "clip_gradients"]
 
 
 class PPOOptions(AdapterOptions):
@@ -50,11 +44,11 @@ class PPOOptions(AdapterOptions):
         "a LoRA step moves a score: it keeps its own rate, whatever lr is.")
     epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
     minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
-    clip: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
-    gamma: float = Field(0.99, gt=0, le=1)
-    lam: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
-    entropy_coef: float = Field(0.01, ge=0)
-    value_coef: float = Field(0.5, ge=0)
+    clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
+    gamma: float = Field(0.99, gt=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss coefficient.")
     steps: int | None = Field(
         None, ge=1,
         description="Environment steps per update across the iteration's K rollouts: each "
@@ -69,6 +63,9 @@ class PPOOptions(AdapterOptions):
         "agent, replacing the env's (shaped per-agent rewards); a hook that takes gamma= gets the "
         "learner's. Built in: 'marlang.envs_text.babyai_shaping:goal_progress' (BabyAI go-to).")
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
+
+    renamed: ClassVar[dict[str, str]] = {
+        "clip": "clip_coef", "lam": "gae_lambda", "entropy_coef": "ent_coef", "value_coef": "vf_coef"}
 
     @field_validator("reward_hook")
     @classmethod
@@ -146,7 +143,7 @@ class PPOLearner(AdapterLearner):
                 continue
             for agent in self.context.agents:
                 boots[(traj.episode, agent)] = await self._bootstrap_value(traj, agent)
-        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, lam=options.lam,
+        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, gae_lambda=options.gae_lambda,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
             await self.engine.run(self._central_old_values, samples, trajectories, boots)
@@ -187,7 +184,7 @@ class PPOLearner(AdapterLearner):
 
         for (episode, agent), timeline in by_timeline.items():
             adv, ret = gae([s.reward for s in timeline], [s.old_value for s in timeline],
-                           boots.get((episode, agent), 0.0), options.gamma, options.lam)
+                           boots.get((episode, agent), 0.0), options.gamma, options.gae_lambda)
             for s, a, r in zip(timeline, adv, ret, strict=True):
                 s.advantage, s.ret = a, r
         self._central_inputs = hidden
@@ -336,17 +333,17 @@ class PPOLearner(AdapterLearner):
         old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=device)
         adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=device)
         ratio = torch.exp(new_logp - old_logp)
-        surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
+        surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip_coef, 1 + options.clip_coef) * adv)
         policy_loss = -surrogate.sum() / total
-        loss = policy_loss - options.entropy_coef * entropy.sum() / total
+        loss = policy_loss - options.ent_coef * entropy.sum() / total
         value_loss = torch.zeros((), device=device)
         if options.value == "agent":
             values = team.value(unit, scored.prompt_hidden)
             old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
             ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
-            clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+            clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
             value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
-            loss = loss + options.value_coef * value_loss
+            loss = loss + options.vf_coef * value_loss
         message_loss = torch.zeros((), device=device)
         spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
         if options.train_messages == "reinforce" and spoken:
@@ -360,7 +357,7 @@ class PPOLearner(AdapterLearner):
             loss = loss + message_loss
         with torch.no_grad():
             approx_kl = (old_logp - new_logp).sum()
-            clip_fraction = ((ratio - 1).abs() > options.clip).float().sum()
+            clip_fraction = ((ratio - 1).abs() > options.clip_coef).float().sum()
         return {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss,
                 "message_loss": message_loss, "entropy": entropy.sum(), "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction}
@@ -387,7 +384,7 @@ class PPOLearner(AdapterLearner):
                 values = team.value(CENTRAL, x)
                 old_v = torch.tensor([s.old_value for s in batch], device=values.device)
                 ret = torch.tensor([s.ret for s in batch], device=values.device)
-                clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+                clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
                 loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
                 optimizer.zero_grad(set_to_none=True)
                 if not torch.isfinite(loss):

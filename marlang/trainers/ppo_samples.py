@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from marlang.types import Decision, Trajectory
 
@@ -76,7 +75,7 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
 
 
 def gae(rewards: Sequence[float], values: Sequence[float], last_value: float, gamma: float,
-        lam: float) -> tuple[list[float], list[float]]:
+        gae_lambda: float) -> tuple[list[float], list[float]]:
     """Generalised advantage estimates and returns of one timeline.
 
     ``last_value`` is V of the state after the last decision (0 when the episode ended
@@ -86,13 +85,13 @@ def gae(rewards: Sequence[float], values: Sequence[float], last_value: float, ga
     for t in reversed(range(len(rewards))):
         next_value = values[t + 1] if t + 1 < len(values) else last_value
         delta = rewards[t] + gamma * next_value - values[t]
-        running = delta + gamma * lam * running
+        running = delta + gamma * gae_lambda * running
         advantages[t] = running
     return advantages, [a + v for a, v in zip(advantages, values, strict=True)]
 
 
 def build_samples(trajectories: Sequence[Trajectory], agents: Sequence[str], *, gamma: float,
-                  lam: float, bootstrap: Callable[[Trajectory, str], float] | None = None,
+                  gae_lambda: float, bootstrap: Callable[[Trajectory, str], float] | None = None,
                   rewards: Callable[[Trajectory, str], list[float]] | None = None) -> list[DecisionSample]:
     """Every agent's samples of every trajectory, with advantages and returns.
 
@@ -110,7 +109,7 @@ def build_samples(trajectories: Sequence[Trajectory], agents: Sequence[str], *, 
             if not samples:
                 continue
             last = bootstrap(traj, agent) if (truncated and bootstrap is not None) else 0.0
-            adv, ret = gae([s.reward for s in samples], [s.old_value for s in samples], last, gamma, lam)
+            adv, ret = gae([s.reward for s in samples], [s.old_value for s in samples], last, gamma, gae_lambda)
             for s, a, r in zip(samples, adv, ret, strict=True):
                 s.advantage, s.ret = a, r
             out.extend(samples)
@@ -126,8 +125,3 @@ def _with_rewards(traj: Trajectory, agent: str, shaped: list[float]) -> Trajecto
         step.rewards[agent] = float(r)
     return copy
 
-
-def summarize(samples: Sequence[DecisionSample]) -> dict[str, Any]:
-    """Counts for ``iterations.csv``."""
-    return {"decisions": len(samples),
-            "advantage_mean": sum(s.advantage for s in samples) / len(samples) if samples else None}

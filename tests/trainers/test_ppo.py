@@ -111,7 +111,7 @@ def test_ppo_refuses_what_it_cannot_train_before_creating_anything(tmp_path):
 
 
 def test_gae_matches_the_recursion_by_hand():
-    adv, ret = gae([1.0, 0.0, 2.0], [0.5, 0.2, 0.1], last_value=0.3, gamma=0.9, lam=0.8)
+    adv, ret = gae([1.0, 0.0, 2.0], [0.5, 0.2, 0.1], last_value=0.3, gamma=0.9, gae_lambda=0.8)
     d2 = 2.0 + 0.9 * 0.3 - 0.1
     d1 = 0.0 + 0.9 * 0.1 - 0.2
     d0 = 1.0 + 0.9 * 0.2 - 0.5
