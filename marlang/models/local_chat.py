@@ -18,19 +18,14 @@ from typing import Any
 import torch
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
+from marlang.models.chat_templates import render_chat
+from marlang.models.chat_templates import to_chat_dict as _to_chat_dict  # noqa: F401 - the former name
 from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
     GenerationOutput,
@@ -190,7 +185,7 @@ class LocalChatModel(BaseChatModel):
         sampling = SamplingParams(stop=tuple(stop_strings or ()), grammar=grammar, **params)
         # prefill: the start of the assistant's reply, which the model continues (the reply
         # returned is only the continuation).
-        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill
+        prompt = render_chat(self.engine, messages) + prefill
         return GenerationRequest(self.engine.encode(prompt), sampling, adapter), prompt
 
     def batch(
@@ -278,7 +273,7 @@ class LocalChatModel(BaseChatModel):
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id} with "
                 f"choices; supported: choices, choice_prefix, choice_offsets, adapter, {', '.join(CALL_PARAMS)}"
             )
-        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
+        prompt = render_chat(self.engine, messages)
         lead = ""
         if choice_prefix.endswith(" "):
             choice_prefix, lead = choice_prefix.rstrip(" "), " "
@@ -346,18 +341,3 @@ class LocalChatModel(BaseChatModel):
         )
         return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
 
-
-def _to_chat_dict(message: BaseMessage) -> dict[str, str]:
-    if isinstance(message, SystemMessage):
-        role = "system"
-    elif isinstance(message, HumanMessage):
-        role = "user"
-    elif isinstance(message, AIMessage):
-        role = "assistant"
-    elif isinstance(message, ToolMessage):
-        role = "tool"
-    elif isinstance(message, ChatMessage):
-        role = message.role
-    else:
-        raise TypeError(f"Cannot render a {type(message).__name__} for a local chat model")
-    return {"role": role, "content": message.text}

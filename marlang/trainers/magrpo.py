@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from marlang.learners.base import LearnerOptions
+from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
 from marlang.rundir import atomic_write_text
 from marlang.trainers.adapter_learner import SEED_OFFSET, AdapterLearner, AdapterOptions
 from marlang.trainers.distributed import DataParallel
@@ -295,8 +296,6 @@ class MAGRPOLearner(AdapterLearner):
         ``cache_depth`` keep theirs."""
         from marlang.agents.answer_parsing import extract_answer
         from marlang.models.local_engine import GenerationRequest, SamplingParams
-        from marlang.trainers.ppo import _chat_dict
-
         if self.rollout_server() is not None:
             return self._sample_remote(requests, iteration)
         options: Any = self.options
@@ -307,9 +306,10 @@ class MAGRPOLearner(AdapterLearner):
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
             messages, form, entry = self._messages(agent, obs)
             if prior is None:
-                prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
+                prompt_ids = engine.encode(render_chat(engine, messages))
             else:
-                prompt_ids = continue_conversation(engine, prior, str(messages[-1].content), suffix)
+                prompt_ids = continue_conversation(engine, prior.prompt_ids, prior.token_ids,
+                                                   str(messages[-1].content), suffix)
             prompts.append((prompt_ids, form, entry))
             for g in range(options.num_generations):
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
@@ -348,8 +348,6 @@ class MAGRPOLearner(AdapterLearner):
         from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
         from marlang.agents.answer_parsing import extract_answer
-        from marlang.trainers.ppo import _chat_dict
-
         options: Any = self.options
         engine, server = self.engine, self.rollout_server()
         assert engine is not None and server is not None
@@ -359,7 +357,7 @@ class MAGRPOLearner(AdapterLearner):
         calls, prompts = [], []
         for k, (node, tree, agent, obs, _prior) in enumerate(requests):
             messages, form, entry = self._messages(agent, obs)
-            prompts.append((engine.encode(engine.format_chat([_chat_dict(m) for m in messages])), form, entry))
+            prompts.append((engine.encode(render_chat(engine, messages)), form, entry))
             calls += [(models[agent], messages, self._seed(iteration, tree, node, k, g) % (2 ** 31))
                       for g in range(options.num_generations)]
         pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(calls))))
@@ -576,36 +574,6 @@ def _sampled_logprobs(sample: TrainingSample) -> Any:
     if c.logprobs is None or len(c.logprobs) != len(c.token_ids):
         raise ValueError("a completion has no sampling-time log-probs; the ratio losses need them")
     return torch.tensor(c.logprobs, dtype=torch.float32)
-
-
-def continue_conversation(engine: Any, prior: Completion, user_text: str, suffix: str) -> tuple[int, ...]:
-    """An agent's next prompt under ``memoryful``: its last prompt and reply as token ids, the
-    reply closed with the end-of-turn token if it ran out of tokens, then a new user turn
-    holding ``user_text`` and the assistant's opening (``suffix``: ``turn_suffix``'s)."""
-    eos = engine.tokenizer.eos_token_id
-    closed = tuple(prior.token_ids) if prior.token_ids and prior.token_ids[-1] == eos \
-        else tuple(prior.token_ids) + (eos,)
-    return tuple(prior.prompt_ids) + closed + engine.encode(suffix.replace(_MARK, user_text))
-
-
-_MARK = "\x00USER\x00"
-
-
-def turn_suffix(engine: Any) -> str:
-    """The text the chat template puts after an assistant reply's end-of-turn token and
-    before the next reply: what a new user turn adds to a conversation (``_MARK`` stands for
-    its content). A template that does not end a reply with the EOS token is refused."""
-    eos_text = engine.tokenizer.eos_token or ""
-    base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-            {"role": "assistant", "content": "A"}]
-    closed = engine.tokenizer.apply_chat_template(base, tokenize=False)
-    more = engine.tokenizer.apply_chat_template(base + [{"role": "user", "content": _MARK}], tokenize=False,
-                                                add_generation_prompt=True)
-    end = closed.rfind("A" + eos_text)
-    if not eos_text or end < 0 or not more.startswith(closed):
-        raise ValueError("learning.memory 'memoryful' needs a chat template that ends a reply with the EOS "
-                         "token and extends a conversation by appending; this model's does not")
-    return closed[end + 1 + len(eos_text):] + more[len(closed):]
 
 
 def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from marlang.learners.base import LearnerOptions
+from marlang.models.chat_templates import render_chat
 from marlang.trainers.adapter_learner import (
     INITIAL_STATE,
     SEED_OFFSET,
@@ -160,7 +161,7 @@ class PPOLearner(AdapterLearner):
         from marlang.models.local_engine import ScoreRequest
 
         messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
-        prompt = self.engine.format_chat([_chat_dict(m) for m in messages]) + "Action:"
+        prompt = render_chat(self.engine, messages) + "Action:"
         request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
         out = await self.engine.run(self.engine.score_requests, [request])
         return float(out[0].value or 0.0)
@@ -393,12 +394,6 @@ class PPOLearner(AdapterLearner):
                 norm = clip_gradients(params, options.max_grad_norm)
                 if math.isfinite(norm) and norm <= options.max_skip_norm:
                     optimizer.step()
-
-def _chat_dict(message: Any) -> dict[str, str]:
-    from marlang.models.local_chat import _to_chat_dict
-
-    return _to_chat_dict(message)
-
 
 def _load_hook(spec: str, gamma: float) -> Any:
     """The hook named by ``spec``; one that takes ``gamma`` gets the learner's (potential-based
