@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
@@ -35,6 +34,7 @@ from marlang.models.local_engine import (
     ScoreOutput,
     ScoreRequest,
 )
+from marlang.models.policy import ActionPolicy
 
 CALL_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
@@ -274,31 +274,16 @@ class LocalChatModel(BaseChatModel):
                 f"choices; supported: choices, choice_prefix, choice_offsets, adapter, {', '.join(CALL_PARAMS)}"
             )
         prompt = render_chat(self.engine, messages)
-        lead = ""
-        if choice_prefix.endswith(" "):
-            choice_prefix, lead = choice_prefix.rstrip(" "), " "
+        choice_prefix, lead = ActionPolicy.split_prefix(choice_prefix)
         # Choosing is greedy unless the call asks for a temperature (not the model's default:
         # acting by scoring stays deterministic for every learner that does not sample).
         temperature = float(params.get("temperature") or 0.0)
         choice = _Choice(choices, lead, temperature, params.get("seed"), offsets)
-        return ScoreRequest(prompt + choice_prefix, tuple(lead + c for c in choices), adapter), choice
+        return ScoreRequest(prompt + choice_prefix, ActionPolicy.candidates(choices, lead), adapter), choice
 
     def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatResult:
         choices, scores = choice.choices, scored.scores
-        logits = torch.tensor(scores, dtype=torch.float64)
-        if choice.offsets is not None:
-            logits = logits + torch.tensor(choice.offsets, dtype=torch.float64)
-        if choice.temperature > 0:
-            logits = logits / choice.temperature
-            generator = torch.Generator()
-            if choice.seed is None:
-                generator.seed()
-            else:
-                generator.manual_seed(int(choice.seed))
-            best = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
-        else:
-            best = int(torch.argmax(logits))
-        policy_logprob = float(torch.log_softmax(logits, -1)[best])
+        best, policy_logprob = ActionPolicy(choice.temperature).choose(scores, choice.offsets, choice.seed)
         input_tokens = len(self.engine.encode(request.prompt))
         output_tokens = len(self.engine.encode(choice.lead + choices[best]))
         message = AIMessage(

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from marlang.learners.base import LearnerOptions
 from marlang.models.chat_templates import render_chat
+from marlang.models.policy import ActionPolicy
 from marlang.trainers.adapter_learner import (
     INITIAL_STATE,
     SEED_OFFSET,
@@ -326,10 +327,10 @@ class PPOLearner(AdapterLearner):
         assert team is not None and engine is not None
         items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
         scored = score_decisions(team.model, items, engine._pad_id)
-        logits = [(sc if not s.offsets else sc + torch.tensor(s.offsets, dtype=sc.dtype, device=sc.device))
-                  / options.temperature for sc, s in zip(scored.scores, batch, strict=True)]
-        new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index] for lg, s in zip(logits, batch, strict=True)])
-        entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
+        policy = ActionPolicy(options.temperature)  # the policy the rollouts sampled from
+        pairs = list(zip(scored.scores, batch, strict=True))
+        new_logp = torch.stack([policy.log_probs(sc, s.offsets)[s.action_index] for sc, s in pairs])
+        entropy = torch.stack([policy.entropy(sc, s.offsets) for sc, s in pairs])
         device = new_logp.device
         old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=device)
         adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=device)

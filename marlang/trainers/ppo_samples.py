@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from marlang.models.policy import ActionPolicy
 from marlang.types import Decision, Trajectory
 
 
@@ -61,7 +62,7 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
         assert decision is not None and obs is not None and decision.prompt is not None
         samples.append(DecisionSample(
             agent=agent, episode=traj.episode, t=step.t, prompt=decision.prompt,
-            candidates=[decision.choice_lead + a for a in obs.legal_actions],
+            candidates=list(ActionPolicy.candidates(obs.legal_actions, decision.choice_lead)),
             action_index=obs.legal_actions.index(decision.action),
             old_logprob=float(decision.logprob or 0.0),
             old_value=float(decision.value or 0.0),
