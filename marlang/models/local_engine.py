@@ -33,7 +33,7 @@ from marlang.models.local_weights import (
     load_smollm2,
     prepare_tokenizer_for_generation,
 )
-from marlang.models.scoring import left_padded_prefill, score_decisions
+from marlang.models.scoring import ignore_cache_rename_warning, left_padded_prefill, score_decisions
 from marlang.types import StopFlag
 
 logger = logging.getLogger(__name__)
@@ -192,6 +192,7 @@ class LocalLM:
         self.max_batch_wait_s = max_batch_wait_s
         """Upper bound on how long the first request of a batch waits for company."""
         prepare_tokenizer_for_generation(tokenizer)
+        ignore_cache_rename_warning()
         self._pad_id = int(tokenizer.pad_token_id)
         self._eos_ids = _eos_token_ids(model, tokenizer)
         self._ll_tokenizer: Any = None

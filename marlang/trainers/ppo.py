@@ -1,11 +1,12 @@
 """GLAM-style PPO for teams of LLM agents (``learning.method: ppo``), one LoRA adapter per agent.
 
-The policy of an agent is the softmax over its legal actions' scores, log p(action | prompt)
-summed over the action's tokens; its value head reads the last prompt token's hidden state
-(or, with ``value: central``, one head reads every agent's). Rollouts sample actions from the
-policy with the committed adapters; an update builds per-agent GAE advantages from each
-agent's own rewards, then runs epochs of clipped-ratio minibatches, one agent's adapter at a
-time, and writes the adapters, value heads and optimizer state under ``adapters/<iteration>/``.
+The policy of an agent is the softmax over its legal actions' scores (`ActionPolicy`: log p(action
+| prompt) summed over the action's tokens, calibration offsets, temperature); its value head
+reads the last prompt token's hidden state (or, with ``value: central``, one head reads every
+agent's). Rollouts sample actions from the policy with the committed adapters; an update builds
+per-agent GAE advantages from each agent's own rewards (``ppo_samples``), then runs epochs of
+clipped-ratio minibatches, one agent's adapter at a time (``template``), and writes the adapters,
+value heads and optimizer state under ``adapters/<iteration>/``.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from pydantic import Field, field_validator
 from marlang.learners.base import LearnerOptions
 from marlang.models.chat_templates import render_chat
 from marlang.models.policy import ActionPolicy
-from marlang.trainers.adapter_learner import (
+from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
+from marlang.trainers.distributed import launched_rank, launched_world_size
+from marlang.trainers.ppo_samples import DecisionSample, build_samples, gae
+from marlang.trainers.template import (
     INITIAL_STATE,
     SEED_OFFSET,
     AdapterLearner,
     AdapterOptions,
     clip_gradients,
 )
-from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
-from marlang.trainers.distributed import DataParallel, launched_rank, launched_world_size
-from marlang.trainers.ppo_samples import DecisionSample, build_samples
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -77,20 +78,23 @@ class PPOOptions(AdapterOptions):
         return v
 
 
-class PPOLearner(AdapterLearner):
+class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
     """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "ppo"
     options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    options: PPOOptions
     state_name: ClassVar[str] = "ppo_state"
     scores_actions: ClassVar[bool] = True
+    interleave_units: ClassVar[bool] = True
+    mean_terms: ClassVar[tuple[str, ...]] = ("entropy", "approx_kl", "clip_fraction")
 
     def value_heads(self) -> ValueHeadOptions:
-        return ValueHeadOptions(per_agent=True, central=self.options.value == "central")  # type: ignore[attr-defined]
+        return ValueHeadOptions(per_agent=True, central=self.options.value == "central")
 
     @classmethod
-    def label(cls, options: Any) -> str:
-        return "ppo (central value)" if options.value == "central" else "ppo"
+    def label(cls, options: LearnerOptions) -> str:
+        return "ppo (central value)" if getattr(options, "value", "agent") == "central" else "ppo"
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -114,7 +118,7 @@ class PPOLearner(AdapterLearner):
 
     # rollouts --------------------------------------------------------------------------------
     def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
-        options: Any = self.options
+        options = self.options
         plan = super().rollout_plan(iteration, first_episode, count, seed)
         world, rank = launched_world_size(), launched_rank()
         seeds = plan.seeds if world == 1 else tuple(seed + e * world + rank for e in plan.episodes)
@@ -124,19 +128,13 @@ class PPOLearner(AdapterLearner):
 
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-        self.setup()
-        await self.engine.run(self._load_state, state)
-        samples = await self._samples(trajectories)
-        stats = await self.engine.run(self._seeded_train, samples, state.iteration)
-        directory = self._adapters_dir(state.iteration)
-        hashes, path = await self.engine.run(self._save, directory)
-        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
-                for a in self.context.agents}
-        return Candidate(adapters=refs, extra={"ppo_state": str(path)},
-                         records=stats["records"], counters=stats["counters"])
+        await self.restore(state)                         # the committed adapters and optimizers
+        samples = await self._samples(trajectories)       # decisions with GAE advantages
+        stats = await self.train(samples, state.iteration)  # epochs of clipped-ratio minibatches
+        return await self.save_candidate(state.iteration, stats)
 
     async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
-        options: Any = self.options
+        options = self.options
         hook = _load_hook(options.reward_hook, options.gamma) if options.reward_hook else None
         boots: dict[tuple[int, str], float] = {}
         for traj in trajectories:
@@ -145,7 +143,8 @@ class PPOLearner(AdapterLearner):
                 continue
             for agent in self.context.agents:
                 boots[(traj.episode, agent)] = await self._bootstrap_value(traj, agent)
-        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, gae_lambda=options.gae_lambda,
+        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma,
+                                gae_lambda=options.gae_lambda,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
             await self.engine.run(self._central_old_values, samples, trajectories, boots)
@@ -171,7 +170,7 @@ class PPOLearner(AdapterLearner):
                             boots: dict[tuple[int, str], float]) -> None:
         """With a central value, old values (and GAE) come from the central head over every
         agent's prompt state at the step."""
-        options: Any = self.options
+        options = self.options
         hidden = self._prompt_states(samples)
         import torch
 
@@ -182,8 +181,6 @@ class PPOLearner(AdapterLearner):
         by_timeline: dict[tuple[int, str], list[DecisionSample]] = {}
         for s in samples:
             by_timeline.setdefault((s.episode, s.agent), []).append(s)
-        from marlang.trainers.ppo_samples import gae
-
         for (episode, agent), timeline in by_timeline.items():
             adv, ret = gae([s.reward for s in timeline], [s.old_value for s in timeline],
                            boots.get((episode, agent), 0.0), options.gamma, options.gae_lambda)
@@ -216,113 +213,34 @@ class PPOLearner(AdapterLearner):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
 
-    def _train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
-        """Epochs of clipped PPO minibatches, one adapter at a time."""
-
-        options: Any = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
-        rng = random.Random(options.seed * SEED_OFFSET + iteration)
-        by_unit: dict[str, list[DecisionSample]] = {}
-        for s in samples:
-            unit = team.agents[0] if team.sharing == "shared" else s.agent
-            by_unit.setdefault(unit, []).append(s)
-        totals: dict[str, dict[str, float]] = {}
-        counters = {"decisions": len(samples), "minibatches": 0, "skipped_minibatches": 0}
-        parallel = self.parallel or DataParallel()
-        # The order of the steps is the same in every process (a seed of its own); under a
-        # launcher each process fills a step with its own decisions (or none) and the
-        # gradients are summed, so every process takes the same steps.
-        order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
-        units = [u for u in self._units() if u != CENTRAL]
-        for _epoch in range(options.epochs):
-            batches = []
-            for unit in units:
-                order = by_unit.get(unit, [])[:]
-                rng.shuffle(order)
-                local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
-                slots = parallel.max_int(len(local))
-                batches += [(unit, local[j] if j < len(local) else []) for j in range(slots)]
-            order_rng.shuffle(batches)
-            for unit, batch in batches:
-                with engine.exclusive():
-                    result = self._step(unit, batch)
-                counters["minibatches"] += 1
-                if result is None:
-                    counters["skipped_minibatches"] += 1
-                    continue
-                if not result:  # this process had no decisions for the step
-                    continue
-                acc = totals.setdefault(unit, {})
-                for k, v in result.items():
-                    acc[k] = acc.get(k, 0.0) + v
-                acc["steps"] = acc.get("steps", 0.0) + 1
-        if options.value == "central":
+    def fit(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
+        """Epochs of clipped PPO minibatches, one adapter at a time (the central value head
+        after them), and the update's records."""
+        totals, steps, skipped = self.epochs(self.group_by_unit((s.agent, s) for s in samples), iteration)
+        if self.options.value == "central":
             self._fit_central(samples)
         records = []
         for agent in self.context.agents:
-            unit = team.agents[0] if team.sharing == "shared" else agent
-            acc = totals.get(unit, {})
+            acc = totals.get(self.unit_of(agent), {})
             n = acc.get("steps", 0.0)
             records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),
                             **{k: (acc[k] / n if n else None) for k in
                                ("loss", "policy_loss", "value_loss", "message_loss", "entropy", "approx_kl",
                                 "clip_fraction", "grad_norm")}})
+        counters: dict[str, Any] = {"decisions": len(samples), "minibatches": steps,
+                                    "skipped_minibatches": skipped}
         if samples:
             counters["advantage_mean"] = sum(s.advantage for s in samples) / len(samples)
         return {"records": records, "counters": counters}
 
-    def _step(self, unit: str, batch: list[DecisionSample]) -> dict[str, float] | None:
-        """One gradient step on ``unit``'s adapter; None (nothing changed) when the loss or
-        the gradient is not finite, or the gradient norm exceeds ``max_skip_norm``."""
-        import torch
-
-        options: Any = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
-        optimizer = self.optimizers[unit]
-        params = self._unit_parameters(unit)
-        parallel = self.parallel or DataParallel()
-        # Losses are sums over this process's decisions divided by the step's decisions in all
-        # processes: with the gradients summed across processes, each step is the mean over
-        # the whole minibatch, as one process would take it.
-        total = parallel.sum_int(len(batch))
-        if total == 0:
-            return None
-        if not batch:
-            optimizer.zero_grad(set_to_none=True)
-            return self._finish_step(unit, optimizer, params, True, parallel)
-        sums = {k: 0.0 for k in ("loss", "policy_loss", "value_loss", "message_loss", "entropy",
-                                 "approx_kl", "clip_fraction")}
-        optimizer.zero_grad(set_to_none=True)
-        finite = True
-        with team.training(unit):
-            # Micro-batches accumulate the minibatch's gradient: peak memory follows
-            # micro_batch_size, the step is the same.
-            for start in range(0, len(batch), options.micro_batch_size):
-                part = batch[start:start + options.micro_batch_size]
-                terms = self._losses(unit, part, total)
-                if not torch.isfinite(terms["loss"]):
-                    finite = False
-                    break
-                terms["loss"].backward()
-                for k in sums:
-                    sums[k] += float(terms[k].detach())
-            if self._finish_step(unit, optimizer, params, finite, parallel) is None:
-                return None
-        n = len(batch)
-        return {**{k: sums[k] for k in ("loss", "policy_loss", "value_loss", "message_loss")},
-                "entropy": sums["entropy"] / n, "approx_kl": sums["approx_kl"] / n,
-                "clip_fraction": sums["clip_fraction"] / n, "grad_norm": self._last_norm}
-
-    def _losses(self, unit: str, batch: list[DecisionSample], total: int) -> dict[str, Any]:
+    def loss(self, unit: str, batch: list[DecisionSample], total: float) -> dict[str, Any]:
         """PPO's loss terms of some decisions of a minibatch of ``total`` (sums / total, so
         the parts of a minibatch add up to its mean); entropy, KL and clip counts as sums."""
         import torch
 
         from marlang.models.scoring import score_decisions
 
-        options: Any = self.options
+        options = self.options
         team, engine = self.team, self.engine
         assert team is not None and engine is not None
         items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
@@ -368,7 +286,7 @@ class PPOLearner(AdapterLearner):
         """The central value head's epochs on the rollout's prompt states (clipped value loss)."""
         import torch
 
-        options: Any = self.options
+        options = self.options
         team = self.team
         assert team is not None
         hidden = getattr(self, "_central_inputs", {})
@@ -395,6 +313,7 @@ class PPOLearner(AdapterLearner):
                 norm = clip_gradients(params, options.max_grad_norm)
                 if math.isfinite(norm) and norm <= options.max_skip_norm:
                     optimizer.step()
+
 
 def _load_hook(spec: str, gamma: float) -> Any:
     """The hook named by ``spec``; one that takes ``gamma`` gets the learner's (potential-based
