@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -209,7 +209,7 @@ class NeuralLearner(Learner):
     """BenchMARL's algorithm config class name."""
 
     @classmethod
-    def label(cls, options: Any) -> str:
+    def label(cls, options: CreditOptions) -> str:
         """``mappo``, or with per-agent credit ``mappo+llm_mca``, ``ippo+lca-synthetic-70-q4`` (LCA:
         the ranker, a synthetic ranker's accuracy, queries when more than one), so a grid over
         critics names its rows."""
