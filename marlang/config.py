@@ -224,6 +224,11 @@ class LearningConfig(_Section):
             if not loc:  # a check of several keys together (a renamed key given twice)
                 raise ValueError(msg) from None
             raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
+        extras = self.__pydantic_extra__ or {}
+        for old_key in [k for k in extras if k in renamed]:
+            # kept under its current name: the saved config, and a resume's comparison with
+            # it, see one name whichever the user wrote
+            extras[renamed[old_key]] = extras.pop(old_key)
         self._options = options
         return self
 

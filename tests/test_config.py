@@ -213,6 +213,9 @@ def test_renamed_learning_keys_still_work_with_one_deprecation_line(method, old,
     lines = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert lines == [f"learning.{old} is deprecated: use learning.{new}"]
     assert getattr(config(**{new: value}).learning.options, new) == value
+    # saved (and compared on resume) under the current name, whichever was written
+    assert cfg.model_dump()["learning"][new] == value and old not in cfg.model_dump()["learning"]
+    check_resume_compatible(cfg, config(**{new: value}))
     with pytest.raises(ConfigError, match=f"learning.{old} and learning.{new} are the same key"):
         config(**{old: value, new: value})
 
