@@ -192,3 +192,37 @@ def test_redact_secrets_hides_passwords_secret_settings_and_secret_values(monkey
     assert redact_secrets(kept) == kept
     assert redact_secrets("the server said hf_abcdefghij and key-12345678", ["key-12345678"]) == \
         "the server said *** and ***"
+
+
+
+@pytest.mark.parametrize("method, old, new, value", [
+    ("ppo", "lam", "gae_lambda", 0.9), ("ppo", "clip", "clip_coef", 0.1),
+    ("ppo", "entropy_coef", "ent_coef", 0.02), ("ppo", "value_coef", "vf_coef", 0.3),
+    ("magrpo", "epsilon", "clip_coef", 0.1), ("magrpo", "epsilon_high", "clip_coef_high", 0.28),
+    ("mappo", "lmbda", "gae_lambda", 0.8), ("mappo", "clip_epsilon", "clip_coef", 0.1),
+    ("mappo", "entropy_coef", "ent_coef", 0.02), ("mappo", "critic_coef", "vf_coef", 0.3),
+    ("qmix", "clip_grad_norm", "max_grad_norm", 2.0),
+])
+def test_renamed_learning_keys_still_work_with_one_deprecation_line(method, old, new, value, caplog):
+    def config(**keys):
+        return build_config({**SECTIONS[method], "learning": {"method": method, **keys}})
+
+    with caplog.at_level("WARNING", logger="marlang.learners.base"):
+        cfg = config(**{old: value})
+    assert getattr(cfg.learning.options, new) == value
+    lines = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert lines == [f"learning.{old} is deprecated: use learning.{new}"]
+    assert getattr(config(**{new: value}).learning.options, new) == value
+    # saved (and compared on resume) under the current name, whichever was written
+    assert cfg.model_dump()["learning"][new] == value and old not in cfg.model_dump()["learning"]
+    check_resume_compatible(cfg, config(**{new: value}))
+    with pytest.raises(ConfigError, match=f"learning.{old} and learning.{new} are the same key"):
+        config(**{old: value, new: value})
+
+
+SECTIONS = {
+    "ppo": {},
+    "magrpo": {"env": {"id": "code/humaneval", "n_agents": 2}},
+    "mappo": {"agents": {"kind": "neural"}},
+    "qmix": {"agents": {"kind": "neural"}},
+}

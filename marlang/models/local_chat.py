@@ -15,22 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
+from marlang.models.chat_templates import render_chat
+from marlang.models.chat_templates import to_chat_dict as _to_chat_dict  # noqa: F401 - the former name
 from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
     GenerationOutput,
@@ -40,6 +34,7 @@ from marlang.models.local_engine import (
     ScoreOutput,
     ScoreRequest,
 )
+from marlang.models.policy import ActionPolicy
 
 CALL_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
@@ -190,7 +185,7 @@ class LocalChatModel(BaseChatModel):
         sampling = SamplingParams(stop=tuple(stop_strings or ()), grammar=grammar, **params)
         # prefill: the start of the assistant's reply, which the model continues (the reply
         # returned is only the continuation).
-        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages]) + prefill
+        prompt = render_chat(self.engine, messages) + prefill
         return GenerationRequest(self.engine.encode(prompt), sampling, adapter), prompt
 
     def batch(
@@ -278,32 +273,17 @@ class LocalChatModel(BaseChatModel):
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id} with "
                 f"choices; supported: choices, choice_prefix, choice_offsets, adapter, {', '.join(CALL_PARAMS)}"
             )
-        prompt = self.engine.format_chat([_to_chat_dict(m) for m in messages])
-        lead = ""
-        if choice_prefix.endswith(" "):
-            choice_prefix, lead = choice_prefix.rstrip(" "), " "
+        prompt = render_chat(self.engine, messages)
+        choice_prefix, lead = ActionPolicy.split_prefix(choice_prefix)
         # Choosing is greedy unless the call asks for a temperature (not the model's default:
         # acting by scoring stays deterministic for every learner that does not sample).
         temperature = float(params.get("temperature") or 0.0)
         choice = _Choice(choices, lead, temperature, params.get("seed"), offsets)
-        return ScoreRequest(prompt + choice_prefix, tuple(lead + c for c in choices), adapter), choice
+        return ScoreRequest(prompt + choice_prefix, ActionPolicy.candidates(choices, lead), adapter), choice
 
     def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatResult:
         choices, scores = choice.choices, scored.scores
-        logits = torch.tensor(scores, dtype=torch.float64)
-        if choice.offsets is not None:
-            logits = logits + torch.tensor(choice.offsets, dtype=torch.float64)
-        if choice.temperature > 0:
-            logits = logits / choice.temperature
-            generator = torch.Generator()
-            if choice.seed is None:
-                generator.seed()
-            else:
-                generator.manual_seed(int(choice.seed))
-            best = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
-        else:
-            best = int(torch.argmax(logits))
-        policy_logprob = float(torch.log_softmax(logits, -1)[best])
+        best, policy_logprob = ActionPolicy(choice.temperature).choose(scores, choice.offsets, choice.seed)
         input_tokens = len(self.engine.encode(request.prompt))
         output_tokens = len(self.engine.encode(choice.lead + choices[best]))
         message = AIMessage(
@@ -346,18 +326,3 @@ class LocalChatModel(BaseChatModel):
         )
         return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
 
-
-def _to_chat_dict(message: BaseMessage) -> dict[str, str]:
-    if isinstance(message, SystemMessage):
-        role = "system"
-    elif isinstance(message, HumanMessage):
-        role = "user"
-    elif isinstance(message, AIMessage):
-        role = "assistant"
-    elif isinstance(message, ToolMessage):
-        role = "tool"
-    elif isinstance(message, ChatMessage):
-        role = message.role
-    else:
-        raise TypeError(f"Cannot render a {type(message).__name__} for a local chat model")
-    return {"role": role, "content": message.text}

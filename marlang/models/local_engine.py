@@ -33,7 +33,7 @@ from marlang.models.local_weights import (
     load_smollm2,
     prepare_tokenizer_for_generation,
 )
-from marlang.models.scoring import left_padded_prefill, score_decisions
+from marlang.models.scoring import ignore_cache_rename_warning, left_padded_prefill, score_decisions
 from marlang.types import StopFlag
 
 logger = logging.getLogger(__name__)
@@ -192,6 +192,7 @@ class LocalLM:
         self.max_batch_wait_s = max_batch_wait_s
         """Upper bound on how long the first request of a batch waits for company."""
         prepare_tokenizer_for_generation(tokenizer)
+        ignore_cache_rename_warning()
         self._pad_id = int(tokenizer.pad_token_id)
         self._eos_ids = _eos_token_ids(model, tokenizer)
         self._ll_tokenizer: Any = None
@@ -595,7 +596,7 @@ class LocalLM:
             row.finish_reason = "stop"
             row.text = self._decode_text(row.token_ids[:-1])
             return True
-        if sampling.stop:
+        if sampling.stop and self._tail_has_stop(row.token_ids, sampling.stop):
             text = self._decode_text(row.token_ids)
             cut = min((text.find(s) for s in sampling.stop if s in text), default=-1)
             if cut >= 0:
@@ -609,6 +610,27 @@ class LocalLM:
 
     def _decode_text(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def _tail_has_stop(self, token_ids: Sequence[int], stops: Sequence[str]) -> bool:
+        """Whether a stop string may have just appeared: one did not before this token (the
+        check runs at every token), so a new one ends in the last token's text and starts at
+        most ``longest`` characters before it. Decoding only that tail keeps the check's
+        cost flat as the reply grows; a hit is confirmed on the whole text, which decides
+        the cut exactly as before. Tokens that decode to nothing (skipped special tokens)
+        widen the tail until it holds enough characters."""
+        longest = max(len(s) for s in stops)
+        n = longest + _STOP_TAIL_MARGIN
+        tail = self._decode_text(token_ids[-n:])
+        while len(tail) < longest + _STOP_TAIL_MARGIN and n < len(token_ids):
+            n *= 2
+            tail = self._decode_text(token_ids[-n:])
+        return any(s in tail for s in stops)
+
+
+_STOP_TAIL_MARGIN = 4
+"""Tokens beyond the longest stop string's length in the decoded tail: a tokenizer may decode
+the first tokens of a slice differently than inside the whole text (a dropped leading space,
+half of a multi-byte character)."""
 
 
 def _row_cache(cache: Any, row: int, mask: torch.Tensor, state: _RowState) -> RowCache:

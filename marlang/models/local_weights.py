@@ -118,6 +118,22 @@ def load_smollm2(
     return load_pretrained_dir(target, device=device)
 
 
+def resolve_base_model(name: str, cache_dir: Path | None = None) -> str:
+    """The local weights a saved adapter's base model names: a model spec (``local:smollm2``:
+    the embedded checkpoint, converted now if this machine has not yet; ``hf:PATH``: PATH) is
+    resolved on this machine; anything else (an absolute path written by an older marlang, a
+    Hugging Face id) is returned as it is."""
+    if name == "local:smollm2":
+        target = smollm2_checkpoint_dir(cache_dir)
+        if not target.is_dir():
+            ensure_checkpoint(target, lambda tmp: convert_gguf_checkpoint(smollm2_gguf_path(), tmp))
+        return str(target)
+    if name.startswith("hf:"):
+        path = Path(name.removeprefix("hf:")).expanduser()
+        return str(path) if path.is_dir() else name.removeprefix("hf:")
+    return name
+
+
 def load_hf_model(
     path_or_id: str, device: str | torch.device | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

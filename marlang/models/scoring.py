@@ -16,6 +16,7 @@ normalisation, as in GLAM/lamorel).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,20 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+
+# transformers 5 renamed the models' past_key_values argument to cache and warns about the old
+# name again and again (its "already shown" record is cleared whenever any library changes the
+# warning filters, so even a "once" filter repeats it). The old name is what transformers 4,
+# which marlang supports, understands: it is kept, and the warning, which says nothing a user
+# can act on, is not shown.
+def ignore_cache_rename_warning() -> None:
+    """Hide transformers' warning about the past_key_values argument (again where a block of
+    ``warnings.catch_warnings`` that first imported this module has since dropped it)."""
+    warnings.filterwarnings("ignore", message=r"`past_key_values` is deprecated", category=FutureWarning)
+
+
+ignore_cache_rename_warning()
 
 PACKED_ATTENTION = frozenset({"sdpa", "eager"})
 """Attention implementations that accept custom (block-causal) 4D attention masks."""

@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
+from marlang.models.local_weights import load_pretrained_dir, resolve_base_model
+
 logger = logging.getLogger(__name__)
 
 Sharing = Literal["per_agent", "shared"]
@@ -207,14 +209,31 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _normalize_adapter_config(path: Path) -> None:
+def _normalize_adapter_config(path: Path, base_model: str) -> None:
     # PEFT keeps target_modules as a set and writes it in hash-seed order, so the same adapter
     # saved by two processes would hash differently; sorted lists make the file deterministic.
+    # The base model is named by its spec, not by where its weights sit on this machine (a
+    # cache path that does not exist on the next): `resolve_base_model` finds them on load.
     config = json.loads(path.read_text())
     for key in ("target_modules", "exclude_modules"):
         if isinstance(config.get(key), list):
             config[key] = sorted(config[key])
+    config["base_model_name_or_path"] = base_model
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def adapter_base_model(adapter_dir: str | Path) -> str:
+    """The local weights of a saved adapter's base model: its ``adapter_config.json`` names a
+    model spec (resolved on this machine) or, when saved by an older marlang, a path."""
+    config = json.loads((Path(adapter_dir) / ADAPTER_CONFIG).read_text())
+    return resolve_base_model(str(config.get("base_model_name_or_path") or ""))
+
+
+def load_peft_adapter(adapter_dir: str | Path, device: str | torch.device | None = None) -> PeftModel:
+    """One saved adapter on its base model, as a ``PeftModel`` (for use outside marlang: the
+    base named by spec is found on this machine, which ``AutoPeftModelForCausalLM`` cannot)."""
+    base, _tokenizer = load_pretrained_dir(adapter_base_model(adapter_dir), device=device)
+    return PeftModel.from_pretrained(base, str(adapter_dir))
 
 
 class TeamAdapters:
@@ -546,7 +565,7 @@ class TeamAdapters:
             peft_root = scratch / unit
             self.model.save_pretrained(str(peft_root), selected_adapters=[unit])
             os.replace(peft_root / unit, target)
-            _normalize_adapter_config(target / ADAPTER_CONFIG)
+            _normalize_adapter_config(target / ADAPTER_CONFIG, self.base_id.split("@", 1)[0])
         if unit in self.value_heads:
             save_file(
                 {k: v.contiguous() for k, v in self._head_state(unit).items()},

@@ -24,9 +24,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from marlang.learners.base import LearnerOptions
+from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
 from marlang.rundir import atomic_write_text
-from marlang.trainers.adapter_learner import SEED_OFFSET, AdapterLearner, AdapterOptions
-from marlang.trainers.distributed import DataParallel
 from marlang.trainers.grpo_loss import policy_loss, shared_prompt_logprobs
 from marlang.trainers.magrpo_tree import (
     Completion,
@@ -39,6 +38,7 @@ from marlang.trainers.magrpo_tree import (
     training_samples,
     tree_stats,
 )
+from marlang.trainers.template import SEED_OFFSET, AdapterLearner, AdapterOptions
 from marlang.types import Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -71,9 +71,10 @@ class MAGRPOOptions(AdapterOptions):
     epochs: int = Field(1, ge=1, description="Passes over an iteration's completions.")
     minibatch_size: int = Field(8, ge=1, description="Completions per gradient step.")
     micro_batch_size: int = Field(4, ge=1, description="Completions per forward pass.")
-    epsilon: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
-                                                   "unless epsilon_high is set).")
-    epsilon_high: float | None = Field(None, gt=0, description="High-side ratio clip (DAPO uses 0.28).")
+    clip_coef: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
+                             "unless clip_coef_high is set; TRL's epsilon).")
+    clip_coef_high: float | None = Field(
+        None, gt=0, description="High-side ratio clip (DAPO uses 0.28; TRL's epsilon_high).")
     beta: float = Field(0.0, ge=0, description="Weight of the KL to the base model (k3 estimate).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
@@ -95,18 +96,21 @@ class MAGRPOOptions(AdapterOptions):
     rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
                                      "server's API key (unset: none sent).")
 
+    renamed: ClassVar[dict[str, str]] = {"epsilon": "clip_coef", "epsilon_high": "clip_coef_high"}
 
-class MAGRPOLearner(AdapterLearner):
+
+class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     """MAGRPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "magrpo"
     options_model: ClassVar[type[LearnerOptions]] = MAGRPOOptions
+    options: MAGRPOOptions
     state_name: ClassVar[str] = "magrpo_state"
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         """One-line errors for settings MAGRPO/GRPO cannot train, before anything is created."""
-        options: Any = config.learning.options
+        options: MAGRPOOptions = config.learning.options
         method = cls.name
         spec = config.model.spec
         server = options.rollout_server
@@ -139,11 +143,11 @@ class MAGRPOLearner(AdapterLearner):
                 f"learning.max_joint_actions {options.max_joint_actions}; use align or fewer generations")
 
     @classmethod
-    def label(cls, options: Any) -> str:
-        return cls.name if options.joint_mode == "align" else f"{cls.name} (cross)"
+    def label(cls, options: LearnerOptions) -> str:
+        return cls.name if getattr(options, "joint_mode", "align") == "align" else f"{cls.name} (cross)"
 
     def sampling_update(self) -> dict[str, Any]:
-        options: Any = self.options
+        options = self.options
         return {"cache": False, "temperature": options.temperature, "top_p": options.top_p,
                 "top_k": options.top_k}
 
@@ -152,7 +156,7 @@ class MAGRPOLearner(AdapterLearner):
 
     def rollout_server(self) -> Any:
         """The `RolloutServer` of ``learning.rollout_server`` (None when the local engine samples)."""
-        options: Any = self.options
+        options = self.options
         if options.rollout_server is None:
             return None
         if self._server is None:
@@ -172,7 +176,7 @@ class MAGRPOLearner(AdapterLearner):
         if server is None:
             return
         await self.engine.run(self._publish, state)
-        options: Any = self.options
+        options = self.options
         for name, actor in self.context.actors.items():
             base = self._chat_models[name]
             params = {"temperature": options.temperature if phase == "train" else 0.0,
@@ -213,31 +217,25 @@ class MAGRPOLearner(AdapterLearner):
 
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-        self.setup()
-        await self.engine.run(self._load_state, state)
+        await self.restore(state)                    # the committed adapters and optimizers
         seeds = [t.seed for t in trajectories]
-        roots = await self.engine.run(self._grow, seeds, state.iteration)
-        options: Any = self.options
-        backpropagate(roots, options.advantage)
+        roots = await self.engine.run(self._grow, seeds, state.iteration)  # one tree per problem
+        backpropagate(roots, self.options.advantage)  # returns, and advantages against siblings
         samples: dict[str, list[TrainingSample]] = {}
         for root in roots:
             for agent, items in training_samples(root).items():
                 samples.setdefault(agent, []).extend(items)
-        stats = await self.engine.run(self._seeded_train, samples, state.iteration)
-        directory = self._adapters_dir(state.iteration)
-        hashes, path = await self.engine.run(self._save, directory)
+        stats = await self.train(samples, state.iteration)  # epochs of minibatches, with `loss`
+        trees = {k: v for k, v in tree_stats(roots).items() if v is not None}
+        candidate = await self.save_candidate(state.iteration, stats, counters=trees)
         self._write_trees(roots, seeds, state.iteration)
-        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
-                for a in self.context.agents}
-        counters = {**{k: v for k, v in tree_stats(roots).items() if v is not None}, **stats["counters"]}
-        return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
-                         counters=counters)
+        return candidate
 
     # sampling the trees ------------------------------------------------------------------------
     def _grow(self, seeds: list[int], iteration: int) -> list[Node]:
         """One tree per seed, grown a turn at a time: every frontier node's agents sample in
         one batched generate."""
-        options: Any = self.options
+        options = self.options
         env = self._tree_env()
         agents = list(self.context.agents)
         depth = options.num_turns or env.max_steps
@@ -292,11 +290,9 @@ class MAGRPOLearner(AdapterLearner):
         ``cache_depth`` keep theirs."""
         from marlang.agents.answer_parsing import extract_answer
         from marlang.models.local_engine import GenerationRequest, SamplingParams
-        from marlang.trainers.ppo import _chat_dict
-
         if self.rollout_server() is not None:
             return self._sample_remote(requests, iteration)
-        options: Any = self.options
+        options = self.options
         engine, team = self.engine, self.team
         assert engine is not None and team is not None
         suffix = turn_suffix(engine) if any(r[4] is not None for r in requests) else ""
@@ -304,9 +300,10 @@ class MAGRPOLearner(AdapterLearner):
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
             messages, form, entry = self._messages(agent, obs)
             if prior is None:
-                prompt_ids = engine.encode(engine.format_chat([_chat_dict(m) for m in messages]))
+                prompt_ids = engine.encode(render_chat(engine, messages))
             else:
-                prompt_ids = continue_conversation(engine, prior, str(messages[-1].content), suffix)
+                prompt_ids = continue_conversation(engine, prior.prompt_ids, prior.token_ids,
+                                                   str(messages[-1].content), suffix)
             prompts.append((prompt_ids, form, entry))
             for g in range(options.num_generations):
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
@@ -333,7 +330,7 @@ class MAGRPOLearner(AdapterLearner):
 
     def _seed(self, iteration: int, tree: int, node: Node, k: int, g: int) -> int:
         """The sampling seed of request ``k``'s ``g``-th completion (the same wherever it samples)."""
-        options: Any = self.options
+        options = self.options
         return (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 + k * 17 + g
 
     def _sample_remote(self, requests: list[tuple[Node, int, str, Any, Completion | None]],
@@ -345,9 +342,7 @@ class MAGRPOLearner(AdapterLearner):
         from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
         from marlang.agents.answer_parsing import extract_answer
-        from marlang.trainers.ppo import _chat_dict
-
-        options: Any = self.options
+        options = self.options
         engine, server = self.engine, self.rollout_server()
         assert engine is not None and server is not None
         models = {agent: server.chat_model(agent, temperature=options.temperature, top_p=options.top_p,
@@ -356,7 +351,7 @@ class MAGRPOLearner(AdapterLearner):
         calls, prompts = [], []
         for k, (node, tree, agent, obs, _prior) in enumerate(requests):
             messages, form, entry = self._messages(agent, obs)
-            prompts.append((engine.encode(engine.format_chat([_chat_dict(m) for m in messages])), form, entry))
+            prompts.append((engine.encode(render_chat(engine, messages)), form, entry))
             calls += [(models[agent], messages, self._seed(iteration, tree, node, k, g) % (2 ** 31))
                       for g in range(options.num_generations)]
         pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(calls))))
@@ -387,61 +382,57 @@ class MAGRPOLearner(AdapterLearner):
         return result
 
     # training --------------------------------------------------------------------------------
-    def _train(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
-        """``epochs`` passes of minibatches over each agent's completions, one adapter at a time."""
-        options: Any = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
-        rng = random.Random(options.seed * SEED_OFFSET + iteration)
-        units = self._units()
-        by_unit: dict[str, list[TrainingSample]] = {}
-        for agent, items in samples.items():
-            by_unit.setdefault(team.agents[0] if team.sharing == "shared" else agent, []).extend(items)
-        counters: dict[str, Any] = {"completions": sum(len(v) for v in samples.values()), "steps": 0,
-                                    "skipped_steps": 0}
+    def fit(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
+        """``epochs`` passes of minibatches over each agent's completions, one adapter at a
+        time, and the update's records."""
+        options = self.options
+        by_unit = self.group_by_unit((agent, s) for agent, items in samples.items() for s in items)
         # the ratio losses' old policy: the log-probs recorded when the completions were sampled
         # (a rollout server records none: the adapters before this update, which it served)
-        old = {u: [_sampled_logprobs(s) for s in items] if all(s.completion.logprobs is not None for s in items)
-               else self._logprobs(u, items) for u, items in by_unit.items()} if options.loss != "reinforce" else {}
-        ref = {u: self._logprobs(u, items, base=True) for u, items in by_unit.items()} \
-            if options.beta > 0 else {}
-        totals: dict[str, dict[str, float]] = {}
-        # Under a launcher each process trains on its own trees: every unit takes as many
-        # steps as the process with the most minibatches of it (a process out of them joins
-        # with none), and a step's gradient, summed across processes, is that of the weighted
-        # mean over all processes' completions of the step.
-        parallel = self.parallel or DataParallel()
-        for _epoch in range(options.epochs):
-            for unit in units:
-                order = _grouped_order(by_unit.get(unit, []), rng)
-                local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
-                for j in range(parallel.max_int(len(local))):
-                    self.context.stop.check("between training steps")
-                    idx = local[j] if j < len(local) else []
-                    with engine.exclusive():
-                        result = self._step(unit, [by_unit[unit][i] for i in idx],
-                                            [old[unit][i] for i in idx] if old else None,
-                                            [ref[unit][i] for i in idx] if ref else None, parallel)
-                    counters["steps"] += 1
-                    if result is None:
-                        counters["skipped_steps"] += 1
-                        continue
-                    if not result:  # this process had no completions for the step
-                        continue
-                    acc = totals.setdefault(unit, {})
-                    for k, v in result.items():
-                        acc[k] = acc.get(k, 0.0) + v
-                    acc["n"] = acc.get("n", 0.0) + 1
+        if options.loss != "reinforce":
+            for unit, items in by_unit.items():
+                sampled = all(s.completion.logprobs is not None for s in items)
+                old = [_sampled_logprobs(s) for s in items] if sampled else self._logprobs(unit, items)
+                for s, lp in zip(items, old, strict=True):
+                    s.old_logprobs = lp
+        if options.beta > 0:
+            for unit, items in by_unit.items():
+                for s, lp in zip(items, self._logprobs(unit, items, base=True), strict=True):
+                    s.ref_logprobs = lp
+        totals, steps, skipped = self.epochs(by_unit, iteration)
         records = []
         for agent in self.context.agents:
-            unit = team.agents[0] if team.sharing == "shared" else agent
-            acc = totals.get(unit, {})
-            n = acc.get("n", 0.0)
+            acc = totals.get(self.unit_of(agent), {})
+            n = acc.get("steps", 0.0)
             mine = samples.get(agent, [])
             records.append({"agent": agent, "completions": len(mine),
                             "advantage_mean": (sum(s.advantage for s in mine) / len(mine)) if mine else None,
                             **{k: (acc[k] / n if n else None) for k in ("loss", "grad_norm")}})
+        counters = {"completions": sum(len(v) for v in samples.values()), "steps": steps, "skipped_steps": skipped}
         return {"records": records, "counters": counters}
+
+    def minibatch_order(self, items: list[TrainingSample], rng: random.Random) -> list[TrainingSample]:
+        return [items[i] for i in _grouped_order(items, rng)]
+
+    def sample_weight(self, sample: TrainingSample) -> float:
+        return float(sample.weight)
+
+    def loss(self, unit: str, part: list[TrainingSample], total: float) -> dict[str, Any]:
+        """``learning.loss`` of some completions of a minibatch weighing ``total``: their
+        weighted mean loss times their share of the minibatch's weight."""
+        import torch
+
+        options = self.options
+        lp, mask = self._completion_logprobs(part)
+        mask = mask.to(lp.device)
+        old = _padded([s.old_logprobs for s in part], lp) if options.loss != "reinforce" else None
+        ref = _padded([s.ref_logprobs for s in part], lp) if options.beta > 0 else None
+        adv = torch.tensor([s.advantage for s in part], device=lp.device)
+        w = torch.tensor([float(s.weight) for s in part], device=lp.device)
+        loss = policy_loss(lp, mask, adv, loss=options.loss, old_logps=old, ref_logps=ref, beta=options.beta,
+                           epsilon_low=options.clip_coef, epsilon_high=options.clip_coef_high or options.clip_coef,
+                           max_completion_length=options.max_new_tokens, weights=w)
+        return {"loss": loss * (w.sum() / total)}
 
     def _logprobs(self, unit: str, items: list[TrainingSample], base: bool = False) -> list[Any]:
         """Per completion, its token log-probs under ``unit``'s adapter (or the base model), no
@@ -450,7 +441,7 @@ class MAGRPOLearner(AdapterLearner):
 
         import torch
 
-        options: Any = self.options
+        options = self.options
         team = self.team
         assert team is not None
         out: list[Any] = []
@@ -470,49 +461,7 @@ class MAGRPOLearner(AdapterLearner):
         assert self.team is not None and self.engine is not None
         return shared_prompt_logprobs(self.team.model, [s.completion.prompt_ids for s in part],
                                       [s.completion.token_ids for s in part], self.engine._pad_id,
-                                      self.options.temperature)  # type: ignore[attr-defined]
-
-    def _step(self, unit: str, items: list[TrainingSample], old: list[Any] | None,
-              ref: list[Any] | None, parallel: DataParallel | None = None) -> dict[str, float] | None:
-        """One gradient step of ``unit``'s adapter on ``items`` (with every process's items of
-        the step under a launcher); None when the loss is not finite or the gradient norm is
-        not (or exceeds ``max_skip_norm``): nothing changes. ``{}``: the step was taken on
-        other processes' items only."""
-        import torch
-
-        options: Any = self.options
-        team = self.team
-        assert team is not None
-        parallel = parallel or DataParallel()
-        optimizer = self.optimizers[unit]
-        optimizer.zero_grad(set_to_none=True)
-        total_weight = parallel.sum_float(float(sum(s.weight for s in items)))
-        loss_sum, finite = 0.0, True
-        with team.training(unit):
-            for start in range(0, len(items), options.micro_batch_size):
-                part = items[start:start + options.micro_batch_size]
-                lp, mask = self._completion_logprobs(part)
-                mask = mask.to(lp.device)
-
-                old_part = _padded(old, start, len(part), lp) if old is not None else None
-                ref_part = _padded(ref, start, len(part), lp) if ref is not None else None
-                adv = torch.tensor([s.advantage for s in part], device=lp.device)
-                w = torch.tensor([float(s.weight) for s in part], device=lp.device)
-                loss = policy_loss(lp, mask, adv, loss=options.loss, old_logps=old_part,
-                                   ref_logps=ref_part, beta=options.beta, epsilon_low=options.epsilon,
-                                   epsilon_high=options.epsilon_high or options.epsilon,
-                                   max_completion_length=options.max_new_tokens, weights=w)
-                # The minibatch's loss is the weighted mean over its completions.
-                scaled = loss * (w.sum() / total_weight)
-                finite = bool(torch.isfinite(scaled))
-                if not finite:
-                    break
-                scaled.backward()
-                loss_sum += float(scaled.detach())
-        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel) is None:
-            return None
-        optimizer.zero_grad(set_to_none=True)
-        return {"loss": loss_sum, "grad_norm": self._last_norm} if items else {}
+                                      self.options.temperature)
 
     # records ---------------------------------------------------------------------------------
     def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:
@@ -575,36 +524,6 @@ def _sampled_logprobs(sample: TrainingSample) -> Any:
     return torch.tensor(c.logprobs, dtype=torch.float32)
 
 
-def continue_conversation(engine: Any, prior: Completion, user_text: str, suffix: str) -> tuple[int, ...]:
-    """An agent's next prompt under ``memoryful``: its last prompt and reply as token ids, the
-    reply closed with the end-of-turn token if it ran out of tokens, then a new user turn
-    holding ``user_text`` and the assistant's opening (``suffix``: ``turn_suffix``'s)."""
-    eos = engine.tokenizer.eos_token_id
-    closed = tuple(prior.token_ids) if prior.token_ids and prior.token_ids[-1] == eos \
-        else tuple(prior.token_ids) + (eos,)
-    return tuple(prior.prompt_ids) + closed + engine.encode(suffix.replace(_MARK, user_text))
-
-
-_MARK = "\x00USER\x00"
-
-
-def turn_suffix(engine: Any) -> str:
-    """The text the chat template puts after an assistant reply's end-of-turn token and
-    before the next reply: what a new user turn adds to a conversation (``_MARK`` stands for
-    its content). A template that does not end a reply with the EOS token is refused."""
-    eos_text = engine.tokenizer.eos_token or ""
-    base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-            {"role": "assistant", "content": "A"}]
-    closed = engine.tokenizer.apply_chat_template(base, tokenize=False)
-    more = engine.tokenizer.apply_chat_template(base + [{"role": "user", "content": _MARK}], tokenize=False,
-                                                add_generation_prompt=True)
-    end = closed.rfind("A" + eos_text)
-    if not eos_text or end < 0 or not more.startswith(closed):
-        raise ValueError("learning.memory 'memoryful' needs a chat template that ends a reply with the EOS "
-                         "token and extends a conversation by appending; this model's does not")
-    return closed[end + 1 + len(eos_text):] + more[len(closed):]
-
-
 def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:
     """A shuffled order of ``items`` that keeps completions of one prompt (a node's G samples
     of an agent) next to each other, so a minibatch runs each shared prompt once."""
@@ -616,13 +535,12 @@ def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]
     return [i for block in blocks for i in block]
 
 
-def _padded(rows: list[Any], start: int, count: int, like: Any) -> Any:
-    """Rows ``start .. start + count`` of per-completion log-prob vectors, zero-padded to
-    ``like``'s width, on its device."""
+def _padded(rows: list[Any], like: Any) -> Any:
+    """Per-completion log-prob vectors zero-padded to ``like``'s width, on its device."""
     import torch
 
-    out = torch.zeros((count, like.size(1)), dtype=like.dtype)
-    for i, r in enumerate(rows[start:start + count]):
+    out = torch.zeros((len(rows), like.size(1)), dtype=like.dtype)
+    for i, r in enumerate(rows):
         out[i, :len(r)] = r
     return out.to(like.device)
 

@@ -112,7 +112,7 @@ def iter_nodes(root: Node) -> list[Node]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class TrainingSample:
     """One agent's completion with the advantage it is trained with: the mean advantage of
     the joint actions containing it, standing for ``weight`` of them."""
@@ -121,6 +121,11 @@ class TrainingSample:
     advantage: float
     weight: int
     turn: int
+    old_logprobs: Any = field(default=None, repr=False)
+    """Its token log-probs under the policy that sampled it (the ratio losses' old policy);
+    set by the update."""
+    ref_logprobs: Any = field(default=None, repr=False)
+    """Its token log-probs under the base model (the KL's reference); set by the update."""
 
 
 def training_samples(root: Node) -> dict[str, list[TrainingSample]]:

@@ -1,11 +1,12 @@
 """GLAM-style PPO for teams of LLM agents (``learning.method: ppo``), one LoRA adapter per agent.
 
-The policy of an agent is the softmax over its legal actions' scores, log p(action | prompt)
-summed over the action's tokens; its value head reads the last prompt token's hidden state
-(or, with ``value: central``, one head reads every agent's). Rollouts sample actions from the
-policy with the committed adapters; an update builds per-agent GAE advantages from each
-agent's own rewards, then runs epochs of clipped-ratio minibatches, one agent's adapter at a
-time, and writes the adapters, value heads and optimizer state under ``adapters/<iteration>/``.
+The policy of an agent is the softmax over its legal actions' scores (`ActionPolicy`: log p(action
+| prompt) summed over the action's tokens, calibration offsets, temperature); its value head
+reads the last prompt token's hidden state (or, with ``value: central``, one head reads every
+agent's). Rollouts sample actions from the policy with the committed adapters; an update builds
+per-agent GAE advantages from each agent's own rewards (``ppo_samples``), then runs epochs of
+clipped-ratio minibatches, one agent's adapter at a time (``template``), and writes the adapters,
+value heads and optimizer state under ``adapters/<iteration>/``.
 """
 
 from __future__ import annotations
@@ -18,27 +19,23 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from marlang.learners.base import LearnerOptions
-from marlang.trainers.adapter_learner import (
+from marlang.models.chat_templates import render_chat
+from marlang.models.policy import ActionPolicy
+from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
+from marlang.trainers.distributed import launched_rank, launched_world_size
+from marlang.trainers.ppo_samples import DecisionSample, build_samples, gae
+from marlang.trainers.template import (
     INITIAL_STATE,
     SEED_OFFSET,
     AdapterLearner,
     AdapterOptions,
     clip_gradients,
 )
-from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
-from marlang.trainers.distributed import DataParallel, launched_rank, launched_world_size
-from marlang.trainers.ppo_samples import DecisionSample, build_samples
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
 
-GLAM_REFERENCE = {
-    "clip": 0.2, "epochs": 4, "gamma": 0.99, "lam": 0.99, "entropy_coef": 0.01, "value_coef": 0.5,
-    "max_grad_norm": 0.5, "lora": {"r": 16, "alpha": 32, "targets": ["q_proj", "v_proj"]},
-}
-"""lamorel's PPO settings for GLAM (the reference the README compares the defaults with)."""
-
-__all__ = ["GLAM_REFERENCE", "INITIAL_STATE", "PPOLearner", "PPOOptions", "clip_gradients"]
+__all__ = ["INITIAL_STATE", "PPOLearner", "PPOOptions", "clip_gradients"]
 
 
 class PPOOptions(AdapterOptions):
@@ -50,11 +47,11 @@ class PPOOptions(AdapterOptions):
         "a LoRA step moves a score: it keeps its own rate, whatever lr is.")
     epochs: int = Field(4, ge=1, description="Passes over an iteration's decisions.")
     minibatch_size: int = Field(16, ge=1, description="Decisions per gradient step.")
-    clip: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
-    gamma: float = Field(0.99, gt=0, le=1)
-    lam: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
-    entropy_coef: float = Field(0.01, ge=0)
-    value_coef: float = Field(0.5, ge=0)
+    clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip (and value clip).")
+    gamma: float = Field(0.99, gt=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.99, ge=0, le=1, description="GAE lambda.")
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss coefficient.")
     steps: int | None = Field(
         None, ge=1,
         description="Environment steps per update across the iteration's K rollouts: each "
@@ -70,6 +67,9 @@ class PPOOptions(AdapterOptions):
         "learner's. Built in: 'marlang.envs.babyai.shaping:goal_progress' (BabyAI go-to).")
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
 
+    renamed: ClassVar[dict[str, str]] = {
+        "clip": "clip_coef", "lam": "gae_lambda", "entropy_coef": "ent_coef", "value_coef": "vf_coef"}
+
     @field_validator("reward_hook")
     @classmethod
     def _importable_hook(cls, v: str | None) -> str | None:
@@ -78,20 +78,23 @@ class PPOOptions(AdapterOptions):
         return v
 
 
-class PPOLearner(AdapterLearner):
+class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
     """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "ppo"
     options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    options: PPOOptions
     state_name: ClassVar[str] = "ppo_state"
     scores_actions: ClassVar[bool] = True
+    interleave_units: ClassVar[bool] = True
+    mean_terms: ClassVar[tuple[str, ...]] = ("entropy", "approx_kl", "clip_fraction")
 
     def value_heads(self) -> ValueHeadOptions:
-        return ValueHeadOptions(per_agent=True, central=self.options.value == "central")  # type: ignore[attr-defined]
+        return ValueHeadOptions(per_agent=True, central=self.options.value == "central")
 
     @classmethod
-    def label(cls, options: Any) -> str:
-        return "ppo (central value)" if options.value == "central" else "ppo"
+    def label(cls, options: LearnerOptions) -> str:
+        return "ppo (central value)" if getattr(options, "value", "agent") == "central" else "ppo"
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -115,7 +118,7 @@ class PPOLearner(AdapterLearner):
 
     # rollouts --------------------------------------------------------------------------------
     def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
-        options: Any = self.options
+        options = self.options
         plan = super().rollout_plan(iteration, first_episode, count, seed)
         world, rank = launched_world_size(), launched_rank()
         seeds = plan.seeds if world == 1 else tuple(seed + e * world + rank for e in plan.episodes)
@@ -125,19 +128,13 @@ class PPOLearner(AdapterLearner):
 
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-        self.setup()
-        await self.engine.run(self._load_state, state)
-        samples = await self._samples(trajectories)
-        stats = await self.engine.run(self._seeded_train, samples, state.iteration)
-        directory = self._adapters_dir(state.iteration)
-        hashes, path = await self.engine.run(self._save, directory)
-        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}  # type: ignore[union-attr]
-                for a in self.context.agents}
-        return Candidate(adapters=refs, extra={"ppo_state": str(path)},
-                         records=stats["records"], counters=stats["counters"])
+        await self.restore(state)                         # the committed adapters and optimizers
+        samples = await self._samples(trajectories)       # decisions with GAE advantages
+        stats = await self.train(samples, state.iteration)  # epochs of clipped-ratio minibatches
+        return await self.save_candidate(state.iteration, stats)
 
     async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
-        options: Any = self.options
+        options = self.options
         hook = _load_hook(options.reward_hook, options.gamma) if options.reward_hook else None
         boots: dict[tuple[int, str], float] = {}
         for traj in trajectories:
@@ -146,7 +143,8 @@ class PPOLearner(AdapterLearner):
                 continue
             for agent in self.context.agents:
                 boots[(traj.episode, agent)] = await self._bootstrap_value(traj, agent)
-        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma, lam=options.lam,
+        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma,
+                                gae_lambda=options.gae_lambda,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
             await self.engine.run(self._central_old_values, samples, trajectories, boots)
@@ -163,7 +161,7 @@ class PPOLearner(AdapterLearner):
         from marlang.models.local_engine import ScoreRequest
 
         messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
-        prompt = self.engine.format_chat([_chat_dict(m) for m in messages]) + "Action:"
+        prompt = render_chat(self.engine, messages) + "Action:"
         request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
         out = await self.engine.run(self.engine.score_requests, [request])
         return float(out[0].value or 0.0)
@@ -172,7 +170,7 @@ class PPOLearner(AdapterLearner):
                             boots: dict[tuple[int, str], float]) -> None:
         """With a central value, old values (and GAE) come from the central head over every
         agent's prompt state at the step."""
-        options: Any = self.options
+        options = self.options
         hidden = self._prompt_states(samples)
         import torch
 
@@ -183,11 +181,9 @@ class PPOLearner(AdapterLearner):
         by_timeline: dict[tuple[int, str], list[DecisionSample]] = {}
         for s in samples:
             by_timeline.setdefault((s.episode, s.agent), []).append(s)
-        from marlang.trainers.ppo_samples import gae
-
         for (episode, agent), timeline in by_timeline.items():
             adv, ret = gae([s.reward for s in timeline], [s.old_value for s in timeline],
-                           boots.get((episode, agent), 0.0), options.gamma, options.lam)
+                           boots.get((episode, agent), 0.0), options.gamma, options.gae_lambda)
             for s, a, r in zip(timeline, adv, ret, strict=True):
                 s.advantage, s.ret = a, r
         self._central_inputs = hidden
@@ -217,136 +213,57 @@ class PPOLearner(AdapterLearner):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
 
-    def _train(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
-        """Epochs of clipped PPO minibatches, one adapter at a time."""
-
-        options: Any = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
-        rng = random.Random(options.seed * SEED_OFFSET + iteration)
-        by_unit: dict[str, list[DecisionSample]] = {}
-        for s in samples:
-            unit = team.agents[0] if team.sharing == "shared" else s.agent
-            by_unit.setdefault(unit, []).append(s)
-        totals: dict[str, dict[str, float]] = {}
-        counters = {"decisions": len(samples), "minibatches": 0, "skipped_minibatches": 0}
-        parallel = self.parallel or DataParallel()
-        # The order of the steps is the same in every process (a seed of its own); under a
-        # launcher each process fills a step with its own decisions (or none) and the
-        # gradients are summed, so every process takes the same steps.
-        order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
-        units = [u for u in self._units() if u != CENTRAL]
-        for _epoch in range(options.epochs):
-            batches = []
-            for unit in units:
-                order = by_unit.get(unit, [])[:]
-                rng.shuffle(order)
-                local = [order[i:i + options.minibatch_size] for i in range(0, len(order), options.minibatch_size)]
-                slots = parallel.max_int(len(local))
-                batches += [(unit, local[j] if j < len(local) else []) for j in range(slots)]
-            order_rng.shuffle(batches)
-            for unit, batch in batches:
-                with engine.exclusive():
-                    result = self._step(unit, batch)
-                counters["minibatches"] += 1
-                if result is None:
-                    counters["skipped_minibatches"] += 1
-                    continue
-                if not result:  # this process had no decisions for the step
-                    continue
-                acc = totals.setdefault(unit, {})
-                for k, v in result.items():
-                    acc[k] = acc.get(k, 0.0) + v
-                acc["steps"] = acc.get("steps", 0.0) + 1
-        if options.value == "central":
+    def fit(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
+        """Epochs of clipped PPO minibatches, one adapter at a time (the central value head
+        after them), and the update's records."""
+        totals, steps, skipped = self.epochs(self.group_by_unit((s.agent, s) for s in samples), iteration)
+        if self.options.value == "central":
             self._fit_central(samples)
         records = []
         for agent in self.context.agents:
-            unit = team.agents[0] if team.sharing == "shared" else agent
-            acc = totals.get(unit, {})
+            acc = totals.get(self.unit_of(agent), {})
             n = acc.get("steps", 0.0)
             records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),
                             **{k: (acc[k] / n if n else None) for k in
                                ("loss", "policy_loss", "value_loss", "message_loss", "entropy", "approx_kl",
                                 "clip_fraction", "grad_norm")}})
+        counters: dict[str, Any] = {"decisions": len(samples), "minibatches": steps,
+                                    "skipped_minibatches": skipped}
         if samples:
             counters["advantage_mean"] = sum(s.advantage for s in samples) / len(samples)
         return {"records": records, "counters": counters}
 
-    def _step(self, unit: str, batch: list[DecisionSample]) -> dict[str, float] | None:
-        """One gradient step on ``unit``'s adapter; None (nothing changed) when the loss or
-        the gradient is not finite, or the gradient norm exceeds ``max_skip_norm``."""
-        import torch
-
-        options: Any = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
-        optimizer = self.optimizers[unit]
-        params = self._unit_parameters(unit)
-        parallel = self.parallel or DataParallel()
-        # Losses are sums over this process's decisions divided by the step's decisions in all
-        # processes: with the gradients summed across processes, each step is the mean over
-        # the whole minibatch, as one process would take it.
-        total = parallel.sum_int(len(batch))
-        if total == 0:
-            return None
-        if not batch:
-            optimizer.zero_grad(set_to_none=True)
-            return self._finish_step(unit, optimizer, params, True, parallel)
-        sums = {k: 0.0 for k in ("loss", "policy_loss", "value_loss", "message_loss", "entropy",
-                                 "approx_kl", "clip_fraction")}
-        optimizer.zero_grad(set_to_none=True)
-        finite = True
-        with team.training(unit):
-            # Micro-batches accumulate the minibatch's gradient: peak memory follows
-            # micro_batch_size, the step is the same.
-            for start in range(0, len(batch), options.micro_batch_size):
-                part = batch[start:start + options.micro_batch_size]
-                terms = self._losses(unit, part, total)
-                if not torch.isfinite(terms["loss"]):
-                    finite = False
-                    break
-                terms["loss"].backward()
-                for k in sums:
-                    sums[k] += float(terms[k].detach())
-            if self._finish_step(unit, optimizer, params, finite, parallel) is None:
-                return None
-        n = len(batch)
-        return {**{k: sums[k] for k in ("loss", "policy_loss", "value_loss", "message_loss")},
-                "entropy": sums["entropy"] / n, "approx_kl": sums["approx_kl"] / n,
-                "clip_fraction": sums["clip_fraction"] / n, "grad_norm": self._last_norm}
-
-    def _losses(self, unit: str, batch: list[DecisionSample], total: int) -> dict[str, Any]:
+    def loss(self, unit: str, batch: list[DecisionSample], total: float) -> dict[str, Any]:
         """PPO's loss terms of some decisions of a minibatch of ``total`` (sums / total, so
         the parts of a minibatch add up to its mean); entropy, KL and clip counts as sums."""
         import torch
 
         from marlang.models.scoring import score_decisions
 
-        options: Any = self.options
+        options = self.options
         team, engine = self.team, self.engine
         assert team is not None and engine is not None
         items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
         scored = score_decisions(team.model, items, engine._pad_id)
-        logits = [(sc if not s.offsets else sc + torch.tensor(s.offsets, dtype=sc.dtype, device=sc.device))
-                  / options.temperature for sc, s in zip(scored.scores, batch, strict=True)]
-        new_logp = torch.stack([torch.log_softmax(lg, -1)[s.action_index] for lg, s in zip(logits, batch, strict=True)])
-        entropy = torch.stack([-(torch.softmax(lg, -1) * torch.log_softmax(lg, -1)).sum() for lg in logits])
+        policy = ActionPolicy(options.temperature)  # the policy the rollouts sampled from
+        pairs = list(zip(scored.scores, batch, strict=True))
+        new_logp = torch.stack([policy.log_probs(sc, s.offsets)[s.action_index] for sc, s in pairs])
+        entropy = torch.stack([policy.entropy(sc, s.offsets) for sc, s in pairs])
         device = new_logp.device
         old_logp = torch.tensor([s.old_logprob for s in batch], dtype=torch.float32, device=device)
         adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=device)
         ratio = torch.exp(new_logp - old_logp)
-        surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip, 1 + options.clip) * adv)
+        surrogate = torch.min(ratio * adv, ratio.clamp(1 - options.clip_coef, 1 + options.clip_coef) * adv)
         policy_loss = -surrogate.sum() / total
-        loss = policy_loss - options.entropy_coef * entropy.sum() / total
+        loss = policy_loss - options.ent_coef * entropy.sum() / total
         value_loss = torch.zeros((), device=device)
         if options.value == "agent":
             values = team.value(unit, scored.prompt_hidden)
             old_v = torch.tensor([s.old_value for s in batch], dtype=torch.float32, device=values.device)
             ret = torch.tensor([s.ret for s in batch], dtype=torch.float32, device=values.device)
-            clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+            clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
             value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
-            loss = loss + options.value_coef * value_loss
+            loss = loss + options.vf_coef * value_loss
         message_loss = torch.zeros((), device=device)
         spoken = [(i, p, m) for i, s in enumerate(batch) for p, m in s.messages]
         if options.train_messages == "reinforce" and spoken:
@@ -360,7 +277,7 @@ class PPOLearner(AdapterLearner):
             loss = loss + message_loss
         with torch.no_grad():
             approx_kl = (old_logp - new_logp).sum()
-            clip_fraction = ((ratio - 1).abs() > options.clip).float().sum()
+            clip_fraction = ((ratio - 1).abs() > options.clip_coef).float().sum()
         return {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss,
                 "message_loss": message_loss, "entropy": entropy.sum(), "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction}
@@ -369,7 +286,7 @@ class PPOLearner(AdapterLearner):
         """The central value head's epochs on the rollout's prompt states (clipped value loss)."""
         import torch
 
-        options: Any = self.options
+        options = self.options
         team = self.team
         assert team is not None
         hidden = getattr(self, "_central_inputs", {})
@@ -387,7 +304,7 @@ class PPOLearner(AdapterLearner):
                 values = team.value(CENTRAL, x)
                 old_v = torch.tensor([s.old_value for s in batch], device=values.device)
                 ret = torch.tensor([s.ret for s in batch], device=values.device)
-                clipped = old_v + (values - old_v).clamp(-options.clip, options.clip)
+                clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
                 loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
                 optimizer.zero_grad(set_to_none=True)
                 if not torch.isfinite(loss):
@@ -396,11 +313,6 @@ class PPOLearner(AdapterLearner):
                 norm = clip_gradients(params, options.max_grad_norm)
                 if math.isfinite(norm) and norm <= options.max_skip_norm:
                     optimizer.step()
-
-def _chat_dict(message: Any) -> dict[str, str]:
-    from marlang.models.local_chat import _to_chat_dict
-
-    return _to_chat_dict(message)
 
 
 def _load_hook(spec: str, gamma: float) -> Any:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from marlang.models.policy import ActionPolicy
 from marlang.types import Decision, Trajectory
 
 
@@ -62,7 +62,7 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
         assert decision is not None and obs is not None and decision.prompt is not None
         samples.append(DecisionSample(
             agent=agent, episode=traj.episode, t=step.t, prompt=decision.prompt,
-            candidates=[decision.choice_lead + a for a in obs.legal_actions],
+            candidates=list(ActionPolicy.candidates(obs.legal_actions, decision.choice_lead)),
             action_index=obs.legal_actions.index(decision.action),
             old_logprob=float(decision.logprob or 0.0),
             old_value=float(decision.value or 0.0),
@@ -76,7 +76,7 @@ def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:
 
 
 def gae(rewards: Sequence[float], values: Sequence[float], last_value: float, gamma: float,
-        lam: float) -> tuple[list[float], list[float]]:
+        gae_lambda: float) -> tuple[list[float], list[float]]:
     """Generalised advantage estimates and returns of one timeline.
 
     ``last_value`` is V of the state after the last decision (0 when the episode ended
@@ -86,13 +86,13 @@ def gae(rewards: Sequence[float], values: Sequence[float], last_value: float, ga
     for t in reversed(range(len(rewards))):
         next_value = values[t + 1] if t + 1 < len(values) else last_value
         delta = rewards[t] + gamma * next_value - values[t]
-        running = delta + gamma * lam * running
+        running = delta + gamma * gae_lambda * running
         advantages[t] = running
     return advantages, [a + v for a, v in zip(advantages, values, strict=True)]
 
 
 def build_samples(trajectories: Sequence[Trajectory], agents: Sequence[str], *, gamma: float,
-                  lam: float, bootstrap: Callable[[Trajectory, str], float] | None = None,
+                  gae_lambda: float, bootstrap: Callable[[Trajectory, str], float] | None = None,
                   rewards: Callable[[Trajectory, str], list[float]] | None = None) -> list[DecisionSample]:
     """Every agent's samples of every trajectory, with advantages and returns.
 
@@ -110,7 +110,7 @@ def build_samples(trajectories: Sequence[Trajectory], agents: Sequence[str], *, 
             if not samples:
                 continue
             last = bootstrap(traj, agent) if (truncated and bootstrap is not None) else 0.0
-            adv, ret = gae([s.reward for s in samples], [s.old_value for s in samples], last, gamma, lam)
+            adv, ret = gae([s.reward for s in samples], [s.old_value for s in samples], last, gamma, gae_lambda)
             for s, a, r in zip(samples, adv, ret, strict=True):
                 s.advantage, s.ret = a, r
             out.extend(samples)
@@ -126,8 +126,3 @@ def _with_rewards(traj: Trajectory, agent: str, shaped: list[float]) -> Trajecto
         step.rewards[agent] = float(r)
     return copy
 
-
-def summarize(samples: Sequence[DecisionSample]) -> dict[str, Any]:
-    """Counts for ``iterations.csv``."""
-    return {"decisions": len(samples),
-            "advantage_mean": sum(s.advantage for s in samples) / len(samples) if samples else None}

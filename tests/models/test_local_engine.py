@@ -66,3 +66,17 @@ async def test_callers_of_a_stopped_batch_get_the_stop_not_a_hang(tiny_engine, m
         results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=10)
     assert all(isinstance(r, Stopped) for r in results), results
     assert steps == [3, 3]  # one batch of the three, stopped at its second step
+
+
+def test_stop_strings_checked_on_the_tail_stop_where_the_whole_text_would(tiny_engine, monkeypatch):
+    prompt = tiny_engine.encode(tiny_engine.format_chat([{"role": "user", "content": "Say something."}]))
+    stops = [("e",), ("th", "\n"), ("an", "a b", "."), ("zz",)]
+    requests = [GenerationRequest(prompt, SamplingParams(temperature=1.0, seed=seed, max_tokens=40, stop=stop))
+                for seed in range(12) for stop in stops]
+    tail = tiny_engine.generate(requests)
+    # the whole text decoded at every token: what the engine did before the tail check
+    monkeypatch.setattr(tiny_engine, "_tail_has_stop", lambda token_ids, stops: True)
+    whole = tiny_engine.generate(requests)
+    assert [(o.text, o.token_ids, o.finish_reason) for o in tail] == \
+        [(o.text, o.token_ids, o.finish_reason) for o in whole]
+    assert sum(o.finish_reason == "stop" for o in tail) > 10  # the stop strings were met

@@ -333,3 +333,18 @@ def test_packed_scorer_is_an_action_scorer() -> None:
     assert batch.scores[0].requires_grad and batch.prompt_hidden.requires_grad
     with torch.no_grad():
         assert not packed.score_batch(items).scores[0].requires_grad
+
+
+
+def test_the_cache_argument_rename_warning_of_transformers_is_not_repeated_per_forward_pass():
+    import warnings
+
+    from marlang.models.local_engine import ScoreRequest
+    from marlang.testing import tiny_local_lm
+
+    engine = tiny_local_lm()
+    with warnings.catch_warnings(record=True) as caught:  # the filters as they are, marlang's included
+        for _ in range(3):
+            engine.score_requests([ScoreRequest("hi", (" a", " b"))])
+            warnings.filterwarnings("ignore", message="an unrelated filter change")
+    assert [str(w.message) for w in caught if "past_key_values" in str(w.message)] == []

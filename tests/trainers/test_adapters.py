@@ -493,3 +493,46 @@ def test_wrapping_the_model_raises_no_deprecation_warning_about_checkpointing() 
         warnings.simplefilter("always")
         get_peft_model(tiny_llama(VOCAB, seed=0), LoraConfig(r=2, target_modules=["q_proj"]))
     assert [w for w in caught if "is_gradient_checkpointing" in str(w.message)]  # PEFT alone warns
+
+
+def test_saved_adapters_name_their_base_by_spec_and_load_on_another_machine(tmp_path, monkeypatch):
+    from peft.utils import get_peft_model_state_dict
+
+    from marlang.models import local_weights
+    from marlang.testing import tiny_tokenizer
+    from marlang.trainers.adapters import adapter_base_model, load_peft_adapter
+
+    # the base model's weights on "this machine": where local:smollm2 resolves to here
+    weights = tmp_path / "cache" / "tiny-base"
+    tiny_llama(VOCAB, seed=0).save_pretrained(weights)
+    tiny_tokenizer().save_pretrained(weights)
+    monkeypatch.setattr(local_weights, "smollm2_checkpoint_dir", lambda cache_dir=None: weights)
+
+    team = make_team(agent_names(2), base_id="local:smollm2@0123456789abcdef")
+    randomize_lora_b(team)
+    team.save(tmp_path / "adapters")
+    adapter = tmp_path / "adapters" / "agent_0"
+    config = json.loads((adapter / ADAPTER_CONFIG).read_text())
+    assert config["base_model_name_or_path"] == "local:smollm2"  # no path of the machine that trained
+    assert adapter_base_model(adapter) == str(weights)
+    loaded = load_peft_adapter(adapter, device="cpu")
+    expected = team._adapter_state("agent_0")
+    got = get_peft_model_state_dict(loaded, adapter_name="default", save_embedding_layers=False)
+    assert set(got) == set(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
+
+    # an adapter saved by an older marlang names an absolute path: it still loads, there and here
+    config["base_model_name_or_path"] = str(weights)
+    (adapter / ADAPTER_CONFIG).write_text(json.dumps(config))
+    assert adapter_base_model(adapter) == str(weights)
+    assert isinstance(load_peft_adapter(adapter, device="cpu"), PeftModel)
+    fresh = make_team(agent_names(2), seed=5, base_id="local:smollm2@0123456789abcdef")
+    fresh.load(tmp_path / "adapters")
+    assert fresh.adapter_hashes() == team.adapter_hashes()
+
+
+def test_base_model_specs_resolve_to_local_weights(tmp_path):
+    from marlang.models.local_weights import resolve_base_model
+
+    assert resolve_base_model(f"hf:{tmp_path}") == str(tmp_path)
+    assert resolve_base_model("hf:org/name") == "org/name"  # the local Hugging Face cache's id
+    assert resolve_base_model("/old/absolute/path") == "/old/absolute/path"

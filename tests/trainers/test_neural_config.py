@@ -9,7 +9,7 @@ from marlang.cli import main
 from marlang.config import ConfigError, build_config
 from marlang.envs import register_env
 from marlang.envs.registry import DEFAULT_REGISTRY
-from marlang.trainers.neural import PPOOptions, QMIXOptions, is_neural_method
+from marlang.trainers.neural import NeuralPPOOptions, QMIXOptions, is_neural_method
 
 
 def neural(method: str = "mappo", env: str = "matrix/climbing", **learning):
@@ -25,7 +25,7 @@ def error(data) -> str:
 
 
 def test_each_method_validates_its_own_options():
-    for method, model in (("mappo", PPOOptions), ("ippo", PPOOptions), ("qmix", QMIXOptions)):
+    for method, model in (("mappo", NeuralPPOOptions), ("ippo", NeuralPPOOptions), ("qmix", QMIXOptions)):
         cfg = build_config(neural(method, frames=2000, frames_per_batch=500, n_envs=5))
         assert isinstance(cfg.learning.options, model)
         assert cfg.learning.options.batches == 4
@@ -79,3 +79,27 @@ def test_learners_command_lists_the_neural_methods(capsys):
     out = capsys.readouterr().out
     for method in ("mappo", "ippo", "qmix", "vdn"):
         assert f"| {method} " in out
+
+
+def test_neural_ppo_options_have_cleanrl_names_and_benchmarl_reads_its_own():
+    options = NeuralPPOOptions(clip_coef=0.1, ent_coef=0.02, vf_coef=0.3, gae_lambda=0.8, max_grad_norm=2.0)
+    # BenchMARL's algorithm and experiment configs read these names (trainers/neural/learner.py)
+    assert (options.clip_epsilon, options.entropy_coef, options.critic_coef, options.lmbda,
+            options.clip_grad_norm) == (0.1, 0.02, 0.3, 0.8, 2.0)
+    from marlang.trainers import neural
+
+    with pytest.warns(DeprecationWarning, match="use NeuralPPOOptions"):
+        assert neural.PPOOptions is NeuralPPOOptions
+
+
+def test_benchmarl_gets_the_renamed_keys_values(tmp_path):
+    from marlang.config import build_config
+    from marlang.trainers.neural.learner import benchmarl_configs
+
+    cfg = build_config({"agents": {"kind": "neural"}, "env": {"id": "matrix/climbing"},
+                        "learning": {"method": "mappo", "clip_coef": 0.1, "ent_coef": 0.03, "vf_coef": 0.4,
+                                     "lmbda": 0.7, "max_grad_norm": 2.0}})
+    algorithm, _model, experiment = benchmarl_configs(cfg, tmp_path)
+    assert (algorithm.clip_epsilon, algorithm.entropy_coef, algorithm.critic_coef, algorithm.lmbda) == \
+        (0.1, 0.03, 0.4, 0.7)
+    assert experiment.clip_grad_norm and experiment.clip_grad_val == 2.0

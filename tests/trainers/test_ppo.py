@@ -111,7 +111,7 @@ def test_ppo_refuses_what_it_cannot_train_before_creating_anything(tmp_path):
 
 
 def test_gae_matches_the_recursion_by_hand():
-    adv, ret = gae([1.0, 0.0, 2.0], [0.5, 0.2, 0.1], last_value=0.3, gamma=0.9, lam=0.8)
+    adv, ret = gae([1.0, 0.0, 2.0], [0.5, 0.2, 0.1], last_value=0.3, gamma=0.9, gae_lambda=0.8)
     d2 = 2.0 + 0.9 * 0.3 - 0.1
     d1 = 0.0 + 0.9 * 0.1 - 0.2
     d0 = 1.0 + 0.9 * 0.2 - 0.5
@@ -199,7 +199,7 @@ def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, mo
     whole = Experiment(cfg, tmp_path / "whole", chat_model=tiny_chat_model(max_tokens=8)).run()
     expected = RunDirectory(whole.run_dir).read_json("learner_state.json")["adapters"]
 
-    original = ppo.PPOLearner._train
+    original = ppo.PPOLearner.fit
     calls = {"n": 0}
 
     def dies_in_second_update(self, samples, iteration):
@@ -208,10 +208,10 @@ def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, mo
             raise KeyboardInterrupt  # as a kill would, mid-update
         return original(self, samples, iteration)
 
-    monkeypatch.setattr(ppo.PPOLearner, "_train", dies_in_second_update)
+    monkeypatch.setattr(ppo.PPOLearner, "fit", dies_in_second_update)
     with pytest.raises(KeyboardInterrupt):
         Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
-    monkeypatch.setattr(ppo.PPOLearner, "_train", original)
+    monkeypatch.setattr(ppo.PPOLearner, "fit", original)
     played = len(RunDirectory(tmp_path / "run").load_episode_dicts())
     resumed = Experiment(cfg, tmp_path / "run", resume=True, chat_model=tiny_chat_model(max_tokens=8)).run()
     assert resumed.episodes_run == 0 and played == 4
@@ -290,7 +290,7 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
     config = ppo_config(iterations=1, epochs=1, eval_episodes=0)
     config = config.model_copy(update={"agents": config.agents.model_copy(update={"calibration": "content_free"})})
     first: list[dict] = []
-    original = PPOLearner._losses
+    original = PPOLearner.loss
 
     def recording(self, unit, batch, total):
         terms = original(self, unit, batch, total)
@@ -299,7 +299,7 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
                           "offsets": [s.offsets for s in batch]})
         return terms
 
-    monkeypatch.setattr(PPOLearner, "_losses", recording)
+    monkeypatch.setattr(PPOLearner, "loss", recording)
     result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     decisions = [dec for d in RunDirectory(result.run_dir).load_episode_dicts() if d["phase"] == "train"
                  for s in d["steps"] for dec in s["decisions"].values()]

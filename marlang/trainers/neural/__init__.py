@@ -7,12 +7,13 @@ Only the options models load with the package; torch, torchrl and BenchMARL load
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 from marlang.trainers.neural.methods import (
     NEURAL_LEARNERS,
     NeuralOptions,
-    PPOOptions,
+    NeuralPPOOptions,
     QMIXOptions,
     VDNOptions,
     check_neural_pairing,
@@ -32,6 +33,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "PPOOptions":  # renamed: LoRA PPO's options are marlang.trainers.ppo.PPOOptions
+        warnings.warn("marlang.trainers.neural.PPOOptions is deprecated: use NeuralPPOOptions",
+                      DeprecationWarning, stacklevel=2)
+        return NeuralPPOOptions
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -42,9 +47,9 @@ __all__ = [
     "IterationRecorder",
     "MarlangTask",
     "NeuralOptions",
+    "NeuralPPOOptions",
     "NeuralTrainer",
     "NumericParallelEnv",
-    "PPOOptions",
     "QMIXOptions",
     "RewardHook",
     "RewardHookCallback",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -43,7 +43,7 @@ class NeuralOptions(CreditOptions):
     )
     activation: Literal["tanh", "relu"] = "tanh"
     share_policy_params: bool = Field(True, description="One policy network for all agents.")
-    clip_grad_norm: float | None = Field(5.0, gt=0, description="Gradient norm clip; None: off.")
+    max_grad_norm: float | None = Field(5.0, gt=0, description="Gradient norm clip; None: off.")
     evaluation_episodes: int = Field(
         20, ge=1, description="Greedy episodes of the final evaluation (summary.json)."
     )
@@ -72,6 +72,13 @@ class NeuralOptions(CreditOptions):
     loggers: list[Literal["csv", "tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=lambda: ["csv"], description="BenchMARL loggers writing under benchmarl/."
     )
+
+    renamed: ClassVar[dict[str, str]] = {"clip_grad_norm": "max_grad_norm"}
+
+    @property
+    def clip_grad_norm(self) -> float | None:
+        """BenchMARL's name for ``max_grad_norm`` (what its experiment config reads)."""
+        return self.max_grad_norm
 
     @field_validator("frames_per_batch")
     @classmethod
@@ -118,16 +125,41 @@ class NeuralOptions(CreditOptions):
         return -(-self.frames // self.frames_per_batch)
 
 
-class PPOOptions(NeuralOptions):
-    """MAPPO and IPPO: clipped PPO with GAE (a centralized or an independent critic)."""
+class NeuralPPOOptions(NeuralOptions):
+    """MAPPO and IPPO: clipped PPO with GAE (a centralized or an independent critic). The keys
+    have CleanRL's names; BenchMARL's (``clip_epsilon``, ``lmbda``, ...) read them as properties."""
 
     epochs: int = Field(10, ge=1, description="Passes over each batch (BenchMARL's n_minibatch_iters).")
     minibatch_size: int = Field(400, ge=1, description="Frames per gradient step (at most frames_per_batch).")
-    clip_epsilon: float = Field(0.2, gt=0)
-    entropy_coef: float = Field(0.01, ge=0)
-    critic_coef: float = Field(1.0, ge=0)
-    lmbda: float = Field(0.9, ge=0, le=1, description="GAE lambda.")
+    clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip.")
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(1.0, ge=0, description="Critic (value) loss coefficient.")
+    gae_lambda: float = Field(0.9, ge=0, le=1, description="GAE lambda.")
     share_param_critic: bool = Field(True, description="One critic network for all agents.")
+
+    renamed: ClassVar[dict[str, str]] = {
+        **NeuralOptions.renamed, "clip_epsilon": "clip_coef", "entropy_coef": "ent_coef",
+        "critic_coef": "vf_coef", "lmbda": "gae_lambda"}
+
+    @property
+    def clip_epsilon(self) -> float:
+        """BenchMARL's name for ``clip_coef``."""
+        return self.clip_coef
+
+    @property
+    def entropy_coef(self) -> float:
+        """BenchMARL's name for ``ent_coef``."""
+        return self.ent_coef
+
+    @property
+    def critic_coef(self) -> float:
+        """BenchMARL's name for ``vf_coef``."""
+        return self.vf_coef
+
+    @property
+    def lmbda(self) -> float:
+        """BenchMARL's name for ``gae_lambda``."""
+        return self.gae_lambda
 
     @field_validator("minibatch_size")
     @classmethod
@@ -136,6 +168,10 @@ class PPOOptions(NeuralOptions):
         if batch and v > batch:
             raise ValueError(f"minibatch_size ({v}) must not exceed learning.frames_per_batch ({batch})")
         return v
+
+
+PPOOptions = NeuralPPOOptions
+"""The former name of `NeuralPPOOptions` (``marlang.trainers.ppo.PPOOptions`` is LoRA PPO's)."""
 
 
 class ValueDecompositionOptions(NeuralOptions):
@@ -173,7 +209,7 @@ class NeuralLearner(Learner):
     """BenchMARL's algorithm config class name."""
 
     @classmethod
-    def label(cls, options: Any) -> str:
+    def label(cls, options: CreditOptions) -> str:
         """``mappo``, or with per-agent credit ``mappo+llm_mca``, ``ippo+lca-synthetic-70-q4`` (LCA:
         the ranker, a synthetic ranker's accuracy, queries when more than one), so a grid over
         critics names its rows."""
@@ -197,13 +233,13 @@ class NeuralLearner(Learner):
 
 class MAPPOLearner(NeuralLearner):
     name: ClassVar[str] = "mappo"
-    options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
     algorithm: ClassVar[str] = "MappoConfig"
 
 
 class IPPOLearner(NeuralLearner):
     name: ClassVar[str] = "ippo"
-    options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
     algorithm: ClassVar[str] = "IppoConfig"
 
 
