@@ -81,8 +81,19 @@ def _version() -> str:
     return __version__
 
 
+def _plugins_from_cwd() -> None:
+    """Let configs name plugins by import path from modules in the working directory, as
+    ``python -m`` would: the ``marlang`` script's own ``sys.path`` starts at its bin folder.
+    Appended, so a local file never shadows an installed package."""
+    import os
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _plugins_from_cwd()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
