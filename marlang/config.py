@@ -55,13 +55,13 @@ def did_you_mean(name: str, choices: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_name(registry: Registry, name: str, key: str, sort: bool = False) -> str:
+def check_name(registry: Registry, name: str, sort: bool = False) -> str:
     """``name`` if ``registry`` knows it (a plugin or import path is imported here), else a
     one-line ``ValueError``: the import failure, or the valid choices (builtins and plugins)."""
     try:
         registry.entry(name)
     except EntryPointError as err:
-        raise ValueError(f"{key} {name!r}: {err}") from None
+        raise ValueError(str(err)) from None  # the caller names the key
     except ValueError:
         choices = sorted(registry) if sort else list(registry)
         paths = " (or an import path 'package.module:attr')" if registry.plugins else ""
@@ -88,7 +88,7 @@ class EnvConfig(_Section):
     @field_validator("id")
     @classmethod
     def _known_env(cls, v: str) -> str:
-        return check_name(ENVS, v, "env.id", sort=True)
+        return check_name(ENVS, v, sort=True)
 
     @field_validator("n_agents", mode="after")
     @classmethod
@@ -157,7 +157,7 @@ class ProtocolConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known_protocol(cls, v: str) -> str:
-        return check_name(PROTOCOLS, v, "protocol.name")
+        return check_name(PROTOCOLS, v)
 
     @property
     def label(self) -> str:
@@ -217,7 +217,7 @@ class LearningConfig(_Section):
     @field_validator("method")
     @classmethod
     def _known_method(cls, v: str) -> str:
-        return check_name(LEARNERS, v, "learning.method")
+        return check_name(LEARNERS, v)
 
     @model_validator(mode="after")
     def _method_keys(self) -> LearningConfig:
