@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -285,6 +285,12 @@ class RunConfig(_Section):
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
     seed: int = 0
     progress: bool = True
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="torch CPU threads of a local model (local:, hf:). auto: OMP_NUM_THREADS when "
+        "set, else half the usable cores (1 on 2 cores, at most 8), leaving the rest to the "
+        "episodes, sandbox workers and learner; more threads than free cores slows generation.",
+    )
     loggers: list[str] = Field(
         default_factory=lambda: ["csv"],
         description="Where each iteration's row goes: csv (iterations.csv, always written) and "
@@ -546,6 +552,7 @@ RESUME_MAY_CHANGE = (
     "run.progress",
     "run.name",
     "run.loggers",
+    "run.threads",
     "learning.iterations",
     "model.max_concurrency",
     "model.timeout",
