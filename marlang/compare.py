@@ -27,7 +27,6 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
-from marlang.experiment import Experiment, build_chat_model
 from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
@@ -173,6 +172,9 @@ def run_comparison(
 ) -> ComparisonResult:
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``."""
+    # Imported here: rebuilding a table (write_comparison, marlang report) needs no run machinery.
+    from marlang.experiment import Experiment, build_chat_model
+
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
     shared_model: Any = None
