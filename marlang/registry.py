@@ -196,8 +196,10 @@ class Registry:
         (imported here; :class:`EntryPointError` if that fails)."""
         self._run_sources()
         found = self._entries.get(name)
-        if found is None and self._group_path != tuple(sys.path):
-            self._read_group()  # sys.path changed since the last read: new distributions
+        if found is None and not self._loading and self._group_path != tuple(sys.path):
+            # Read first, or again since sys.path changed (new distributions); never while the
+            # builtins register, so a plugin cannot take a builtin's name.
+            self._read_group()
             found = self._entries.get(name)
         if found is None and self.plugins and is_entry_point(name):
             found = Entry(name, metadata=dict(self.plugin_defaults), entry_point=name,
@@ -254,7 +256,7 @@ class Registry:
     def names(self) -> list[str]:
         """Every name: builtins and registrations, then installed plugins."""
         self._run_sources()
-        if self._group_path is None:
+        if self._group_path is None and not self._loading:
             self._read_group()
         return list(self._entries)
 
