@@ -166,6 +166,14 @@ def _drop_other_methods_keys(data: dict[str, Any], method_keys: dict[str, set[st
         del learning[key]
 
 
+def build_chat_model(model_config: Any) -> tuple[Any, Any]:
+    """The model every setting shares (``marlang.experiment.build_chat_model``, imported only
+    when a comparison runs)."""
+    from marlang.experiment import build_chat_model as build
+
+    return build(model_config)
+
+
 def run_comparison(
     base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
     notify: Callable[[str], None] | None = None,
@@ -173,7 +181,7 @@ def run_comparison(
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``."""
     # Imported here: rebuilding a table (write_comparison, marlang report) needs no run machinery.
-    from marlang.experiment import Experiment, build_chat_model
+    from marlang.experiment import Experiment
 
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
