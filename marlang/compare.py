@@ -27,7 +27,6 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
-from marlang.experiment import Experiment, build_chat_model
 from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
@@ -167,12 +166,23 @@ def _drop_other_methods_keys(data: dict[str, Any], method_keys: dict[str, set[st
         del learning[key]
 
 
+def build_chat_model(model_config: Any) -> tuple[Any, Any]:
+    """The model every setting shares (``marlang.experiment.build_chat_model``, imported only
+    when a comparison runs)."""
+    from marlang.experiment import build_chat_model as build
+
+    return build(model_config)
+
+
 def run_comparison(
     base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
     notify: Callable[[str], None] | None = None,
 ) -> ComparisonResult:
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``."""
+    # Imported here: rebuilding a table (write_comparison, marlang report) needs no run machinery.
+    from marlang.experiment import Experiment
+
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
     shared_model: Any = None

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -32,7 +32,15 @@ from pydantic import (
     model_validator,
 )
 
-from marlang.registry import CONFIG_CHECKS, ENVS, LEARNERS, PROTOCOLS, EntryPointError, LearnerSpec
+from marlang.registry import (
+    CONFIG_CHECKS,
+    ENVS,
+    LEARNERS,
+    PROTOCOLS,
+    EntryPointError,
+    LearnerSpec,
+    Registry,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +53,21 @@ def did_you_mean(name: str, choices: Any) -> str:
     """`` (did you mean 'x'?)`` naming the closest of ``choices`` to ``name``, or ``""``."""
     close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.8)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_name(registry: Registry, name: str, sort: bool = False) -> str:
+    """``name`` if ``registry`` knows it (a plugin or import path is imported here), else a
+    one-line ``ValueError``: the import failure, or the valid choices (builtins and plugins)."""
+    try:
+        registry.entry(name)
+    except EntryPointError as err:
+        raise ValueError(str(err)) from None  # the caller names the key
+    except ValueError:
+        choices = sorted(registry) if sort else list(registry)
+        paths = " (or an import path 'package.module:attr')" if registry.plugins else ""
+        raise ValueError(f"unknown {registry.kind} {name!r}{did_you_mean(name, choices)}; "
+                         f"valid choices: {', '.join(choices)}{paths}") from None
+    return name
 
 
 class _Section(BaseModel):
@@ -65,9 +88,7 @@ class EnvConfig(_Section):
     @field_validator("id")
     @classmethod
     def _known_env(cls, v: str) -> str:
-        if v not in ENVS:
-            raise ValueError(f"unknown env id {v!r}{did_you_mean(v, ENVS)}; valid choices: {', '.join(sorted(ENVS))}")
-        return v
+        return check_name(ENVS, v, sort=True)
 
     @field_validator("n_agents", mode="after")
     @classmethod
@@ -136,9 +157,7 @@ class ProtocolConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known_protocol(cls, v: str) -> str:
-        if v not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {v!r}{did_you_mean(v, PROTOCOLS)}; valid choices: {', '.join(PROTOCOLS)}")
-        return v
+        return check_name(PROTOCOLS, v)
 
     @property
     def label(self) -> str:
@@ -198,10 +217,7 @@ class LearningConfig(_Section):
     @field_validator("method")
     @classmethod
     def _known_method(cls, v: str) -> str:
-        if v not in LEARNERS:
-            raise ValueError(f"unknown learning method {v!r}{did_you_mean(v, LEARNERS)}; "
-                             f"valid choices: {', '.join(LEARNERS)}")
-        return v
+        return check_name(LEARNERS, v)
 
     @model_validator(mode="after")
     def _method_keys(self) -> LearningConfig:
@@ -247,9 +263,15 @@ def learning_method(name: str) -> LearnerSpec:
     point cannot be imported). Its ``check_config(config)`` is the method's own whole-config
     check (see :class:`marlang.registry.LearnerSpec`)."""
     try:
-        return LEARNERS.load(name)
+        found = LEARNERS.load(name)
     except EntryPointError as err:
         raise ValueError(f"learning.method {name!r}: {err}") from None
+    if not all(hasattr(found, a) for a in ("options_model", "label", "check_config")):
+        raise ValueError(
+            f"learning.method {name!r} is {found!r}, not a Learner subclass (a class with "
+            "options_model, label and check_config; see marlang.learners.Learner)"
+        )
+    return found
 
 
 def trains_weights(method: str) -> bool:
@@ -271,6 +293,12 @@ class RunConfig(_Section):
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
     seed: int = 0
     progress: bool = True
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="torch CPU threads of a local model (local:, hf:). auto: OMP_NUM_THREADS when "
+        "set, else half the usable cores (1 on 2 cores, at most 8), leaving the rest to the "
+        "episodes, sandbox workers and learner; more threads than free cores slows generation.",
+    )
     loggers: list[str] = Field(
         default_factory=lambda: ["csv"],
         description="Where each iteration's row goes: csv (iterations.csv, always written) and "
@@ -532,6 +560,7 @@ RESUME_MAY_CHANGE = (
     "run.progress",
     "run.name",
     "run.loggers",
+    "run.threads",
     "learning.iterations",
     "model.max_concurrency",
     "model.timeout",

@@ -34,6 +34,7 @@ from marlang.envs import make as make_env
 from marlang.graphs.episode import build_episode_graph, protocol_decider
 from marlang.graphs.protocols import build_protocol
 from marlang.learners import Learner, LearnerContext, learner_entry
+from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.rundir import RunDirectory, RunResult, package_versions
 from marlang.runtime import RunRuntime, episode_metrics
@@ -145,6 +146,7 @@ class Experiment:
 
     # building --------------------------------------------------------------------------------
     def _build_model(self) -> Any:
+        apply_torch_threads(self.config.run.threads, self.config.model.spec)
         if self._chat_model is not None:
             return self._chat_model
         self.model, self.cache = build_chat_model(self.config.model)

@@ -26,6 +26,20 @@ one except in such a string.
 * :data:`CONFIG_CHECKS`: whole-config checks owned by a higher layer (the pairing of
   ``agents.kind: neural`` with a neural method), called by ``ExperimentConfig`` validation.
 
+**User plugins, without a wrapper script.** Besides registered names, :data:`ENVS`,
+:data:`PROTOCOLS` and :data:`LEARNERS` accept
+
+* an *import path* as the name itself (``protocol: {name: "mypkg.protocols:leader"}``): the
+  first lookup imports it and registers it under that name; and
+* the *entry points* installed distributions declare in the groups ``marlang.envs``,
+  ``marlang.protocols`` and ``marlang.learners`` (:data:`PLUGIN_GROUPS`): their names are read
+  from ``importlib.metadata`` the first time the registry is listed or a name is missing, and
+  each target is imported on the first lookup of its name.
+
+A plugin's metadata (``agents_kind``, ``default_agents``) comes from attributes of the loaded
+object of the same names. A builtin or runtime registration keeps its name when a plugin
+declares the same one.
+
 The upper layers' public functions are views of these registries, so what a user registers
 at runtime validates in configs too: ``marlang.learners.register_learner/list_learners/
 learner_entry`` (:data:`LEARNERS`), ``marlang.graphs.register_protocol/list_protocols/
@@ -46,13 +60,18 @@ What a loaded entry must offer:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 _ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _UNLOADED: Any = object()
+
+PLUGIN_METADATA = ("agents_kind", "default_agents")
+"""Metadata a plugin gives as attributes of its loaded object (see the module docstring)."""
 
 
 class EntryPointError(ImportError):
@@ -90,6 +109,8 @@ class Entry:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     entry_point: str | None = None
     """``"package.module:attr"`` when the target was given as an entry point."""
+    plugin: str | None = None
+    """Where a plugin entry came from: ``"import path"`` or its distribution's name."""
     _value: Any = field(default=_UNLOADED, repr=False)
 
     @property
@@ -101,6 +122,13 @@ class Entry:
         if self._value is _UNLOADED:
             assert self.entry_point is not None
             self._value = load_entry_point(self.entry_point)
+            if self.plugin is not None:
+                found = {k: getattr(self._value, k) for k in PLUGIN_METADATA
+                         if hasattr(self._value, k)}
+                self.metadata = {**self.metadata, **found}  # attributes over the defaults
+                if not self.description:
+                    doc = (getattr(self._value, "__doc__", None) or "").strip()
+                    self.description = doc.splitlines()[0] if doc else ""
         return self._value
 
 
@@ -111,13 +139,25 @@ class Registry:
     entry points of functions ``() -> None`` that register entries; each is called once, the
     first time the registry is read or written (a source may itself register; while sources
     run, reads see what is registered so far).
+
+    With ``plugins=True`` a name that is an import path ``"package.module:attr"`` is
+    registered on its first lookup, and ``group`` names the ``importlib.metadata`` entry-point
+    group whose entries are plugins (both described in the module docstring). A plugin's
+    metadata is ``plugin_defaults`` updated by its object's attributes of the same names.
     """
 
-    def __init__(self, kind: str, *, sources: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, kind: str, *, sources: tuple[str, ...] = (), group: str | None = None,
+        plugins: bool = False, plugin_defaults: Mapping[str, Any] | None = None,
+    ) -> None:
         self.kind = kind
+        self.group = group
+        self.plugins = plugins or group is not None
+        self.plugin_defaults = dict(plugin_defaults or {})
         self._entries: dict[str, Entry] = {}
         self._pending = list(sources)
         self._loading = False
+        self._group_path: tuple[str, ...] | None = None
 
     def _run_sources(self) -> None:
         if self._loading or not self._pending:
@@ -130,6 +170,42 @@ class Registry:
                 self._pending.pop(0)
         finally:
             self._loading = False
+
+    def _read_group(self) -> None:
+        """Add the group's entry points not already registered (imported on first lookup)."""
+        self._group_path = tuple(sys.path)
+        if self.group is None:
+            return
+        for ep in importlib.metadata.entry_points(group=self.group):
+            if ep.name in self._entries or not is_entry_point(ep.value):
+                continue
+            source = ep.dist.name if ep.dist is not None else "an installed distribution"
+            self._entries[ep.name] = Entry(
+                ep.name, metadata=dict(self.plugin_defaults), entry_point=ep.value, plugin=source
+            )
+
+    def refresh_plugins(self) -> None:
+        """Read the entry-point group again (after installing a distribution at runtime)."""
+        self._read_group()
+
+    def _find(self, name: str) -> Entry | None:
+        """The entry of ``name``: registered, an installed plugin, or an import path
+        (imported here; :class:`EntryPointError` if that fails)."""
+        self._run_sources()
+        found = self._entries.get(name)
+        if found is None and not self._loading and self._group_path != tuple(sys.path):
+            # Read first, or again since sys.path changed (new distributions); never while the
+            # builtins register, so a plugin cannot take a builtin's name.
+            self._read_group()
+            found = self._entries.get(name)
+        if found is None and self.plugins and is_entry_point(name):
+            found = Entry(name, metadata=dict(self.plugin_defaults), entry_point=name,
+                          plugin="import path")
+            found.load()
+            self._entries[name] = found
+        if found is not None and found.plugin is not None:
+            found.load()  # a plugin's metadata comes from its object: import it on lookup
+        return found
 
     # writing --------------------------------------------------------------------------------
     def register(self, name: str, target: Any, description: str = "", **metadata: Any) -> None:
@@ -159,11 +235,14 @@ class Registry:
 
     # reading --------------------------------------------------------------------------------
     def entry(self, name: str) -> Entry:
-        """The entry of ``name``; ``ValueError`` naming the valid choices if unknown."""
-        self._run_sources()
-        found = self._entries.get(name)
+        """The entry of ``name``; ``ValueError`` naming the valid choices if unknown, and
+        :class:`EntryPointError` if it is a plugin or import path that does not import."""
+        found = self._find(name)
         if found is None:
-            raise ValueError(f"unknown {self.kind} {name!r}; valid choices: {', '.join(self)}")
+            hint = " (or an import path 'package.module:attr')" if self.plugins else ""
+            raise ValueError(
+                f"unknown {self.kind} {name!r}; valid choices: {', '.join(self)}{hint}"
+            )
         return found
 
     def load(self, name: str) -> Any:
@@ -172,17 +251,24 @@ class Registry:
         return self.entry(name).load()
 
     def names(self) -> list[str]:
+        """Every name: builtins and registrations, then installed plugins."""
         self._run_sources()
+        if self._group_path is None and not self._loading:
+            self._read_group()
         return list(self._entries)
 
     def describe(self) -> dict[str, str]:
         """Names mapped to their one-line descriptions, in registration order."""
-        self._run_sources()
-        return {name: entry.description for name, entry in self._entries.items()}
+        return {name: self._entries[name].description for name in self.names()}
 
     def __contains__(self, name: object) -> bool:
-        self._run_sources()
-        return name in self._entries
+        """Whether ``name`` is known; a plugin or import path that does not import is not."""
+        if not isinstance(name, str):
+            return False
+        try:
+            return self._find(name) is not None
+        except EntryPointError:
+            return False
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -215,10 +301,17 @@ class LearnerSpec(Protocol):
 
 # ------------------------------------------------------------------------- the registries
 
-LEARNERS = Registry("learning method")
+PLUGIN_GROUPS = {
+    "envs": "marlang.envs", "protocols": "marlang.protocols", "learners": "marlang.learners",
+}
+"""The ``importlib.metadata`` entry-point groups whose entries are user plugins."""
+
+LEARNERS = Registry(
+    "learning method", group=PLUGIN_GROUPS["learners"], plugin_defaults={"agents_kind": "llm"}
+)
 """``learning.method`` -> a ``Learner`` subclass or ``LearnerEntry``; metadata ``agents_kind``."""
 
-PROTOCOLS = Registry("protocol")
+PROTOCOLS = Registry("protocol", group=PLUGIN_GROUPS["protocols"])
 """``protocol.name`` -> ``builder(agents, protocol_config)`` of the conversation graph."""
 
 ENVS = Registry(
@@ -226,6 +319,8 @@ ENVS = Registry(
     sources=(
         "marlang.envs.registry:register_builtin_envs",
     ),
+    group=PLUGIN_GROUPS["envs"],
+    plugin_defaults={"default_agents": 2},
 )
 """``env.id`` -> ``factory(n_agents=..., **kwargs)``; metadata ``default_agents``."""
 

@@ -331,6 +331,7 @@ class RunDirectory:
         self.iterations_file.unlink(missing_ok=True)
         shutil.rmtree(self.path / TENSORBOARD_DIR, ignore_errors=True)
         if self.scalars is not None:
+            self.scalars.close()
             self.scalars = TensorBoardScalars(self.path)
 
     # reads ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """TensorBoard scalars of a run (``run.loggers: [csv, tensorboard]``): every ``iterations.csv`` row,
-as it is written, becomes scalars in one event file under ``RUN/tensorboard/``, so
-``tensorboard --logdir runs`` finds every run. ``iterations.csv`` stays the run's record.
+as it is written, becomes scalars under ``RUN/tensorboard/``, written by torch's
+``SummaryWriter``, so ``tensorboard --logdir runs`` finds every run. ``iterations.csv`` stays the
+run's record.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import struct
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from typing import Any
 TENSORBOARD_DIR = "tensorboard"
 """The folder of a run's event file."""
 
-EVENT_FILE = "events.out.tfevents.0.marlang"
-"""One event file per run, appended to by every invocation (a resume goes on in the same file)."""
+EVENT_FILES = "events.out.tfevents.*"
+"""The names of a run's event files: one per process that added scalars (a resume adds one),
+and a single one after a rewrite."""
 
 BY_FRAMES = ("return_mean", "success_rate", "eval_return")
 """Columns also written against frames (tag ``by_frames/<tag>``, step = frames) in rows that
@@ -54,22 +56,26 @@ def row_scalars(row: dict[str, Any]) -> dict[tuple[str, int], float]:
 
 
 class TensorBoardScalars:
-    """Mirrors a run's ``iterations.csv`` rows into ``RUN/tensorboard/events.out.tfevents.0.marlang``.
+    """Mirrors a run's ``iterations.csv`` rows into event files under ``RUN/tensorboard/``.
 
     Each (tag, step) is written once: rows that only add values (a new iteration, an
-    evaluation written into its iteration's row) are appended; a value that differs from the
-    one written (an iteration replayed after a resume) or a step earlier than a tag's last
-    (tensorboard turned on when resuming) rewrites the file atomically. So the event file holds
-    the values of ``iterations.csv``, never a step twice; a torn last record (a killed
-    process) is cut off before the file is read or appended to.
+    evaluation written into its iteration's row) are added through this process's
+    ``SummaryWriter`` (its own event file, opened at the first new value); a value that
+    differs from the one written (an iteration replayed after a resume), a step earlier than
+    a tag's last (tensorboard turned on when resuming) or a damaged file (a torn last record
+    of a killed process) rewrites all of them as one new event file, moved in before the old
+    ones are removed. So the event files hold the values of ``iterations.csv``, never a step
+    twice.
     """
 
     def __init__(self, run_path: str | Path) -> None:
-        self.path = Path(run_path) / TENSORBOARD_DIR / EVENT_FILE
+        self.dir = Path(run_path) / TENSORBOARD_DIR
         self._written: dict[tuple[str, int], float] | None = None
+        self._damaged = False
+        self._writer: Any = None
 
     def sync(self, rows: list[dict[str, Any]]) -> None:
-        """Bring the event file up to ``rows`` (all of ``iterations.csv``, just written)."""
+        """Bring the event files up to ``rows`` (all of ``iterations.csv``, just written)."""
         written = self._load()
         wanted: dict[tuple[str, int], float] = {}
         for row in rows:
@@ -82,101 +88,84 @@ class TensorBoardScalars:
         # A step before a tag's last one would make TensorBoard purge the tag's later steps.
         behind = any(step <= last.get(tag, -1) for tag, step in new)
         written.update(wanted)
-        if changed or behind:
+        if changed or behind or self._damaged:
             self._rewrite(written)
         elif new:
             self._append(new)
 
     def values(self) -> dict[tuple[str, int], float]:
-        """Every (tag, step) -> value in the event file."""
+        """Every (tag, step) -> value in the event files."""
         return dict(self._load())
 
-    # event file ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close this process's event file (its writer's thread stops)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    # event files -----------------------------------------------------------------------------
     def _load(self) -> dict[tuple[str, int], float]:
         if self._written is None:
             self._written = {}
-            if self.path.exists():
-                from tensorboard.compat.proto import event_pb2
-
-                good = 0
-                for end, data in _records(self.path.read_bytes()):
-                    good = end
-                    event = event_pb2.Event.FromString(data)
-                    for value in event.summary.value:
-                        self._written[(value.tag, int(event.step))] = float(value.simple_value)
-                if good != self.path.stat().st_size:
-                    with open(self.path, "r+b") as fh:
-                        fh.truncate(good)
+            for path in sorted(self.dir.glob(EVENT_FILES)):
+                self._damaged |= _read_scalars(path, self._written)
         return self._written
 
-    def _events(self, scalars: dict[tuple[str, int], float]) -> list[bytes]:
-        """One serialized event per step, tags by frames after those by iteration, each tag's
-        steps in increasing order."""
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-
-        steps: dict[tuple[bool, int], list[tuple[str, float]]] = {}
-        for (tag, step), value in scalars.items():
-            steps.setdefault((tag.startswith("by_frames/"), step), []).append((tag, value))
-        now = time.time()
-        out = []
-        for (_, step), values in sorted(steps.items()):
-            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=t, simple_value=v)
-                                                 for t, v in sorted(values)])
-            out.append(event_pb2.Event(wall_time=now, step=step, summary=summary).SerializeToString())
-        return out
-
     def _append(self, scalars: dict[tuple[str, int], float]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        records = [] if self.path.exists() else [_version_event()]
-        records += self._events(scalars)
-        with open(self.path, "ab") as fh:
-            fh.write(b"".join(_record(r) for r in records))
-            fh.flush()
-            os.fsync(fh.fileno())
+        if self._writer is None:
+            self._writer = _summary_writer(self.dir)
+        _add(self._writer, scalars)
+        self._writer.flush()
 
     def _rewrite(self, scalars: dict[tuple[str, int], float]) -> None:
-        """Write then rename: readers see the old file or the new one."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        records = [_version_event(), *self._events(scalars)]
-        with open(tmp, "wb") as fh:
-            fh.write(b"".join(_record(r) for r in records))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        """Write every value into one new event file, then swap it for the old ones."""
+        self.close()
+        old = sorted(self.dir.glob(EVENT_FILES))
+        staging = self.dir.parent / f".{TENSORBOARD_DIR}.{os.getpid()}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        writer = _summary_writer(staging)
+        _add(writer, scalars)
+        writer.close()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for path in staging.glob(EVENT_FILES):
+            os.replace(path, self.dir / path.name)
+        for path in old:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        self._damaged = False
 
 
-def _version_event() -> bytes:
+def _summary_writer(log_dir: Path) -> Any:
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(log_dir=str(log_dir))
+
+
+def _add(writer: Any, scalars: dict[tuple[str, int], float]) -> None:
+    """Tags by frames after those by iteration, each tag's steps in increasing order."""
+    now = time.time()
+    for (tag, step), value in sorted(scalars.items(), key=lambda kv: (
+            kv[0][0].startswith("by_frames/"), kv[0][1], kv[0][0])):
+        writer.add_scalar(tag, value, global_step=step, walltime=now)
+
+
+def _read_scalars(path: Path, into: dict[tuple[str, int], float]) -> bool:
+    """Add the scalars of one event file to ``into``; True if it ends in a damaged record."""
     from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.tensorflow_stub import errors
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
 
-    return event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString()
-
-
-def _record(data: bytes) -> bytes:
-    """One TFRecord: length, its masked CRC, the data, its masked CRC."""
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
-    header = struct.pack("<Q", len(data))
-    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
-
-
-def _records(raw: bytes) -> list[tuple[int, bytes]]:
-    """(end offset, data) of each whole record of an event file, up to the first torn or
-    corrupt one."""
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
-    out, pos = [], 0
-    while pos + 12 <= len(raw):
-        header = raw[pos: pos + 8]
-        if struct.unpack("<I", raw[pos + 8: pos + 12])[0] != masked_crc32c(header):
-            break
-        (length,) = struct.unpack("<Q", header)
-        end = pos + 12 + length + 4
-        if end > len(raw):
-            break
-        data = raw[pos + 12: pos + 12 + length]
-        if struct.unpack("<I", raw[end - 4: end])[0] != masked_crc32c(data):
-            break
-        out.append((end, data))
-        pos = end
-    return out
+    reader = PyRecordReader_New(str(path))
+    try:
+        while True:
+            try:
+                reader.GetNext()
+            except errors.OutOfRangeError:
+                return False
+            except errors.DataLossError:
+                return True
+            event = event_pb2.Event.FromString(reader.record())
+            for value in event.summary.value:
+                into[(value.tag, int(event.step))] = float(value.simple_value)
+    finally:
+        reader.file_handle.close()

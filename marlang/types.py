@@ -2,7 +2,8 @@
 
 Every arrow in a marlang run (env -> protocol -> episode -> learner) carries one of
 these plain dataclasses; each has ``to_dict``/``from_dict`` for the JSONL run files.
-`StopFlag` is how a run tells its long-running parts to stop (Ctrl-C).
+`StopFlag` is how a run tells its long-running parts to stop (Ctrl-C); `CallContext` says
+where a model call happens (episode, step, seed, iteration) for agents, protocols and learners.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 @dataclass
@@ -223,28 +227,6 @@ class Trajectory:
 
 
 @dataclass
-class Credit:
-    """Per-agent credit written by a centralized critic for one trajectory.
-
-    ``feedback`` is the critic's text for this agent (LangMARL); ``score`` a number where the
-    critic gives one (LLM credit for neural learners). ``failed`` marks an agent the critic's
-    reply did not cover even after asking again: it then carries no credit at all.
-    """
-
-    agent: str
-    score: float | None = None
-    feedback: str = ""
-    failed: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Credit:
-        return cls(**d)
-
-
-@dataclass
 class AdapterRef:
     """A trained weight-space policy of one agent: where its adapter lies and its content hash."""
 
@@ -360,3 +342,23 @@ class StopFlag:
         """Raise `Stopped` if the flag is set; ``where`` says what stopped (for the log)."""
         if self._event.is_set():
             raise Stopped(f"stopped{' ' + where if where else ''}: the run was interrupted")
+
+
+@dataclass
+class CallContext:
+    """Where a model call happens (for accounting and per-call seeds) and the shared call
+    limits: what protocols, learners and the run hand an agent or a learner's own calls."""
+
+    episode: int = 0
+    step: int = 0
+    seed: int = 0
+    callbacks: list[Any] = field(default_factory=list)
+    limiter: asyncio.Semaphore | None = None
+    """Bounds the calls in flight at once (``model.max_concurrency``)."""
+    iteration: int = 0
+    """The learner iteration (for accounting per iteration)."""
+    salt: int = 0
+    """Distinguishes sampled branches that share an episode's start (group-relative methods)."""
+
+    def for_step(self, step: int) -> CallContext:
+        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)

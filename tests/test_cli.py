@@ -143,3 +143,29 @@ def test_review_command_shows_the_pending_update_and_continues_the_run(tmp_path,
     assert {(r["agent"], r["accepted"]) for r in rows} == {("agent_0", True), ("agent_1", False)}
     assert json.loads((out / "learner_state.json").read_text())["policies"]["agent_0"] == "Open doors first."
     assert main(["review", str(out)]) == 2  # nothing waits any more
+
+
+def test_report_of_a_finished_run_reads_its_summary_without_the_run_machinery(tmp_path, capsys):
+    import os
+
+    out = tmp_path / "run"
+    config = tmp_path / "one.yaml"
+    config.write_text("env: {id: babyai/goto-obj}\nagents: {kind: scripted}\nrun: {name: one, episodes: 2}\n")
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    capsys.readouterr()
+    script = ("import sys; from marlang.cli import main; code = main(['report', sys.argv[1]]); "
+              "heavy = [m for m in ('marlang.experiment', 'torch', 'langgraph', 'marlang.envs_text') "
+              "if m in sys.modules]; print('HEAVY', heavy); sys.exit(code)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True,
+                          env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "| scripted" in proc.stdout and "HEAVY []" in proc.stdout
+
+    # episodes written after the summary (an interrupted resume): report rebuilds it
+    summary = out / "summary.json"
+    stale = summary.stat().st_mtime_ns - 10**9
+    os.utime(summary, ns=(stale, stale))
+    assert main(["report", str(out)]) == 0
+    assert "| scripted" in capsys.readouterr().out
+    assert summary.stat().st_mtime_ns > stale

@@ -11,8 +11,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from marlang.config import ConfigError, build_config
 from marlang.rundir import RunDirectory
-from marlang.scalars import EVENT_FILE, TENSORBOARD_DIR, TensorBoardScalars, scalar_tag
+from marlang.scalars import EVENT_FILES, TENSORBOARD_DIR, TensorBoardScalars, scalar_tag
 from tests.fakes import FakeRuleChatModel, babyai_rule
+
+
+def event_files(run_path) -> dict[str, int]:
+    """The run's event files, name -> size."""
+    return {p.name: p.stat().st_size for p in (run_path / TENSORBOARD_DIR).glob(EVENT_FILES)}
 
 
 def read_scalars(run_path) -> dict[str, dict[int, float]]:
@@ -60,7 +65,7 @@ def test_an_llm_run_writes_its_iterations_as_tensorboard_scalars(tmp_path):
     out = tmp_path / "runs" / "llm"
     Experiment(llm_config(tmp_path, ["csv", "tensorboard"]), out,
                chat_model=FakeRuleChatModel(rule=babyai_rule)).run()
-    assert (out / TENSORBOARD_DIR / EVENT_FILE).is_file()
+    assert len(event_files(out)) == 1  # one process, one SummaryWriter, one event file
     scalars = assert_scalars_match_iterations(out)
     for tag in ("return/mean", "success/rate", "invalid/rate", "calls/actor", "tokens/actor", "calls/speaker",
                 "calls/reflector", "tokens/reflector"):
@@ -102,11 +107,11 @@ def test_rows_written_again_neither_duplicate_nor_lose_steps(tmp_path):
     rd.append_iteration_csv({"iteration": 0, "return_mean": 1.0, "actor_calls": 4, "eval_return": None})
     rd.append_iteration_csv({"iteration": 0, "return_mean": 1.0, "actor_calls": 4, "eval_return": 0.5})
     rd.append_iteration_csv({"iteration": 1, "return_mean": 2.0, "actor_calls": 6, "eval_return": None})
-    size = (tmp_path / TENSORBOARD_DIR / EVENT_FILE).stat().st_size
+    files = event_files(tmp_path)
     # a resumed process (a fresh RunDirectory) replays iteration 1 with the same values: nothing new
     resumed = RunDirectory(tmp_path, loggers=["csv", "tensorboard"])
     resumed.append_iteration_csv({"iteration": 1, "return_mean": 2.0, "actor_calls": 6, "eval_return": None})
-    assert (tmp_path / TENSORBOARD_DIR / EVENT_FILE).stat().st_size == size
+    assert event_files(tmp_path) == files
     # ... or with another value (a replayed neural batch): the scalar follows iterations.csv
     resumed.append_iteration_csv({"iteration": 1, "return_mean": 3.0, "actor_calls": 6, "eval_return": None})
     resumed.append_iteration_csv({"iteration": 2, "return_mean": 4.0, "actor_calls": 8, "eval_return": None})
@@ -119,11 +124,12 @@ def test_a_torn_last_record_is_cut_off_and_a_run_turning_tensorboard_on_gets_its
     RunDirectory(tmp_path).append_iteration_csv({"iteration": 0, "return_mean": 1.0})  # csv only
     rd = RunDirectory(tmp_path, loggers=["csv", "tensorboard"])
     rd.append_iteration_csv({"iteration": 1, "return_mean": 2.0})
-    events = tmp_path / TENSORBOARD_DIR / EVENT_FILE
+    (events,) = (tmp_path / TENSORBOARD_DIR).glob(EVENT_FILES)
     whole = events.read_bytes()
     events.write_bytes(whole + whole[-30:-5])  # a killed process's half record
     RunDirectory(tmp_path, loggers=["tensorboard"]).append_iteration_csv({"iteration": 2, "return_mean": 3.0})
     assert read_scalars(tmp_path)["return/mean"] == {0: 1.0, 1: 2.0, 2: 3.0}
+    assert len(event_files(tmp_path)) == 1  # the damaged file was rewritten with the rest
     assert TensorBoardScalars(tmp_path).values()[("return/mean", 2)] == 3.0
 
 

@@ -8,9 +8,7 @@ math result or a short answer, extracted from the reply) and ``reflect`` (write 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -21,27 +19,9 @@ from marlang.agents.answer_parsing import extract_answer
 from marlang.agents.calls import call_model, call_seed
 from marlang.agents.memory import ReflexionMemory
 from marlang.prompts import PromptLibrary
-from marlang.types import Decision, Message, TextObservation, Trajectory
+from marlang.types import CallContext, Decision, Message, TextObservation, Trajectory
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class CallContext:
-    """Where a call happens (for accounting and per-call seeds) and the shared call limits."""
-
-    episode: int = 0
-    step: int = 0
-    seed: int = 0
-    callbacks: list[Any] = field(default_factory=list)
-    limiter: asyncio.Semaphore | None = None
-    iteration: int = 0
-    """The learner iteration (for accounting per iteration)."""
-    salt: int = 0
-    """Distinguishes sampled branches that share an episode's start (group-relative methods)."""
-
-    def for_step(self, step: int) -> CallContext:
-        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)
 
 
 CALIBRATIONS = ("none", "content_free")

@@ -14,9 +14,9 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
-from marlang.agents.llm_agent import CallContext, LLMAgent
+from marlang.agents.llm_agent import LLMAgent
 from marlang.graphs.protocols import run_protocol
-from marlang.types import Decision, Message, Step, TextObservation, Trajectory
+from marlang.types import CallContext, Decision, Message, Step, TextObservation, Trajectory
 
 MAX_EPISODE_STEPS = 100_000
 """A safety bound on an episode's length when neither the plan nor the caller sets one

@@ -20,9 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from marlang.agents.llm_agent import CallContext
 from marlang.registry import PROTOCOLS
-from marlang.types import Decision, Message, TextObservation
+from marlang.types import CallContext, Decision, Message, TextObservation
 
 
 def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -59,10 +58,6 @@ class ConversingAgent(Protocol):
 
 ProtocolBuilder = Callable[[Mapping[str, ConversingAgent], Any], Any]
 """``builder(agents, protocol_config) -> compiled LangGraph`` following :class:`ProtocolState`."""
-
-
-_PROTOCOLS = PROTOCOLS
-"""The registry behind these functions (``marlang.registry.PROTOCOLS``)."""
 
 
 def register_protocol(name: str, builder: ProtocolBuilder | str, description: str = "") -> None:

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marlang.agents.llm_agent import CallContext
 from marlang.prompts import PromptLibrary
-from marlang.types import StopFlag, Trajectory
+from marlang.types import CallContext, StopFlag, Trajectory
 
 
 @dataclass

@@ -17,11 +17,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from marlang.agents.calls import call_model_json, call_seed
-from marlang.agents.llm_agent import CallContext
 from marlang.learners.base import UpdateOutput, UpdateState
 from marlang.learners.langmarl_parsing import TEAM, clean_policy, malformed_policy, parse_credits
 from marlang.models.structured import credit_schema
-from marlang.types import Candidate, PolicyState, Trajectory
+from marlang.types import CallContext, Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
 

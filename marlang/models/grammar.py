@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # only annotations here: validating a config imports this module, not torch
+    import torch
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from marlang.agents import CallContext
 from marlang.graphs import build_protocol, list_protocols, register_protocol, run_protocol
 from marlang.graphs.protocols import build_no_communication
-from marlang.types import Decision, Message, TextObservation
+from marlang.registry import PROTOCOLS
+from marlang.types import CallContext, Decision, Message, TextObservation
 
 NAMES = ["agent_0", "agent_1", "agent_2"]
 
@@ -129,9 +129,7 @@ def test_user_registered_protocol_is_selectable_by_name():
         _, _transcript, decisions = run("test-silent", config="cfg")
         assert calls == ["cfg"] and sorted(decisions) == NAMES
     finally:
-        from marlang.graphs import protocols
-
-        protocols._PROTOCOLS.pop("test-silent")
+        PROTOCOLS.pop("test-silent")
 
 
 def test_unknown_protocol_names_the_choices():
