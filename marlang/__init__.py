@@ -33,8 +33,8 @@ _EXPORTS = {
     "register_env": "marlang.envs_text",
     "list_envs": "marlang.envs_text",
     "load_chat_model": "marlang.models",
-    "Experiment": "marlang.experiment",
-    "run_experiment": "marlang.experiment",
+    "Experiment": "marlang.run.experiment",
+    "run_experiment": "marlang.run.experiment",
     "run_comparison": "marlang.compare",
 }
 

@@ -27,8 +27,9 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
-from marlang.experiment import Experiment, build_chat_model
 from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
+from marlang.run import Experiment
+from marlang.run.build import build_chat_model
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             _drop_other_methods_keys(data, method_keys)
         cfg = build_config(data)
         group = cfg.env.id
-        head = {"llm": [cfg.protocol.label, cfg.learning.label], "neural": [cfg.learning.label]}.get(
+        head = {"llm": [cfg.protocol.label, cfg.learning_label], "neural": [cfg.learning.label]}.get(
             cfg.agents.kind, ["scripted"])
         label_parts = [*names] if names else head
         label_parts += [

@@ -1,7 +1,7 @@
 """The learner seam: what every learning method shares, and the functions that name them.
 
 A learner turns K trajectories played with the current policy state into a proposed next
-state (a `Candidate`). The training graph (``marlang/graphs/training.py``) drives the loop:
+state (a `Candidate`). The training graph (``marlang/run/loop.py``) drives the loop:
 rollout, the learner's update subgraph, accept or roll back, review, commit; one run
 directory, one resume.
 
