@@ -190,6 +190,8 @@ class RunRecord:
         self.episodes = EpisodeIndex(run_dir.episodes_file)
         self.calls = CallIndex()
         self._iterations: list[dict[str, Any]] | None = None
+        self._fields: list[str] = []
+        self._last = -1
         self._jsonl_iterations: dict[str, set[Any]] = {}
 
     def load(self) -> None:
@@ -257,19 +259,24 @@ class RunRecord:
         row with no new column is appended as one line, anything else rewrites the file."""
         rd = self.run_dir
         if self._iterations is None:
-            self._iterations = rd.read_iterations()
-        rows = self._iterations
-        fields: list[str] = []
-        for r in rows:
-            fields.extend(k for k in r if k not in fields)
-        last = max((int(r["iteration"]) for r in rows), default=-1)
-        if rows and int(row["iteration"]) > last and set(row) <= set(fields) and rd.scalars is None:
+            self._set_iterations(rd.read_iterations())
+        fields, last = self._fields, self._last
+        if self._iterations and int(row["iteration"]) > last and set(row) <= set(fields) and rd.scalars is None:
             append_lines(rd.iterations_file, csv_lines(fields, [_cells(row)], header=False))
-            rows.append(dict(row))
+            self._iterations.append(dict(row))
+            self._last = int(row["iteration"])
             return
         rd.append_iteration_csv(row)
-        self._iterations = [r for r in rows if int(r["iteration"]) != int(row["iteration"])] + [dict(row)]
-        self._iterations.sort(key=lambda r: int(r["iteration"]))
+        rows = [r for r in self._iterations if int(r["iteration"]) != int(row["iteration"])] + [dict(row)]
+        self._set_iterations(sorted(rows, key=lambda r: int(r["iteration"])))
+
+    def _set_iterations(self, rows: list[dict[str, Any]]) -> None:
+        """The rows of ``iterations.csv``, its columns (in the file's order) and last iteration."""
+        self._iterations = rows
+        self._fields = []
+        for r in rows:
+            self._fields.extend(k for k in r if k not in self._fields)
+        self._last = max((int(r["iteration"]) for r in rows), default=-1)
 
     # the summary ----------------------------------------------------------------------------
     def finalize(self, *, setting: str, config: Any, initial_policies: dict[str, str], scripted: bool,
