@@ -196,12 +196,15 @@ def learning_method(config: ExperimentConfig) -> str:
 
 def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, prompts: PromptLibrary,
                   call: dict[str, Any], env: Any, actors: dict[str, Any], trajectory: Any,
-                  run_path: Path, stop: Any) -> Learner:
+                  run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
+                  reward_hook: Any = None) -> Learner:
+    """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
+    or the actors' model)."""
     c = config
     method = learning_method(c)
     entry = learner_entry(method)
     options = c.learning.options if method == c.learning.method else entry.options_model()
-    if learner_model is None and c.agents.kind != "scripted":
+    if learner_model is None and chat and c.agents.kind != "scripted":
         learning_model = getattr(options, "model", None)
         learner_model = build_chat_model(learning_model)[0] if learning_model is not None else model
     world_text = world(env) if env is not None else ""
@@ -217,6 +220,9 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         instructions={a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()},
         structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
         stop=stop,
+        config=c,
+        callbacks=list(callbacks),
+        reward_hook=reward_hook,
     )
     return entry.factory(options, context)
 

@@ -82,6 +82,12 @@ async def commit_candidate(loop: Any, state: dict[str, Any]) -> PolicyState:
     ])
     if decisions:
         rd.write_json("review.json", {**review_payload(state), "decided": True, "decisions": decisions})
+    if loop.learner is not None and loop.learner.own_experience:
+        # Its iterations.csv rows are its own trainer's, written as it trained; the episodes
+        # its trainer played (a greedy evaluation) count as this invocation's.
+        rd.write_json("learner_state.json", new.to_dict())
+        loop.played += int(candidate.counters.get("episodes", 0))
+        return new
     episodes = loop.trajectories(state.get("episodes") or [])
     row = iteration_row(i, episodes, record.calls.of_iteration(i), candidate.counters, evaluation,
                         accepted=[r["accepted"] for r in policy_rows + adapter_rows])

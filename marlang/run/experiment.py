@@ -14,16 +14,15 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from langchain_core.callbacks import BaseCallbackHandler
 
 from marlang.config import ConfigError, ExperimentConfig, redact_secrets
 from marlang.learners import Learner, learner_entry
 from marlang.prompts import PromptLibrary
 from marlang.run import build
+from marlang.run.interrupt import InFlightCalls, handle_ctrl_c
 from marlang.run.loop import LoopOptions, RunLoop, build_training_graph
 from marlang.run.record import RunRecord
 from marlang.run.resume import (
@@ -60,6 +59,8 @@ class Experiment:
         label: str | None = None,
         notify: Callable[[str], None] | None = None,
         model_id: str | None = None,
+        callbacks: Sequence[Any] = (),
+        reward_hook: Callable[..., Any] | None = None,
     ) -> None:
         self.config = config
         self._label = label
@@ -80,8 +81,12 @@ class Experiment:
         self._chat_model = chat_model
         self._learner_model = learner_model
         self.on_episode = on_episode
+        self.callbacks = list(callbacks)
+        """Callbacks of the learner's own trainer (BenchMARL callbacks for a neural learner)."""
+        self.reward_hook = reward_hook
+        """A neural learner's per-agent reward hook, given in Python (see `marlang.trainers.neural`)."""
         self.prompts = PromptLibrary(config.agents.prompt_dir)
-        self.loop_options = LoopOptions.from_config(config, learning=build.learning_method(config) != "none")
+        self.loop_options = LoopOptions()
         self.recorder: Any = None
         self.cache: Any = cache
         self.model: Any = None
@@ -120,8 +125,9 @@ class Experiment:
         c = self.config
         if self._label:
             return self._label
-        if c.agents.kind == "neural":
-            return c.learning.label
+        if c.agents.kind == "neural":  # a resumed run keeps the name it was trained under
+            saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
+            return saved or c.learning.label
         if not self.scripted:
             return f"{c.protocol.label}, {c.learning_label}"
         return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
@@ -143,10 +149,6 @@ class Experiment:
         with self.run_dir.lock():
             if self.run_dir.exists():
                 self.run_dir.remove_unfinished_writes()
-            if self.config.agents.kind == "neural":  # trained by BenchMARL, not the LLM training graph
-                from marlang.trainers.neural.learner import NeuralTrainer
-
-                return NeuralTrainer(self.config, self.run_dir.path, resume=self.resume, label=self._label).run()
             return self._drive(self.arun)
 
     def review(self, decisions: dict[str, Any]) -> RunResult:
@@ -191,33 +193,7 @@ class Experiment:
             restore_handler()
 
     def _handle_ctrl_c(self, stop: StopFlag) -> Callable[[], None]:
-        """Install the run's SIGINT handler where Ctrl-C means KeyboardInterrupt (Python's own
-        handler, on the main thread; an ignored SIGINT stays ignored). Returns the function
-        that puts the previous handler back."""
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = signal.getsignal(signal.SIGINT)
-        if previous is not signal.default_int_handler:
-            return lambda: None
-
-        def handler(signum: int, frame: Any) -> None:
-            if stop.is_set() or self._cancel is None:
-                self.notify("stopping now")
-                raise KeyboardInterrupt
-            stop.set()
-            calls = self._in_flight.count if self._in_flight is not None else 0
-            self.notify(f"interrupted: saving what is finished and stopping the {calls} model call(s) in flight "
-                        "(the local engine at its next token); Ctrl-C again to stop now")
-            try:
-                self._cancel()
-            except RuntimeError:  # the loop has just closed: nothing is left to cancel
-                raise KeyboardInterrupt from None
-
-        signal.signal(signal.SIGINT, handler)
-        return lambda: signal.signal(signal.SIGINT, previous)
+        return handle_ctrl_c(stop, self.notify, lambda: self._cancel, lambda: self._in_flight)
 
     def _engines(self) -> list[Any]:
         """The local engines of the run's models (each honours the run's `StopFlag`)."""
@@ -229,6 +205,11 @@ class Experiment:
                 engines.append(engine)
         return engines
 
+    def _own_experience(self) -> bool:
+        """Whether the learner collects its own experience (a neural learner: BenchMARL)."""
+        entry = learner_entry(build.learning_method(self.config))
+        return (entry.learner_class or Learner).own_experience
+
     def _build(self) -> tuple[RunLoop, InFlightCalls]:
         """Every part of the run, checked before the directory is created, then the directory."""
         from marlang.graphs.episode import build_episode_graph, protocol_decider
@@ -237,22 +218,27 @@ class Experiment:
 
         c = self.config
         method = build.learning_method(c)
+        entry = learner_entry(method)
+        own = self._own_experience()
+        self.loop_options = LoopOptions.from_config(c, None if method == "none" else entry.learner_class or Learner)
         if not self.scripted:
             try:  # settings the learner cannot train fail here, before anything is created
-                learner_entry(method).check_config(c)
+                entry.check_config(c)
             except ValueError as err:
                 raise ConfigError(str(err)) from None
-        narrator_env = self._make_env()
-        build.start_sandbox(narrator_env)
-        try:  # a team the level cannot hold (too many agents for its room) fails here, creating nothing
-            narrator_env.reset(seed=c.run.seed)
-        except ValueError as err:
-            raise ConfigError(f"env: {err}") from None
+        narrator_env = None
+        if not own:  # a learner with experience of its own plays no text episodes
+            narrator_env = self._make_env()
+            build.start_sandbox(narrator_env)
+            try:  # a team the level cannot hold (too many agents for its room) fails here, creating nothing
+                narrator_env.reset(seed=c.run.seed)
+            except ValueError as err:
+                raise ConfigError(f"env: {err}") from None
         check_directory(self.run_dir, c, self.resume)
         self.agents = {}
         decide_step: Any = None
         adapters: dict[str, str] = {}
-        if not self.scripted:
+        if not self.scripted and not own:
             if self._chat_model is not None:
                 self.model = self._chat_model
             else:
@@ -260,12 +246,10 @@ class Experiment:
             self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env))
             adapters = build.play_back_adapters(c, self.model, self.agents)
             try:  # a model the learner cannot train fails here, before anything is created
-                learner_entry(method).check_model(self.model, c.learning.options)
+                entry.check_model(self.model, c.learning.options)
             except ValueError as err:
                 raise ConfigError(f"learning: {err}") from None
             decide_step = protocol_decider(build_protocol(c.protocol.name, self.agents, c.protocol))
-        self._create_directory(narrator_env, adapters)
-        self.record.load()
         self.recorder = UsageRecorder()
         in_flight = InFlightCalls()
         limiter = asyncio.Semaphore(c.model.max_concurrency)
@@ -275,11 +259,17 @@ class Experiment:
             options=self.loop_options, agents=self.agents, recorder=self.recorder, decide=decide_step,
             episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base, on_episode=self.on_episode,
         )
-        self.learner = loop.learner = build.build_learner(
-            c, model=self.model, learner_model=self._learner_model, prompts=self.prompts, call=ctx_base,
-            env=narrator_env, actors=self.agents, trajectory=loop.trajectory, run_path=self.run_dir.path,
-            stop=self._stop)
+        self.learner = loop.learner = self._build_learner(ctx_base, narrator_env, loop.trajectory, own)
+        entries = self.learner.start()
+        self._create_directory(narrator_env, adapters, entries)
+        self.record.load()
         return loop, in_flight
+
+    def _build_learner(self, ctx_base: dict[str, Any], env: Any, trajectory: Any, own: bool) -> Learner:
+        return build.build_learner(
+            self.config, model=self.model, learner_model=self._learner_model, prompts=self.prompts,
+            call=ctx_base, env=env, actors=self.agents, trajectory=trajectory, run_path=self.run_dir.path,
+            stop=self._stop, chat=not own, callbacks=self.callbacks, reward_hook=self.reward_hook)
 
     async def arun(self, review: dict[str, Any] | None = None) -> RunResult:
 
@@ -287,7 +277,7 @@ class Experiment:
         aloop, task = asyncio.get_running_loop(), asyncio.current_task()
         self._cancel = lambda: aloop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
         loop, in_flight = self._build()
-        if c.run.progress:
+        if c.run.progress and not self.learner.own_experience:  # a trainer of its own shows its own
             from tqdm.auto import tqdm
 
             done = len(self.record.episodes.metrics_rows("train"))
@@ -355,50 +345,27 @@ class Experiment:
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""
-        if self.config.agents.kind == "neural":
-            from marlang.trainers.neural.learner import NeuralTrainer
-
-            return NeuralTrainer(self.config, self.run_dir.path, resume=True, label=self._label).finalize()
+        if self.learner is None and self._own_experience():
+            self.learner = self._build_learner({"seed": self.config.run.seed}, None, None, own=True)
+        own_summary = self.learner.summary(self.setting) if self.learner is not None else None
+        if own_summary is not None:
+            return own_summary
         if self.runtime is None:  # finalize without a run in this process: index the directory
             self.record.load()
         return self.record.finalize(
             setting=self.setting, config=self.config, initial_policies=self._initial_policies(),
             scripted=self.scripted, learner=build.learning_method(self.config), cache=self.cache)
 
-    def _create_directory(self, env: Any, adapters: dict[str, str]) -> None:
+    def _create_directory(self, env: Any, adapters: dict[str, str], entries: dict[str, Any]) -> None:
         """Write config and manifest (once the model is built, so the manifest names its
-        weights). A resume keeps the original start and command and appends its own."""
+        weights; ``entries``: the learner's own). A resume keeps the original start and
+        command and appends its own."""
         rd = self.run_dir
-        manifest = self.manifest(self.model_id, env)
+        manifest = {**self.manifest(self.model_id, env), **entries}
         if adapters:
             manifest["adapters"] = adapters
         check_adapters(rd, adapters)
         rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
-
-
-class InFlightCalls(BaseCallbackHandler):
-    """Counts the model calls started and not yet answered (what a Ctrl-C waits for)."""
-
-    run_inline = True
-
-    def __init__(self) -> None:
-        self._open: set[Any] = set()
-
-    @property
-    def count(self) -> int:
-        return len(self._open)
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._open.add(run_id)
-
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._open.add(run_id)
-
-    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._open.discard(run_id)
-
-    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._open.discard(run_id)
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> RunResult:

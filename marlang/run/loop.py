@@ -48,12 +48,20 @@ class LoopOptions:
     """Pause for a person before each commit."""
     eval_rollouts: int = 3
     """Episodes a candidate's check plays (and as many with the current policies)."""
+    iterations: int | None = None
+    """Iterations the learner fixes (a neural learner: 1); None: ``learning.iterations``, or
+    ``run.episodes`` / K."""
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, learning: bool = True) -> LoopOptions:
-        keys = config.learning.options.model_dump() if learning and config.learning.options else {}
+    def from_config(cls, config: ExperimentConfig, learner: Any = None) -> LoopOptions:
+        """The options of a run of ``config`` driving ``learner`` (its class; None: a run
+        that does not learn, with the defaults)."""
+        if learner is None:
+            return cls()
+        keys = config.learning.options.model_dump() if config.learning.options else {}
         return cls(accept=str(keys.get("accept", cls.accept)), review=bool(keys.get("review", cls.review)),
-                   eval_rollouts=int(keys.get("eval_rollouts", cls.eval_rollouts)))
+                   eval_rollouts=int(keys.get("eval_rollouts", cls.eval_rollouts)),
+                   iterations=learner.iterations(config.learning.options))
 
 
 class TrainingState(TypedDict, total=False):
@@ -161,6 +169,8 @@ class RunLoop:
         """``learning.iterations``, or ``run.episodes`` / K rounded up, with the K the run
         started with (``rollouts``), not today's ``run.parallel``."""
         c = self.config
+        if self.options.iterations is not None:
+            return self.options.iterations
         if c.iterations_set or self.rollouts is None:
             return c.total_iterations
         return -(-c.run.episodes // self.rollouts)
@@ -170,13 +180,14 @@ class RunLoop:
         ``learning.iterations`` done, or (a run measured in episodes) ``run.episodes`` training
         episodes played, a partly filled last iteration counting only its own episodes."""
         iteration = int(state["policy"]["iteration"])
-        if self.config.iterations_set or self.rollouts is None:
+        if self.options.iterations is not None or self.config.iterations_set or self.rollouts is None:
             return iteration >= self.total_iterations()
         return int(state.get("next_episode", iteration * self.rollouts)) >= self.config.run.episodes
 
     def iterations_left(self, state: dict[str, Any] | None) -> int:
         """At most how many iterations a run in ``state`` (None: not started) still plays."""
-        if not state or self.config.iterations_set or self.rollouts is None:
+        fixed = self.options.iterations is not None or self.config.iterations_set
+        if not state or fixed or self.rollouts is None:
             return self.total_iterations()
         left = self.config.run.episodes - int(state.get("next_episode", 0))
         return 1 + max(0, -(-left // self.rollouts))
