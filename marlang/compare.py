@@ -96,6 +96,7 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             data = first.config.model_dump(mode="json")
             data["agents"]["kind"] = "scripted"
             data["protocol"] = {"name": "none"}
+            data["model"]["adapters"] = None  # the scripted team acts with no model
             settings.append(Setting("scripted (reference)", build_config(data), group))
             if data["env"]["max_steps"] is not None:
                 # Under a step cap below what the level needs, the capped row says nothing

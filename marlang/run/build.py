@@ -166,6 +166,14 @@ def initial_policies(config: ExperimentConfig) -> dict[str, str]:
     return {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
 
 
+def check_play_back(config: ExperimentConfig) -> None:
+    """``model.adapters`` plays a trained LLM team back: a one-line error where no LLM agent
+    could act with it (a scripted or neural team)."""
+    if config.model.adapters and config.agents.kind != "llm":
+        raise ConfigError(f"model.adapters plays a trained team of LLM agents back; agents.kind "
+                          f"{config.agents.kind!r} has none (unset model.adapters, or use agents.kind llm)")
+
+
 def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, Any]) -> dict[str, str]:
     """``model.adapters``: the agents act with trained adapters (those that have one)."""
     spec = config.model.adapters

@@ -217,6 +217,7 @@ class Experiment:
         from marlang.models import UsageRecorder
 
         c = self.config
+        build.check_play_back(c)
         method = build.learning_method(c)
         entry = learner_entry(method)
         own = self._own_experience()

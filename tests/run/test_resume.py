@@ -42,3 +42,13 @@ def test_loop_options_are_read_once_from_the_learning_keys():
     neural = build_config({"env": {"id": "matrix/climbing"}, "agents": {"kind": "neural"},
                            "learning": {"method": "mappo"}})
     assert LoopOptions.from_config(neural, learner_entry("mappo").learner_class).iterations == 1
+
+
+def test_adapters_for_a_team_without_llm_agents_is_one_line_naming_the_key(tmp_path):
+    from marlang.run import Experiment
+
+    config = build_config({"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},
+                           "model": {"adapters": str(tmp_path)}, "run": {"episodes": 1, "progress": False}})
+    with pytest.raises(ConfigError, match="model.adapters plays a trained team of LLM agents back"):
+        Experiment(config, tmp_path / "run").run()
+    assert not (tmp_path / "run").exists()
