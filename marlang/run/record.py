@@ -280,7 +280,7 @@ class RunRecord:
 
     # the summary ----------------------------------------------------------------------------
     def finalize(self, *, setting: str, config: Any, initial_policies: dict[str, str], scripted: bool,
-                 learner: str, cache: Any = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 learner: str, cache: Any = None) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the episodes and iterations."""
         rd = self.run_dir
         rows = self.episodes.metrics_rows("train")
@@ -291,7 +291,6 @@ class RunRecord:
         summary["model"] = manifest.get("model_id") or (config.model.spec if not scripted else "scripted")
         summary["learner"] = learner
         summary["max_steps"] = config.env.max_steps
-        summary.update(extra or {})
         tests = self.test_rows()
         if tests:
             # Held-out evaluation (greedy, unseen seeds): the policy before training and the
