@@ -79,7 +79,7 @@ def hook_overhead(batches: int = 3, frames_per_batch: int = 6000) -> dict[str, A
     import tempfile
 
     from marlang.config import build_config
-    from marlang.trainers.neural import train
+    from marlang.run import run_experiment as train
 
     out: dict[str, Any] = {"hook_frames_per_batch": frames_per_batch}
     for case, keys in HOOK_CASES.items():

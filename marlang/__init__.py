@@ -38,8 +38,8 @@ _EXPORTS = {
     "register_env": "marlang.envs",
     "list_envs": "marlang.envs",
     "load_chat_model": "marlang.models",
-    "Experiment": "marlang.experiment",
-    "run_experiment": "marlang.experiment",
+    "Experiment": "marlang.run.experiment",
+    "run_experiment": "marlang.run.experiment",
     "run_comparison": "marlang.compare",
 }
 

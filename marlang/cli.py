@@ -267,7 +267,7 @@ def _run(args: argparse.Namespace) -> int:
             return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False)
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         _check_out(run_dir)
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     existed = (run_dir / "config.yaml").is_file()
     neural = config.agents.kind == "neural"
@@ -374,7 +374,7 @@ def _print_result(result, config) -> None:
 
 def _review(args: argparse.Namespace) -> int:
     from marlang.config import ConfigError, load_config
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     run_dir = Path(args.run_dir)
     if args.accept and args.reject:
@@ -546,10 +546,11 @@ def _report(path: Path) -> int:
 
     if (path / "config.yaml").is_file():
         from marlang.report import policies_text
+        from marlang.run import Experiment
 
         summary = _current_summary(path)
         if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files
-            from marlang.experiment import Experiment
+            from marlang.run import Experiment
 
             config = load_config(path / "config.yaml")
             if _kept(path, config.agents.kind == "neural") is None:

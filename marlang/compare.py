@@ -81,7 +81,7 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             _drop_other_methods_keys(data, method_keys)
         cfg = build_config(data)
         group = cfg.env.id
-        head = {"llm": [cfg.protocol.label, cfg.learning.label], "neural": [cfg.learning.label]}.get(
+        head = {"llm": [cfg.protocol.label, cfg.learning_label], "neural": [cfg.learning.label]}.get(
             cfg.agents.kind, ["scripted"])
         label_parts = [*names] if names else head
         label_parts += [
@@ -94,6 +94,7 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             data = first.config.model_dump(mode="json")
             data["agents"]["kind"] = "scripted"
             data["protocol"] = {"name": "none"}
+            data["model"]["adapters"] = None  # the scripted team acts with no model
             settings.append(Setting("scripted (reference)", build_config(data), group))
             if data["env"]["max_steps"] is not None:
                 # Under a step cap below what the level needs, the capped row says nothing
@@ -167,9 +168,9 @@ def _drop_other_methods_keys(data: dict[str, Any], method_keys: dict[str, set[st
 
 
 def build_chat_model(model_config: Any) -> tuple[Any, Any]:
-    """The model every setting shares (``marlang.experiment.build_chat_model``, imported only
+    """The model every setting shares (``marlang.run.build.build_chat_model``, imported only
     when a comparison runs)."""
-    from marlang.experiment import build_chat_model as build
+    from marlang.run.build import build_chat_model as build
 
     return build(model_config)
 
@@ -181,7 +182,7 @@ def run_comparison(
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``."""
     # Imported here: rebuilding a table (write_comparison, marlang report) needs no run machinery.
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)

@@ -130,7 +130,8 @@ class ModelConfig(_Section):
         None, description="Play a trained team back: a run directory (its latest accepted adapters) or "
         "RUN_DIR/adapters/<iteration>; agents without a saved adapter act with the base model. With "
         "a weight-space learning.method (ppo, magrpo, grpo: the config that trained the team), the "
-        "team is played back greedily for run.episodes instead of trained (learning.method none).")
+        "team is played back greedily for run.episodes instead of trained; tables name the row "
+        "'METHOD (played back)'.")
 
     @field_validator("spec")
     @classmethod
@@ -359,13 +360,7 @@ class ExperimentConfig(_Section):
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
-        if self.model.adapters and trains_weights(self.learning.method):
-            # The config that trained a team plays it back: `marlang run CONFIG --set
-            # model.adapters=RUN` acts greedily for run.episodes; the trainer's keys are set aside.
-            logger.info("model.adapters is set: playing the trained team back, learning.method %r "
-                        "not run", self.learning.method)
-            self.learning = LearningConfig(method="none")
-        if self.learning.iterations is not None:
+        if self.iterations_set:
             # The iterations decide the run's length: run.episodes follows them.
             total = self.learning.iterations * self.rollouts_per_iteration
             if self.run.episodes != total:
@@ -373,14 +368,35 @@ class ExperimentConfig(_Section):
         return self
 
     @property
+    def plays_back(self) -> bool:
+        """Whether the run plays a trained team back rather than training: ``model.adapters``
+        with the weight-space ``learning.method`` that trained it (``marlang run CONFIG --set
+        model.adapters=RUN``). Such a run acts greedily for ``run.episodes``; the method's own
+        keys (``learning.iterations``, ``learning.rollouts``, ...) stay in the config, unused."""
+        return bool(self.model.adapters) and trains_weights(self.learning.method)
+
+    @property
+    def learning_label(self) -> str:
+        """The learner's name in tables: a play-back is named after the method that trained
+        the team (``ppo (played back)``), not like an untrained run."""
+        return f"{self.learning.method} (played back)" if self.plays_back else self.learning.label
+
+    @property
+    def iterations_set(self) -> bool:
+        """Whether ``learning.iterations`` decides the run's length (not in a play-back)."""
+        return self.learning.iterations is not None and not self.plays_back
+
+    @property
     def rollouts_per_iteration(self) -> int:
-        """K: ``learning.rollouts``, or ``run.parallel`` when unset."""
+        """K: ``learning.rollouts``, or ``run.parallel`` when unset (or played back)."""
+        if self.plays_back:
+            return self.run.parallel
         return self.learning.rollouts or self.run.parallel
 
     @property
     def total_iterations(self) -> int:
         """``learning.iterations``, or ``run.episodes`` / K rounded up."""
-        if self.learning.iterations is not None:
+        if self.iterations_set:
             return self.learning.iterations
         return -(-self.run.episodes // self.rollouts_per_iteration)
 

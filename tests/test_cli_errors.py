@@ -230,11 +230,11 @@ def test_two_processes_on_one_run_directory_never_interleave(tmp_path):
     # started while it runs, is refused.
     config = write(tmp_path / "four.yaml", ONE_RUN.replace("episodes: 1", "episodes: 4"))
     out, go = tmp_path / "run", tmp_path / "go"
-    script = ("import sys, time, pathlib\nimport marlang.runtime as r\nplay = r.RunRuntime.play\n"
+    script = ("import sys, time, pathlib\nimport marlang.run.loop as r\nplay = r.RunLoop.play\n"
               "async def held(*a, **k):\n"
               f"    while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
               "    return await play(*a, **k)\n"
-              "r.RunRuntime.play = held\nfrom marlang.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+              "r.RunLoop.play = held\nfrom marlang.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     first = subprocess.Popen([sys.executable, "-c", script, "run", str(config), "--out", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -258,13 +258,13 @@ def test_ctrl_c_before_the_first_episode_keeps_the_directory_and_says_so(tmp_pat
     import asyncio
     import signal
 
-    import marlang.runtime
+    import marlang.run.loop
 
     async def interrupted(*args, **kwargs):
         signal.raise_signal(signal.SIGINT)
         await asyncio.sleep(30)
 
-    monkeypatch.setattr(marlang.runtime, "run_episode", interrupted)
+    monkeypatch.setattr(marlang.run.loop, "run_episode", interrupted)
     config = write(tmp_path / "one.yaml", ONE_RUN)
     out = tmp_path / "run"
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -140,7 +140,7 @@ def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
     # shared model the second could not add its own (and untrained rows after them would act
     # on a wrapped model). The shared model serves only rows that neither train nor play back.
     import marlang.compare as compare_module
-    import marlang.experiment as experiment_module
+    import marlang.run.build as build_module
     from marlang.testing import tiny_chat_model
 
     built = []
@@ -150,7 +150,7 @@ def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
         return built[-1], None
 
     monkeypatch.setattr(compare_module, "build_chat_model", build)
-    monkeypatch.setattr(experiment_module, "build_chat_model", build)
+    monkeypatch.setattr(build_module, "build_chat_model", build)
     ppo = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
            "eval_episodes": 1, "lora": {"r": 2, "alpha": 4}}
     base = {"env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2},

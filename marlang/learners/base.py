@@ -1,7 +1,7 @@
 """The learner seam: what every learning method shares, and the functions that name them.
 
 A learner turns K trajectories played with the current policy state into a proposed next
-state (a `Candidate`). The training graph (``marlang/graphs/training.py``) drives the loop:
+state (a `Candidate`). The training graph (``marlang/run/loop.py``) drives the loop:
 rollout, the learner's update subgraph, accept or roll back, review, commit; one run
 directory, one resume.
 
@@ -97,6 +97,9 @@ class Learner:
     uses_adapters: ClassVar[bool] = False
     roles: ClassVar[tuple[str, ...]] = ()
     """LLM roles this learner's calls are counted under in ``llm_calls.csv``."""
+    own_experience: ClassVar[bool] = False
+    """The update collects its own experience and writes its own ``iterations.csv`` rows (a
+    neural learner's BenchMARL run): the loop plays no LLM episodes for it."""
 
     def __init__(self, options: LearnerOptions, context: LearnerContext) -> None:
         self.options = options
@@ -117,6 +120,22 @@ class Learner:
     def label(cls, options: LearnerOptions) -> str:
         """The learner's name in tables."""
         return "static" if cls.name == "none" else cls.name
+
+    @classmethod
+    def iterations(cls, options: LearnerOptions) -> int | None:
+        """The loop's iterations where the learner fixes them (a neural learner: one update
+        of its whole frame budget); None: ``learning.iterations``, or ``run.episodes`` / K."""
+        return None
+
+    def start(self) -> dict[str, Any]:
+        """Called once per invocation of the run, before its manifest is written (a resume
+        too); returns the manifest entries this learner adds or overrides."""
+        return {}
+
+    def summary(self, setting: str) -> dict[str, Any] | None:
+        """The run's ``summary.json`` where the learner's run has a summary of its own (one
+        that plays no LLM episodes); None: the run summarizes its episodes."""
+        return None
 
     def initial_state(self, policies: dict[str, str]) -> PolicyState:
         return PolicyState(

@@ -41,3 +41,11 @@ class LearnerContext:
     durable first, so a killed run never makes an answered call again)."""
     stop: StopFlag = field(default_factory=StopFlag)
     """The run's stop flag (set by Ctrl-C): long updates check it between their steps."""
+    config: Any = None
+    """The run's `ExperimentConfig` (a learner that builds its own trainer from it: neural)."""
+    callbacks: list[Any] = field(default_factory=list)
+    """Callbacks given in Python for the learner's own trainer (BenchMARL callbacks for a
+    neural learner), called after marlang's own."""
+    reward_hook: Callable[..., Any] | None = None
+    """A per-agent reward hook given in Python (a neural learner; see
+    ``marlang.trainers.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""

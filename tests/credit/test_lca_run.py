@@ -12,7 +12,7 @@ import torch
 from benchmarl.experiment.callback import Callback
 
 from marlang.config import build_config
-from marlang.trainers.neural.learner import NeuralTrainer
+from marlang.run import Experiment
 
 
 class CreditProbe(Callback):
@@ -21,18 +21,18 @@ class CreditProbe(Callback):
 
     def __init__(self) -> None:
         super().__init__()
-        self.trainer: NeuralTrainer | None = None
+        self.run: Experiment | None = None
         self.minibatches = 0
         self.nonzero = 0
         self.batches = 0
 
-    def __getstate__(self):  # BenchMARL pickles its callbacks; the trainer stays out
+    def __getstate__(self):  # BenchMARL pickles its callbacks; the run stays out
         return {"experiment": None}
 
     def on_batch_collected(self, batch):
         # The records the batch points to are the states of its steps: the state after is one
         # step later, and each record's step count is the observation's time feature.
-        records = self.trainer.critic.records
+        records = self.run.learner.critic.records
         before, after = records.lookup(batch, next_state=False), records.lookup(batch, next_state=True)
         steps = (batch.get(("agents", "observation"))[..., 0, -1].reshape(-1) * 40).round().tolist()
         pairs = [(b, a, s) for b, a, s in zip(before, after, steps, strict=True) if b is not None]
@@ -42,7 +42,7 @@ class CreditProbe(Callback):
 
     def on_train_step(self, batch, group):
         reward = batch.get(("next", "agents", "reward")).squeeze(-1)
-        credit = self.trainer.critic.credit(batch)
+        credit = self.run.learner.critic.credit(batch)
         # Two-Switch gives every agent the team reward: what differs between agents is the credit.
         torch.testing.assert_close(reward[..., 0] - reward[..., 1], credit[..., 0] - credit[..., 1])
         team = reward - credit
@@ -60,9 +60,9 @@ def test_ippo_with_lca_heuristic_ranker_trains_on_the_credit(tmp_path):
                      "ranker": "heuristic", "ranker_pairs": 64, "bt_epochs": 5},
     })
     probe = CreditProbe()
-    trainer = NeuralTrainer(config, tmp_path / "run", callbacks=[probe])
-    probe.trainer = trainer
-    result = trainer.run()
+    run = Experiment(config, tmp_path / "run", callbacks=[probe])
+    probe.run = run
+    result = run.run()
     assert probe.batches == 2 and probe.minibatches == 2 * 2 * 2 and probe.nonzero == probe.minibatches
 
     run = tmp_path / "run"
@@ -98,7 +98,7 @@ def test_an_unreachable_critic_model_stops_the_run_with_what_to_check(tmp_path):
                      "ranker": "llm", "critic_model": "openai:some-model", "ranker_pairs": 2},
     })
     with pytest.raises(ModelUnreachableError) as err:
-        NeuralTrainer(config, tmp_path / "run").run()
+        Experiment(config, tmp_path / "run").run()
     message = str(err.value)
     assert "learning.critic_model" in message and "127.0.0.1:9" in message
     assert json.loads((tmp_path / "run" / "neural_state.json").read_text())["status"] == "training"  # resumable
@@ -118,14 +118,14 @@ def test_an_interrupted_lca_run_resumes_with_its_rankings_and_exports_each_batch
     })
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        NeuralTrainer(config, out, callbacks=[StopAfter(2)]).run()
+        Experiment(config, out, callbacks=[StopAfter(2)]).run()
     ranked_before = len((out / "credit" / "rankings.jsonl").read_text().splitlines())
     assert ranked_before >= 2 * 16 * 2  # batches 0 and 1 were ranked before the interruption
-    trainer = NeuralTrainer(config, out, resume=True)
+    trainer = Experiment(config, out, resume=True)
     trainer.run()
     rankings = (out / "credit" / "rankings.jsonl").read_text().splitlines()
     assert len(rankings) > ranked_before  # the resumed run ranked on, after what it had
     # The resumed critic trained on every ranking of the run, those from before the interruption too.
-    assert sum(len(rows) for rows in trainer.critic.data.values()) == len(rankings)
+    assert sum(len(rows) for rows in trainer.learner.critic.data.values()) == len(rankings)
     steps = list(read_timesteps(out))
     assert [s["iteration"] for s in steps] == [i for i in range(3) for _ in range(500)]

@@ -16,7 +16,7 @@ from benchmarl.experiment.callback import Callback
 import marlang.credit.critic as critic_module
 from marlang.config import build_config
 from marlang.credit.mca_parsing import normalize, parse_step_credits
-from marlang.trainers.neural.learner import NeuralTrainer
+from marlang.run import Experiment
 from tests.fakes import FakeRuleChatModel
 
 AGENTS = ["agent_0", "agent_1"]
@@ -118,7 +118,7 @@ def _run(tmp_path, monkeypatch, rule, **learning):
     model = FakeRuleChatModel(rule=rule)
     monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: model)
     probe = RewardProbe()
-    trainer = NeuralTrainer(_config(**learning), tmp_path / "run", callbacks=[probe])
+    trainer = Experiment(_config(**learning), tmp_path / "run", callbacks=[probe])
     trainer.run()
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "credit" / "llm_credit.jsonl").read_text().splitlines()]
@@ -142,7 +142,7 @@ def test_mappo_trains_on_the_critics_credits(tmp_path, monkeypatch):
     assert [int(i["critic_failures"]) for i in iterations] == [0, 0]
     assert [int(i["critic_steps_read"]) for i in iterations] == [100, 100]
     # Every call fits the context: prompt (counted as the critic counts) plus the reply budget.
-    critic = trainer.critic
+    critic = trainer.learner.critic
     for call in model.calls:
         text = "\n".join(str(m.content) for m in call)
         assert critic.count_tokens(text) + 768 <= 2048
@@ -202,7 +202,7 @@ def test_a_context_too_small_for_the_prompt_is_a_one_line_error(tmp_path, monkey
     monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: model)
     config = _config(critic_context=1024, critic_max_tokens=700)
     with pytest.raises(ValueError, match="learning.critic_context 1024 leaves no room"):
-        NeuralTrainer(config, tmp_path / "run").run()
+        Experiment(config, tmp_path / "run").run()
 
 
 def test_a_resumed_critic_counts_batches_on(tmp_path, monkeypatch):
@@ -263,7 +263,7 @@ def test_llm_taca_trains_with_the_critics_tasks_and_fewer_of_them_over_time(tmp_
     monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: model)
     probe = ObservationProbe()
     config = _config(method="ippo", critic="llm_taca", frames=400)
-    NeuralTrainer(config, tmp_path / "run", callbacks=[probe]).run()
+    Experiment(config, tmp_path / "run", callbacks=[probe]).run()
     assert "Task assignment" in model.calls[0][0].content and '"tasks"' in model.calls[0][0].content
     rows = [json.loads(line) for line in (tmp_path / "run" / "credit" / "llm_credit.jsonl").read_text().splitlines()]
     with open(tmp_path / "run" / "iterations.csv", newline="") as fh:
@@ -313,7 +313,7 @@ def test_an_unreachable_critic_model_stops_the_run_resumably_with_what_to_check(
                      "critic_model": "openai:some-model", "critic_steps": 10},
     })
     with pytest.raises(ModelUnreachableError) as err:
-        NeuralTrainer(config, tmp_path / "run").run()
+        Experiment(config, tmp_path / "run").run()
     assert "LLM-MCA critic's model (learning.critic_model)" in str(err.value) and "127.0.0.1:9" in str(err.value)
     assert json.loads((tmp_path / "run" / "neural_state.json").read_text())["status"] == "training"
     assert not (tmp_path / "run" / "credit" / "llm_credit.jsonl").exists()  # nothing credited

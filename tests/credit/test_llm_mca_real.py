@@ -12,7 +12,7 @@ import pytest
 import marlang.credit.critic as critic_module
 from marlang.config import build_config
 from marlang.models import SQLiteResponseCache, load_chat_model
-from marlang.trainers.neural.learner import NeuralTrainer
+from marlang.run import Experiment
 
 pytestmark = pytest.mark.real_model
 
@@ -30,7 +30,7 @@ def test_smollm2_credits_a_climbing_batch(tmp_path, monkeypatch, smollm2_engine,
     })
 
     def run(name):
-        NeuralTrainer(config, tmp_path / name).run()
+        Experiment(config, tmp_path / name).run()
         rows = [json.loads(line) for line in (tmp_path / name / "credit" / "llm_credit.jsonl").read_text().splitlines()]
         with open(tmp_path / name / "llm_calls.csv", newline="") as fh:
             calls = list(csv.DictReader(fh))

@@ -13,7 +13,7 @@ from benchmarl.experiment.callback import Callback
 from marlang.cli import main
 from marlang.compare import expand_grid
 from marlang.config import build_config
-from marlang.trainers.neural import train
+from marlang.run import run_experiment as train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SHORT = {"frames": 400, "frames_per_batch": 200, "n_envs": 2, "hidden": [16], "evaluation_episodes": 2}
@@ -67,10 +67,12 @@ def test_interrupted_run_continues_from_the_checkpoint(tmp_path):
     # One BenchMARL experiment folder, restored, holding the checkpoint of every batch.
     (folder,) = (out / "benchmarl").iterdir()
     assert {p.name for p in (folder / "checkpoints").iterdir()} >= {"checkpoint_400.pt", "checkpoint_600.pt"}
-    # Stopped after training but before its evaluation: the resumed run restores the final
-    # checkpoint and only evaluates, with the same greedy policy.
+    # Stopped after training but before its evaluation, the loop's checkpoint lost with it:
+    # the run starts its loop afresh, and the learner's update picks up from its own state
+    # (restores the final checkpoint and only evaluates, with the same greedy policy).
     (out / "neural_state.json").write_text(json.dumps({"status": "trained"}))
     (out / "summary.json").unlink()
+    (out / "checkpoints.sqlite").unlink()
     iterations = (out / "iterations.csv").read_text()
     again = train(config, out, resume=True)
     assert again.summary["return"] == result.summary["return"] and again.episodes_run == 2

@@ -62,13 +62,13 @@ class StopAfter(Callback):
 def test_ctrl_c_of_a_neural_run_names_the_trained_batches_it_keeps(tmp_path, capsys, monkeypatch):
     from marlang.trainers.neural import learner
 
-    original = learner.NeuralTrainer.__init__
+    original = learner.BenchmarlTraining.__init__
 
     def with_stop(self, *args, **kwargs):
         original(self, *args, **kwargs)
         self.callbacks.append(StopAfter())
 
-    monkeypatch.setattr(learner.NeuralTrainer, "__init__", with_stop)
+    monkeypatch.setattr(learner.BenchmarlTraining, "__init__", with_stop)
     out = tmp_path / "run"
     assert main(["run", str(climbing_config(tmp_path, checkpoint_batches=1)), "--out", str(out)]) == 130
     err = capsys.readouterr().err
@@ -79,7 +79,7 @@ def test_ctrl_c_of_a_neural_run_names_the_trained_batches_it_keeps(tmp_path, cap
     import json
 
     first = json.loads((out / "manifest.json").read_text())
-    monkeypatch.setattr(learner.NeuralTrainer, "__init__", original)
+    monkeypatch.setattr(learner.BenchmarlTraining, "__init__", original)
     assert main(["run", str(climbing_config(tmp_path, checkpoint_batches=1)), "--resume", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["started"], manifest["command"]) == (first["started"], first["command"])

@@ -12,7 +12,7 @@ from benchmarl.experiment.callback import Callback
 from tensordict import TensorDict
 
 from marlang.config import build_config
-from marlang.trainers.neural import train
+from marlang.run import run_experiment as train
 from marlang.trainers.neural.reward_hook import apply_reward_hook
 from tests.trainers.climbing_credit import difference_rewards
 

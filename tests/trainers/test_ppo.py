@@ -183,11 +183,15 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
     data["model"]["adapters"] = str(trained.run_dir)
     data["run"]["episodes"] = 1
     same = build_config(data)
-    assert same.learning.method == "none" and same.run.episodes == 1
+    # the config keeps its method: the run decides to play back, and its row says so
+    assert same.plays_back and same.learning.method == "ppo" and same.run.episodes == 1
     again_played = Experiment(same, tmp_path / "same", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
     assert set(json.loads((again_played.run_dir / "manifest.json").read_text())["adapters"]) == {"agent_0", "agent_1"}
     replayed = RunDirectory(again_played.run_dir).load_episode_dicts()
     assert len(replayed) == 1 and not any(d["sampled"] for s in replayed[0]["steps"] for d in s["decisions"].values())
+    assert again_played.summary["setting"] == "none, ppo (played back)"
+    assert again_played.summary["learner"] == "none"
+    assert json.loads((again_played.run_dir / "manifest.json").read_text())["played_back"] == "ppo"
 
 
 def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """Neural MARL learners (MAPPO, IPPO, QMIX, VDN) through BenchMARL on marlang's envs, with a
-per-agent reward hook for LLM critics. ``learning.method`` selects one; ``train`` runs a config.
+per-agent reward hook for LLM critics. ``learning.method`` selects one; a run of it is an
+ordinary run (``marlang.run_experiment(config, out, reward_hook=..., callbacks=...)``).
 
 Only the options models load with the package; torch, torchrl and BenchMARL load on first use.
 """
@@ -22,8 +23,7 @@ from marlang.trainers.neural.methods import (
 from marlang.trainers.neural.reward_hook import RewardHook, load_reward_hook
 
 _LAZY = {
-    "NeuralTrainer": "marlang.trainers.neural.learner",
-    "train": "marlang.trainers.neural.learner",
+    "BenchmarlTraining": "marlang.trainers.neural.learner",
     "benchmarl_configs": "marlang.trainers.neural.learner",
     "MarlangTask": "marlang.trainers.neural.benchmarl_task",
     "NumericParallelEnv": "marlang.trainers.neural.benchmarl_task",
@@ -44,11 +44,11 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "NEURAL_LEARNERS",
+    "BenchmarlTraining",
     "IterationRecorder",
     "MarlangTask",
     "NeuralOptions",
     "NeuralPPOOptions",
-    "NeuralTrainer",
     "NumericParallelEnv",
     "QMIXOptions",
     "RewardHook",
@@ -58,5 +58,4 @@ __all__ = [
     "check_neural_pairing",
     "is_neural_method",
     "load_reward_hook",
-    "train",
 ]

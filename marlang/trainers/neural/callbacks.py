@@ -19,6 +19,28 @@ from marlang.trainers.neural.benchmarl_task import GROUP
 from marlang.trainers.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
 
 
+class StopWhenAsked(Callback):
+    """Ends training at the next batch boundary once the run's stop flag is set (the first
+    Ctrl-C): BenchMARL trains on a worker thread, where no KeyboardInterrupt arrives."""
+
+    def __init__(self, stop: Any) -> None:
+        super().__init__()
+        self.stop = stop
+
+    def _check(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise KeyboardInterrupt
+
+    def on_batch_collected(self, batch: TensorDictBase) -> None:
+        self._check()
+
+    def on_train_end(self, training_td: TensorDictBase, group: str) -> None:
+        self._check()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"stop": None, "experiment": None}
+
+
 class RewardHookCallback(Callback):
     """Replaces each collected batch's per-agent rewards by ``hook(batch)`` before BenchMARL
     computes advantages or targets or fills its replay buffer (see ``reward_hook``)."""

@@ -1,10 +1,12 @@
-"""Runs a neural MARL learner (MAPPO, IPPO, QMIX, VDN) as a BenchMARL ``Experiment`` on a
-marlang env, into marlang's run directory: ``iterations.csv`` while training, then a greedy
-evaluation into ``metrics.csv`` and ``summary.json``, the learning curve, and BenchMARL's own
-outputs (logs, checkpoints) under ``benchmarl/``.
+"""The update of a neural MARL learner (MAPPO, IPPO, QMIX, VDN): a BenchMARL ``Experiment`` on
+a marlang env, writing into the run's directory: ``iterations.csv`` while training, then a
+greedy evaluation into ``metrics.csv`` and ``summary.json``, the learning curve, and
+BenchMARL's own outputs (logs, checkpoints) under ``benchmarl/``.
 
-``--resume`` of a finished run trains nothing; an interrupted one continues from BenchMARL's
-latest checkpoint (every ``learning.checkpoint_batches`` batches), or starts over without one.
+BenchMARL trains in one call that cannot be stepped, so the whole ``learning.frames`` is the
+loop's one update. ``--resume`` of a finished run trains nothing; an interrupted one continues
+from BenchMARL's latest checkpoint (every ``learning.checkpoint_batches`` batches), or starts
+over without one.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,14 +27,15 @@ from benchmarl.experiment.callback import Callback
 from benchmarl.models.mlp import MlpConfig
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
+from marlang.config import ConfigError, ExperimentConfig
 from marlang.credit.critic import Critic, build_critic
 from marlang.credit.dataset import TimestepWriter
+from marlang.learners import learner_entry
 from marlang.report import plot_iteration_curves, summarize_episodes
-from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, RunResult, package_versions
+from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, package_versions
 from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
-from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback
-from marlang.trainers.neural.methods import NEURAL_LEARNERS, NeuralOptions, PPOOptions
+from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback, StopWhenAsked
+from marlang.trainers.neural.options import NeuralOptions, NeuralPPOOptions
 from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
 
 logger = logging.getLogger(__name__)
@@ -121,8 +122,9 @@ def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file:
                       ) -> tuple[AlgorithmConfig, MlpConfig, BenchmarlConfig]:
     """BenchMARL's algorithm, model and experiment configs for a marlang config."""
     o: Any = config.learning.options
-    algorithm = _ALGORITHMS[NEURAL_LEARNERS[config.learning.method].algorithm].get_from_yaml()
-    if isinstance(o, PPOOptions):
+    method = learner_entry(config.learning.method).learner_class
+    algorithm = _ALGORITHMS[getattr(method, "algorithm", "")].get_from_yaml()
+    if isinstance(o, NeuralPPOOptions):
         for key in ("share_param_critic", "clip_epsilon", "entropy_coef", "critic_coef", "lmbda"):
             setattr(algorithm, key, getattr(o, key))
     elif hasattr(algorithm, "mixing_embed_dim"):
@@ -141,7 +143,7 @@ def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file:
     e.max_n_iters, e.max_n_frames = None, o.batches * o.frames_per_batch
     e.on_policy_collected_frames_per_batch = e.off_policy_collected_frames_per_batch = o.frames_per_batch
     e.on_policy_n_envs_per_worker = e.off_policy_n_envs_per_worker = o.n_envs
-    if isinstance(o, PPOOptions):
+    if isinstance(o, NeuralPPOOptions):
         e.on_policy_n_minibatch_iters, e.on_policy_minibatch_size = o.epochs, o.minibatch_size
     else:
         e.off_policy_n_optimizer_steps = o.optimizer_steps
@@ -173,65 +175,69 @@ def task_for(config: ExperimentConfig) -> MarlangTask:
     return MarlangTask(config.env.id, config.env.n_agents, config.env.max_steps, config.env.kwargs, task_size)
 
 
-class NeuralTrainer:
-    """Trains one config with ``agents.kind: neural`` into ``out_dir``.
+class BenchmarlTraining:
+    """The BenchMARL side of a neural learner's run (``agents.kind: neural``) in ``run_dir``:
+    `start` picks up where the run is, `train` is the learner's one update (BenchMARL for
+    ``learning.frames``, then the greedy evaluation), `manifest` and `summary` are the
+    learner's parts of the run's files.
 
     ``reward_hook`` (Python) replaces the per-agent rewards the learner trains on; without it
-    ``learning.reward_hook`` (an import path) is used, if set. ``label`` names the run in tables;
-    ``callbacks`` are extra BenchMARL callbacks (called after marlang's own).
+    ``learning.reward_hook`` (an import path) is used, if set. ``callbacks`` are extra BenchMARL
+    callbacks (called after marlang's own).
     """
 
-    def __init__(self, config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False,
-                 reward_hook: RewardHook | None = None, label: str | None = None,
-                 callbacks: Sequence[Callback] = ()) -> None:
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, *,
+                 reward_hook: RewardHook | None = None, callbacks: Sequence[Callback] = (),
+                 stop: Any = None) -> None:
         self.config = config
+        self.stop = stop
+        """The run's stop flag: set, training ends at the next batch boundary."""
         self.callbacks = list(callbacks)
-        self.run_dir = RunDirectory(out_dir, loggers=config.run.loggers)
-        self.resume = resume
-        self.label = label
+        self.run_dir = RunDirectory(run_dir, loggers=config.run.loggers)
         self.options: Any = config.learning.options
         self.reward_hook = reward_hook
         if reward_hook is None and self.options.reward_hook:
             self.reward_hook = load_reward_hook(self.options.reward_hook)
         self.critic: Critic | None = None
         self.experiment: BenchmarlExperiment | None = None
-
-    @property
-    def setting(self) -> str:
-        """The run's row label: the given label, else the one it was trained under, else the method."""
-        if self.label:
-            return self.label
-        saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
-        return saved or self.config.learning.label
+        self.status: str | None = None
+        self.checkpoint: Path | None = None
+        self.evaluated = 0
+        """Greedy evaluation episodes `train` played (0 for a finished run)."""
 
     # running -----------------------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def start(self) -> dict[str, Any]:
+        """Where the run is (``neural_state.json`` and BenchMARL's checkpoints): a run without
+        a checkpoint starts its training over; builds the critic. Returns the manifest entries."""
         rd = self.run_dir
-        if rd.exists() and not self.resume:
-            raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to "
-                              "continue it or --out to choose another directory")
-        status = (rd.read_json(STATE_FILE) or {}).get("status") if rd.exists() else None
-        if rd.exists():
-            check_resume_compatible(load_config(rd.config_file), self.config)
-        if status == "finished" and rd.summary_file.exists():
-            logger.info("%s: training and evaluation already finished; nothing to train", rd.path)
-            return RunResult(rd.path, self.finalize(), 0, already_finished=True)
-        checkpoint = self.latest_checkpoint() if status in ("training", "trained") else None
-        if checkpoint is None:
-            status = None
+        self.status = (rd.read_json(STATE_FILE) or {}).get("status") if rd.exists() else None
+        if self.status == "finished" and rd.read_json(EVALUATION_FILE) is not None:
+            return self.manifest(critic=(rd.read_json("manifest.json") or {}).get("critic"))
+        self.checkpoint = self.latest_checkpoint() if self.status in ("training", "trained") else None
+        if self.checkpoint is None:
+            self.status = None
             shutil.rmtree(rd.path / BENCHMARL_DIR, ignore_errors=True)
             rd.discard_iterations()  # iterations.csv and its TensorBoard scalars
         self.check_env()  # a bad env fails before the run directory is made
-        if checkpoint is None:
+        if self.checkpoint is None:
             shutil.rmtree(rd.path / "credit", ignore_errors=True)
         try:  # learning.critic: a setting the env cannot serve fails here too
-            self.critic = build_critic(self.config, rd.path, resume=checkpoint is not None)
+            self.critic = build_critic(self.config, rd.path, resume=self.checkpoint is not None)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        rd.create(self.config.to_yaml(), rd.resumed_manifest(self.manifest()))
+        return self.manifest(critic=self.critic.manifest() if self.critic is not None else None)
+
+    def train(self) -> int:
+        """Train for ``learning.frames`` (from the latest checkpoint, if any), evaluate the
+        greedy policy into ``metrics.csv``; returns the frames trained. A finished run trains
+        nothing."""
+        rd = self.run_dir
+        if self.status == "finished":
+            logger.info("%s: training and evaluation already finished; nothing to train", rd.path)
+            return int((rd.read_json(EVALUATION_FILE) or {}).get("frames") or 0)
         with torch_threads(self.options.threads), quiet_libraries():
-            experiment = self.build_experiment(checkpoint)
-            if status != "trained":
+            experiment = self.build_experiment(self.checkpoint)
+            if self.status != "trained":
                 rd.write_json(STATE_FILE, {"status": "training"})
                 logger.info("%s: training %s for %d frames", rd.path, self.config.learning.method,
                             experiment.config.max_n_frames)
@@ -241,10 +247,12 @@ class NeuralTrainer:
                 experiment.close()
             torch.set_num_threads(self.options.threads)  # closing torchrl's batched envs resets it
             rows = self.evaluate(experiment)
+        self.evaluated = len(rows)
         rd.write_json(EVALUATION_FILE, {"episodes": rows, "frames": experiment.total_frames})
         rd.rewrite_metrics(rows)
         rd.write_json(STATE_FILE, {"status": "finished"})
-        return RunResult(rd.path, self.finalize(), len(rows))
+        self.status = "finished"
+        return int(experiment.total_frames)
 
     def check_env(self) -> None:
         """Build the env once in numeric mode; a ConfigError naming the problem if it cannot be."""
@@ -276,6 +284,7 @@ class NeuralTrainer:
         callbacks.insert(0, IterationRecorder(self.run_dir, extra=self.critic.metrics if self.critic else None,
                                               hooks=hooks))
         callbacks.extend(self.callbacks)
+        callbacks.append(StopWhenAsked(self.stop))
         try:
             self.experiment = BenchmarlExperiment(
                 task=task, algorithm_config=algorithm, model_config=model,
@@ -313,17 +322,11 @@ class NeuralTrainer:
         return rows
 
     # the run directory -------------------------------------------------------------------------
-    def manifest(self) -> dict[str, Any]:
-        c, o = self.config, self.options
+    def manifest(self, critic: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a neural run's manifest records beyond every run's entries."""
+        o = self.options
         return {
-            "name": c.run.name,
-            "setting": self.setting,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": sys.argv,
-            "seed": c.run.seed,
-            "env_id": c.env.id,
             "model_id": model_name(o),
-            "learner": c.learning.method,
             "agents": "neural",
             "frames": o.batches * o.frames_per_batch,
             "iterations": o.batches,
@@ -331,19 +334,20 @@ class NeuralTrainer:
             "sampling_device": resolve_device(o.sampling_device, "learning.sampling_device"),
             "threads": o.threads,
             "reward_hook": hook_name(self.reward_hook),
-            "critic": self.critic.manifest() if self.critic is not None else None,
+            "critic": critic,
             "versions": versions(),
         }
 
-    def finalize(self) -> dict[str, Any]:
-        """Write summary.json and learning_curve.png from the files of the run."""
+    def summary(self, setting: str) -> dict[str, Any]:
+        """Write summary.json and learning_curve.png from the files of the run (the row is
+        named ``setting``)."""
         rd = self.run_dir
         evaluation = rd.read_json(EVALUATION_FILE) or {}
         rows = evaluation.get("episodes") or []
         summary = summarize_episodes(rows) if rows else {"episodes": 0}
         c, o = self.config, self.options
         summary.update({
-            "setting": self.setting,
+            "setting": setting,
             "env_id": c.env.id,
             "model": model_name(o),
             "learner": c.learning.method,
@@ -367,9 +371,9 @@ class NeuralTrainer:
         rd.write_json("summary.json", summary)
         if iterations:
             ret = summary.get("return") or {}
-            final = ({self.setting: (evaluation["frames"], ret["mean"])}
+            final = ({setting: (evaluation["frames"], ret["mean"])}
                      if evaluation.get("frames") is not None and ret.get("mean") is not None else None)
-            plot_iteration_curves({self.setting: iterations}, rd.path / "learning_curve.png", final=final,
+            plot_iteration_curves({setting: iterations}, rd.path / "learning_curve.png", final=final,
                                   success=bool(summary.get("success_defined", True)))
         return summary
 
@@ -411,10 +415,3 @@ def versions() -> dict[str, str]:
     return package_versions(("marlang", "torch", "benchmarl", "torchrl", "tensordict", "pettingzoo",
                              "gymnasium", "numpy", "lbforaging", "rware"))
 
-
-def train(config: ExperimentConfig, out_dir: str | Path, *, resume: bool = False,
-          reward_hook: RewardHook | None = None, label: str | None = None,
-          callbacks: Sequence[Callback] = ()) -> RunResult:
-    """Train (or resume) one ``agents.kind: neural`` config into ``out_dir``."""
-    return NeuralTrainer(config, out_dir, resume=resume, reward_hook=reward_hook, label=label,
-                         callbacks=callbacks).run()

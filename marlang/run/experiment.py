@@ -1,0 +1,376 @@
+"""Runs one experiment config: builds its parts (`marlang.run.build`), drives the training
+graph (`marlang.run.loop`) ``learning.iterations`` times and writes the run directory
+(`marlang.run.record`), holding the directory's lock and handling Ctrl-C.
+
+Within an iteration every episode acts with the same policy state, so a run (and a resumed
+run) is deterministic and a rerun replays from the response cache without a model call.
+The training graph checkpoints into the run directory: ``--resume`` continues at the last
+finished node (`marlang.run.resume`), and finished episodes are never played again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from marlang.config import ConfigError, ExperimentConfig, redact_secrets
+from marlang.learners import Learner, learner_entry
+from marlang.models.threads import apply_torch_threads
+from marlang.prompts import PromptLibrary
+from marlang.run import build
+from marlang.run.interrupt import InFlightCalls, handle_ctrl_c
+from marlang.run.loop import LoopOptions, RunLoop, build_training_graph
+from marlang.run.record import RunRecord
+from marlang.run.resume import (
+    THREAD,
+    Resume,
+    check_adapters,
+    check_directory,
+    decide,
+    replay_lost_episodes,
+)
+from marlang.rundir import RunDirectory, RunResult
+from marlang.types import StopFlag, Trajectory
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "checkpoints.sqlite"
+
+
+class Experiment:
+    """One configured run. ``chat_model`` overrides the configured model (tests, notebooks);
+    ``learner_model`` the model of the learner's own calls (default: ``learning.model``,
+    else the actors' model)."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        out_dir: str | Path,
+        *,
+        resume: bool = False,
+        chat_model: Any = None,
+        cache: Any = None,
+        learner_model: Any = None,
+        on_episode: Callable[[Trajectory], None] | None = None,
+        label: str | None = None,
+        notify: Callable[[str], None] | None = None,
+        model_id: str | None = None,
+        callbacks: Sequence[Any] = (),
+        reward_hook: Callable[..., Any] | None = None,
+    ) -> None:
+        self.config = config
+        self._label = label
+        self._model_id = model_id
+        """The model as manifests and tables name it (default: ``chat_model``'s own name, else
+        ``model.spec``)."""
+        self.notify = notify or logger.warning
+        """Says what the run does when it is interrupted (the CLI prints it)."""
+        from marlang.trainers.distributed import launched_rank, launched_world_size
+
+        if launched_world_size() > 1 and launched_rank() > 0:
+            # Data-parallel training (accelerate launch): process r keeps its own rollouts and
+            # adapters in RUN/rank<r>/; process 0 writes the run directory itself.
+            out_dir = Path(out_dir) / f"rank{launched_rank()}"
+        self.run_dir = RunDirectory(out_dir, loggers=config.run.loggers)
+        self.record = RunRecord(self.run_dir)
+        self.resume = resume
+        self._chat_model = chat_model
+        self._learner_model = learner_model
+        self.on_episode = on_episode
+        self.callbacks = list(callbacks)
+        """Callbacks of the learner's own trainer (BenchMARL callbacks for a neural learner)."""
+        self.reward_hook = reward_hook
+        """A neural learner's per-agent reward hook, given in Python (see `marlang.trainers.neural`)."""
+        self.prompts = PromptLibrary(config.agents.prompt_dir)
+        self.loop_options = LoopOptions()
+        self.recorder: Any = None
+        self.cache: Any = cache
+        self.model: Any = None
+        self.learner: Learner | None = None
+        self.agents: dict[str, Any] = {}
+        self.runtime: RunLoop | None = None
+        """The training graph's node bodies of the current invocation."""
+        self._stop = StopFlag()
+        """Set by the first Ctrl-C; the engines, the learner and the executors check it."""
+        self._watching = contextlib.ExitStack()
+        self._cancel: Callable[[], Any] | None = None
+        self._in_flight: InFlightCalls | None = None
+        self._checkpoints: Any = None
+
+    # what the run is -------------------------------------------------------------------------
+    @property
+    def scripted(self) -> bool:
+        return self.config.agents.kind == "scripted"
+
+    @property
+    def model_id(self) -> str:
+        """The model the agents act with, as the manifest, summary and tables name it: the
+        ``chat_model`` given (its own name) or ``model.spec``."""
+        if self.scripted:
+            return "scripted"
+        if self._model_id:
+            return self._model_id
+        if self._chat_model is not None:
+            return build.chat_model_name(self._chat_model)
+        return self.config.model.spec
+
+    @property
+    def setting(self) -> str:
+        """The row label of this run in reports: protocol and learner, or the scripted team
+        (a comparison passes its own label, naming what its grid varies)."""
+        c = self.config
+        if self._label:
+            return self._label
+        if c.agents.kind == "neural":  # a resumed run keeps the name it was trained under
+            saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
+            return saved or c.learning.label
+        if not self.scripted:
+            return f"{c.protocol.label}, {c.learning_label}"
+        return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
+
+    def _make_env(self) -> Any:
+        return build.build_env(self.config)
+
+    def manifest(self, model_id: str, env: Any = None) -> dict[str, Any]:
+        return build.manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
+                              model=self.model, env=env)
+
+    def _initial_policies(self) -> dict[str, str]:
+        return build.initial_policies(self.config)
+
+    # running ---------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run (or resume) the experiment, holding the run directory's lock throughout: a
+        second process on the same directory is refused, naming the first."""
+        with self.run_dir.lock():
+            if self.run_dir.exists():
+                self.run_dir.remove_unfinished_writes()
+            return self._drive(self.arun)
+
+    def review(self, decisions: dict[str, Any]) -> RunResult:
+        """Apply a reviewer's decisions to the paused update and continue the run."""
+        with self.run_dir.lock():
+            return self._drive(lambda: self.arun(review=decisions))
+
+    def pending_review(self) -> dict[str, Any] | None:
+        """What a paused run waits on (the update to review), or None."""
+        path = self.run_dir.path / "review.json"
+        if not path.is_file():
+            return None
+        payload = json.loads(path.read_text())
+        return None if payload.get("decided") else payload
+
+    def _drive(self, main: Callable[[], Any]) -> RunResult:
+        """Run ``main()`` on a fresh event loop with Ctrl-C handled by the run: the first sets
+        the run's `StopFlag` (the engine stops at its next decoding step, MAGRPO at its next
+        tree step) and cancels the run, which keeps what is finished and raises
+        KeyboardInterrupt; a second raises KeyboardInterrupt at once. However the loop ends,
+        the checkpoint database's thread is ended, the engine's stopped work is waited for,
+        and the SIGINT handler is again the one found at the start."""
+        stop = self._stop = StopFlag()
+        self._cancel = self._in_flight = self._checkpoints = None
+        restore_handler = self._handle_ctrl_c(stop)
+        try:
+            with self._watching:
+                try:
+                    return asyncio.run(main())
+                except asyncio.CancelledError:
+                    if stop.is_set():
+                        raise KeyboardInterrupt from None
+                    raise
+                finally:
+                    self._cancel = None  # the loop is gone: a Ctrl-C from here on stops at once
+                    if self._checkpoints is not None:
+                        self._checkpoints.stop()
+                    if stop.is_set():  # the engine ends its stopped batch before the run lets go
+                        for engine in self._engines():
+                            engine.wait_idle(timeout=30.0)
+        finally:
+            restore_handler()
+
+    def _handle_ctrl_c(self, stop: StopFlag) -> Callable[[], None]:
+        return handle_ctrl_c(stop, self.notify, lambda: self._cancel, lambda: self._in_flight)
+
+    def _engines(self) -> list[Any]:
+        """The local engines of the run's models (each honours the run's `StopFlag`)."""
+        learner_model = getattr(getattr(self.learner, "context", None), "model", None)
+        engines: list[Any] = []
+        for model in (self.model, self._learner_model, learner_model):
+            engine = getattr(model, "engine", None)
+            if hasattr(engine, "watching") and all(engine is not e for e in engines):
+                engines.append(engine)
+        return engines
+
+    def _own_experience(self) -> bool:
+        """Whether the learner collects its own experience (a neural learner: BenchMARL)."""
+        entry = learner_entry(build.learning_method(self.config))
+        return (entry.learner_class or Learner).own_experience
+
+    def _build(self) -> tuple[RunLoop, InFlightCalls]:
+        """Every part of the run, checked before the directory is created, then the directory."""
+        from marlang.graphs.episode import build_episode_graph, protocol_decider
+        from marlang.graphs.protocols import build_protocol
+        from marlang.models import UsageRecorder
+
+        c = self.config
+        build.check_play_back(c)
+        method = build.learning_method(c)
+        entry = learner_entry(method)
+        own = self._own_experience()
+        self.loop_options = LoopOptions.from_config(c, None if method == "none" else entry.learner_class or Learner)
+        if not self.scripted:
+            try:  # settings the learner cannot train fail here, before anything is created
+                entry.check_config(c)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+        narrator_env = None
+        if not own:  # a learner with experience of its own plays no text episodes
+            narrator_env = self._make_env()
+            build.start_sandbox(narrator_env)
+            try:  # a team the level cannot hold (too many agents for its room) fails here, creating nothing
+                narrator_env.reset(seed=c.run.seed)
+            except ValueError as err:
+                raise ConfigError(f"env: {err}") from None
+        check_directory(self.run_dir, c, self.resume)
+        self.agents = {}
+        decide_step: Any = None
+        adapters: dict[str, str] = {}
+        if not self.scripted and not own:
+            apply_torch_threads(c.run.threads, c.model.spec)
+            if self._chat_model is not None:
+                self.model = self._chat_model
+            else:
+                self.model, self.cache = build.build_chat_model(c.model)
+            self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env))
+            adapters = build.play_back_adapters(c, self.model, self.agents)
+            try:  # a model the learner cannot train fails here, before anything is created
+                entry.check_model(self.model, c.learning.options)
+            except ValueError as err:
+                raise ConfigError(f"learning: {err}") from None
+            decide_step = protocol_decider(build_protocol(c.protocol.name, self.agents, c.protocol))
+        self.recorder = UsageRecorder()
+        in_flight = InFlightCalls()
+        limiter = asyncio.Semaphore(c.model.max_concurrency)
+        ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder, in_flight], "limiter": limiter}
+        loop = self.runtime = RunLoop(
+            config=c, record=self.record, setting=self.setting, make_env=self._make_env,
+            options=self.loop_options, agents=self.agents, recorder=self.recorder, decide=decide_step,
+            episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base, on_episode=self.on_episode,
+        )
+        self.learner = loop.learner = self._build_learner(ctx_base, narrator_env, loop.trajectory, own)
+        entries = self.learner.start()
+        self._create_directory(narrator_env, adapters, entries)
+        self.record.load()
+        return loop, in_flight
+
+    def _build_learner(self, ctx_base: dict[str, Any], env: Any, trajectory: Any, own: bool) -> Learner:
+        return build.build_learner(
+            self.config, model=self.model, learner_model=self._learner_model, prompts=self.prompts,
+            call=ctx_base, env=env, actors=self.agents, trajectory=trajectory, run_path=self.run_dir.path,
+            stop=self._stop, chat=not own, callbacks=self.callbacks, reward_hook=self.reward_hook)
+
+    async def arun(self, review: dict[str, Any] | None = None) -> RunResult:
+
+        c = self.config
+        aloop, task = asyncio.get_running_loop(), asyncio.current_task()
+        self._cancel = lambda: aloop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
+        loop, in_flight = self._build()
+        if c.run.progress and not self.learner.own_experience:  # a trainer of its own shows its own
+            from tqdm.auto import tqdm
+
+            done = len(self.record.episodes.metrics_rows("train"))
+            loop.progress = tqdm(total=max(c.run.episodes, done), initial=done,
+                                 desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=True)
+        paused = finished = completed = False
+        self._in_flight = in_flight
+        for engine in self._engines():
+            self._watching.enter_context(engine.watching(self._stop))
+        try:
+            async with self._checkpointer() as saver:
+                self.learner.context.before_calls = saver.flushed
+                graph = build_training_graph(loop, self.learner, self.loop_options, checkpointer=saver)
+                snapshot = await graph.aget_state(THREAD)
+                loop.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
+                cfg = {**THREAD, "recursion_limit": 50 + 40 * loop.iterations_left(snapshot.values)}
+                replayed = 0
+                if snapshot.values:
+                    self.run_dir.rebuild_llm_calls({e for _, _, e in self.record.episodes.recorded()},
+                                                   self.learner.roles)
+                    self.record.calls.load(self.run_dir.read_llm_calls())
+                    replayed = await replay_lost_episodes(graph, loop, snapshot, self.notify)
+                decision = decide(snapshot, loop.finished, review, self.run_dir.path)
+                if decision is Resume.EXTEND:
+                    await graph.aupdate_state(cfg, {}, as_node="commit")
+                if decision.runs:
+                    await graph.ainvoke(self._graph_input(decision, review), cfg)
+                    snapshot = await graph.aget_state(THREAD)
+                paused = any(t.interrupts for t in snapshot.tasks)
+                finished = decision is Resume.FINISHED and not replayed
+            completed = True
+        finally:
+            if loop.progress is not None:
+                if completed and not paused and loop.progress.n < loop.progress.total:
+                    loop.progress.total = loop.progress.n  # fewer episodes than planned: end at 100%
+                loop.progress.close()
+            self.recorder.append_csv(self.run_dir.llm_calls_file)
+            loop.close()
+        return RunResult(self.run_dir.path, self.finalize(), loop.played, paused, already_finished=finished)
+
+    def _graph_input(self, decision: Resume, review: dict[str, Any] | None) -> Any:
+        """What the training graph is invoked with for ``decision``."""
+        from langgraph.types import Command
+
+        if decision is Resume.APPLY_REVIEW:
+            return Command(resume=review)
+        if decision is Resume.FRESH:
+            initial = self.learner.initial_state(self._initial_policies())
+            return {"policy": initial.to_dict(), "rollouts": self.config.rollouts_per_iteration,
+                    "next_episode": 0}
+        return None  # CONTINUE, EXTEND: from the checkpoint
+
+    @contextlib.asynccontextmanager
+    async def _checkpointer(self) -> AsyncIterator[Any]:
+        """The training graph's checkpointer on the run's checkpoint file (`_drive` ends its
+        database thread however the run ends)."""
+        from marlang.graphs.checkpoints import CheckpointDatabase
+
+        database = self._checkpoints = CheckpointDatabase(self.run_dir.path / CHECKPOINT_FILE)
+        saver = await database.open()
+        try:
+            yield saver
+        finally:
+            await database.aclose()
+
+    def finalize(self) -> dict[str, Any]:
+        """Write summary.json and learning_curve.png from the run's files."""
+        if self.learner is None and self._own_experience():
+            self.learner = self._build_learner({"seed": self.config.run.seed}, None, None, own=True)
+        own_summary = self.learner.summary(self.setting) if self.learner is not None else None
+        if own_summary is not None:
+            return own_summary
+        if self.runtime is None:  # finalize without a run in this process: index the directory
+            self.record.load()
+        return self.record.finalize(
+            setting=self.setting, config=self.config, initial_policies=self._initial_policies(),
+            scripted=self.scripted, learner=build.learning_method(self.config), cache=self.cache)
+
+    def _create_directory(self, env: Any, adapters: dict[str, str], entries: dict[str, Any]) -> None:
+        """Write config and manifest (once the model is built, so the manifest names its
+        weights; ``entries``: the learner's own). A resume keeps the original start and
+        command and appends its own."""
+        rd = self.run_dir
+        manifest = {**self.manifest(self.model_id, env), **entries}
+        if adapters:
+            manifest["adapters"] = adapters
+        check_adapters(rd, adapters)
+        rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
+
+
+def run_experiment(config: ExperimentConfig, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> RunResult:
+    """Sync entry point: run (or resume) one config into ``out_dir``."""
+    return Experiment(config, out_dir, resume=resume, **kwargs).run()

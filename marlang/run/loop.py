@@ -1,0 +1,327 @@
+"""The training loop of every learner as one LangGraph state machine, and its node bodies:
+
+    rollout -> update (the learner's own subgraph) -> [evaluate] -> [review] -> commit -> rollout | end
+
+``rollout`` plays the iteration's K episodes with the current policy state; the learner's
+update subgraph proposes a candidate; ``evaluate`` (``learning.accept: improved``) plays
+fresh episodes with it; ``review`` (``learning.review: true``) pauses for a person;
+``commit`` applies what was accepted and writes the run files. With a checkpointer, a run
+that dies resumes at the last finished node (inside the update subgraph too). The state is
+plain JSON; trajectories stay in the run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from marlang.agents import CallContext
+from marlang.config import ExperimentConfig
+from marlang.graphs.episode import run_episode, scripted_decider
+from marlang.run.commit import commit_candidate, review_payload
+from marlang.run.record import RunRecord, episode_metrics
+from marlang.rundir import EVAL_EPISODE_BASE
+from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+
+logger = logging.getLogger(__name__)
+
+EVAL_BASELINE_OFFSET = 500_000
+"""A check's episodes with the current policies: the candidate's episode ids plus this."""
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """The loop's own settings, read once from the config. Users write them with the
+    learner's keys (``learning.accept``, ``learning.review``, ``learning.eval_rollouts``);
+    a learner without such a key (and a run that does not learn) gets the default."""
+
+    accept: str = "always"
+    """``always`` commits every candidate; ``improved`` only one that plays no worse."""
+    review: bool = False
+    """Pause for a person before each commit."""
+    eval_rollouts: int = 3
+    """Episodes a candidate's check plays (and as many with the current policies)."""
+    iterations: int | None = None
+    """Iterations the learner fixes (a neural learner: 1); None: ``learning.iterations``, or
+    ``run.episodes`` / K."""
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, learner: Any = None) -> LoopOptions:
+        """The options of a run of ``config`` driving ``learner`` (its class; None: a run
+        that does not learn, with the defaults)."""
+        if learner is None:
+            return cls()
+        keys = config.learning.options.model_dump() if config.learning.options else {}
+        return cls(accept=str(keys.get("accept", cls.accept)), review=bool(keys.get("review", cls.review)),
+                   eval_rollouts=int(keys.get("eval_rollouts", cls.eval_rollouts)),
+                   iterations=learner.iterations(config.learning.options))
+
+
+class TrainingState(TypedDict, total=False):
+    policy: dict[str, Any]
+    """The accepted `PolicyState` the next rollouts act with."""
+    rollouts: int
+    """K, trajectories per update: fixed when the run starts, so a resume with another
+    ``run.parallel`` plays and trains on the same episodes."""
+    next_episode: int
+    """The id of the next training episode: ids are never reused across iterations."""
+    episodes: list[int]
+    """This iteration's training episode ids (their trajectories are in the run directory)."""
+    candidate: dict[str, Any] | None
+    """The learner's proposed `Candidate`."""
+    evaluation: dict[str, Any] | None
+    review: dict[str, Any] | None
+
+
+def build_training_graph(loop: RunLoop, learner: Any, options: LoopOptions = LoopOptions(),
+                         checkpointer: Any = None) -> Any:
+    """Compile the loop for ``learner``; ``loop`` plays episodes and writes the run.
+
+    The graph's input is ``{"policy": ..., "rollouts": K, "next_episode": 0}``."""
+
+    async def rollout(state: TrainingState) -> dict[str, Any]:
+        policy = PolicyState.from_dict(state["policy"])
+        k = int(state["rollouts"])
+        first = int(state.get("next_episode", policy.iteration * k))
+        episodes = await loop.rollout(policy, first, k)
+        return {"episodes": episodes, "next_episode": max(episodes, default=first - 1) + 1,
+                "candidate": None, "evaluation": None, "review": None}
+
+    async def evaluate(state: TrainingState) -> dict[str, Any]:
+        policy = PolicyState.from_dict(state["policy"])
+        candidate = Candidate.from_dict(state["candidate"] or {})
+        return {"evaluation": await loop.evaluate(policy, candidate, state["episodes"])}
+
+    async def review_node(state: TrainingState) -> dict[str, Any]:
+        decision = interrupt(loop.review_payload(dict(state)))
+        return {"review": decision}
+
+    async def commit(state: TrainingState) -> dict[str, Any]:
+        policy = await loop.commit(dict(state))
+        return {"policy": policy.to_dict(), "candidate": None, "evaluation": None, "review": None}
+
+    def next_iteration(state: TrainingState) -> str:
+        return END if loop.finished(dict(state)) else "rollout"
+
+    builder = StateGraph(TrainingState)
+    builder.add_node("rollout", rollout)
+    builder.add_edge(START, "rollout")
+    builder.add_node("update", learner.update_graph())
+    builder.add_edge("rollout", "update")
+    improved = options.accept == "improved"
+    builder.add_edge("update", "evaluate" if improved else ("review" if options.review else "commit"))
+    if improved:
+        builder.add_node("evaluate", evaluate)
+        builder.add_edge("evaluate", "review" if options.review else "commit")
+    if options.review:
+        builder.add_node("review", review_node)
+        builder.add_edge("review", "commit")
+    builder.add_node("commit", commit)
+    builder.add_conditional_edges("commit", next_iteration, ["rollout", END])
+    return builder.compile(checkpointer=checkpointer, name=f"training:{learner.name}")
+
+
+@dataclass
+class RunLoop:
+    """The node bodies of one run's training graph: rollouts, checks, commits."""
+
+    config: ExperimentConfig
+    record: RunRecord
+    setting: str
+    make_env: Callable[[], Any]
+    options: LoopOptions = field(default_factory=LoopOptions)
+    agents: dict[str, Any] = field(default_factory=dict)
+    learner: Any = None
+    recorder: Any = None
+    decide: Any = None
+    episode_graph: Any = None
+    ctx_base: dict[str, Any] = field(default_factory=dict)
+    on_episode: Callable[[Trajectory], None] | None = None
+    progress: Any = None
+    played: int = 0
+    rollouts: int | None = None
+    """K as stored in the training checkpoint (None: not started yet, the config's K)."""
+    _envs: list[Any] = field(default_factory=list)
+    _free_envs: asyncio.Queue[Any] | None = None
+
+    @property
+    def run_dir(self) -> Any:
+        return self.record.run_dir
+
+    @property
+    def scripted(self) -> bool:
+        return self.config.agents.kind == "scripted"
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs = []
+
+    # how long the run is -------------------------------------------------------------------
+    def total_iterations(self) -> int:
+        """``learning.iterations``, or ``run.episodes`` / K rounded up, with the K the run
+        started with (``rollouts``), not today's ``run.parallel``."""
+        c = self.config
+        if self.options.iterations is not None:
+            return self.options.iterations
+        if c.iterations_set or self.rollouts is None:
+            return c.total_iterations
+        return -(-c.run.episodes // self.rollouts)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        """Whether the training state after a commit has nothing left to play: its
+        ``learning.iterations`` done, or (a run measured in episodes) ``run.episodes`` training
+        episodes played, a partly filled last iteration counting only its own episodes."""
+        iteration = int(state["policy"]["iteration"])
+        if self.options.iterations is not None or self.config.iterations_set or self.rollouts is None:
+            return iteration >= self.total_iterations()
+        return int(state.get("next_episode", iteration * self.rollouts)) >= self.config.run.episodes
+
+    def iterations_left(self, state: dict[str, Any] | None) -> int:
+        """At most how many iterations a run in ``state`` (None: not started) still plays."""
+        fixed = self.options.iterations is not None or self.config.iterations_set
+        if not state or fixed or self.rollouts is None:
+            return self.total_iterations()
+        left = self.config.run.episodes - int(state.get("next_episode", 0))
+        return 1 + max(0, -(-left // self.rollouts))
+
+    # the nodes ---------------------------------------------------------------------------------
+    def trajectory(self, episode: int) -> Trajectory:
+        return self.record.episodes.trajectory(episode)
+
+    def trajectories(self, episodes: list[int]) -> list[Trajectory]:
+        return self.record.trajectories(episodes)
+
+    async def rollout(self, policy: PolicyState, first_episode: int, rollouts: int) -> list[int]:
+        """Play one iteration's training episodes: ids from ``first_episode`` on, K =
+        ``rollouts`` of them (both kept in the training checkpoint, so a resume with another
+        ``run.parallel`` plays the same episodes and never trains on another iteration's)."""
+        c = self.config
+        await self.evaluate_policy(policy)
+        count = max(1, min(rollouts, c.run.episodes - first_episode))
+        plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
+        await self.play(plan, policy, phase="train")
+        return list(plan.episodes)
+
+    async def evaluate_policy(self, policy: PolicyState, final: bool = False) -> list[int]:
+        """Play the learner's held-out evaluation episodes of ``policy`` (phase ``test``)."""
+        if self.learner is None or self.scripted:
+            return []
+        plan = self.learner.evaluation_plan(policy.iteration, self.config.run.seed, final=final)
+        if plan is None:
+            return []
+        await self.play(plan, policy, phase="test")
+        return list(plan.episodes)
+
+    async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
+        """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and the same
+        episodes (same seeds) with the current ones, and keep the candidate only if its mean
+        return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
+        against the iteration's own rollouts, a candidate drawn easier levels would win."""
+        from marlang.report import mean_ci
+
+        plans = self.evaluation_plans(policy, candidate)
+        if not plans:
+            baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
+            return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
+        for plan, played_by in plans:
+            await self.play(plan, played_by, phase="eval")
+        (base, _), (trial, _) = plans
+        base_ids, ids = base.episodes, trial.episodes
+        baseline = mean_ci([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
+        value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
+        accepted = value is not None and (baseline is None or value >= baseline)
+        return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted,
+                "episodes": list(ids), "baseline_episodes": list(base_ids)}
+
+    def evaluation_plans(self, policy: PolicyState, candidate: Candidate) -> list[tuple[RolloutPlan, PolicyState]]:
+        """A candidate check's episodes: the current policies' and, on the same seeds, the
+        candidate's (none when the candidate changes no policy)."""
+        changed = {a: t for a, t in candidate.policies.items() if t != policy.policies.get(a)}
+        if not changed:
+            return []
+        n = self.options.eval_rollouts
+        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
+        seeds = tuple(self.config.run.seed + e for e in ids)
+        base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
+        trial = PolicyState.from_dict(policy.to_dict())
+        for a, text in changed.items():
+            trial.policies[a] = text
+            trial.versions[a] = policy.versions.get(a, 0) + 1
+        return [(RolloutPlan(base_ids, seeds, tuple(None for _ in ids)), policy),
+                (RolloutPlan(ids, seeds, tuple(None for _ in ids)), trial)]
+
+    def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
+        """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
+        payload = review_payload(state)
+        self.run_dir.write_json("review.json", payload)
+        return payload
+
+    async def commit(self, state: dict[str, Any]) -> PolicyState:
+        """Apply the accepted parts of the candidate and write the iteration's files."""
+        return await commit_candidate(self, state)
+
+    async def play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
+        """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
+        c = self.config
+        flushed = self.learner.context.before_calls if self.learner is not None else None
+        if flushed is not None:
+            await flushed()  # the checkpoint before this node is on disk first
+        # An episode on disk counts as played only for this phase and iteration: another
+        # iteration's episode is never this iteration's training data.
+        done = self.record.episodes.done(phase, policy.iteration)
+        todo = [(e, s, g) for e, s, g in zip(plan.episodes, plan.seeds, plan.groups) if e not in done]
+        if not todo:
+            return
+        for name, agent in self.agents.items():
+            agent.policy = policy.policies.get(name, agent.policy)
+            agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
+        if self.learner is not None and not self.scripted:
+            await self.learner.prepare_rollout(policy, phase)
+        if self._free_envs is None:
+            self._free_envs = asyncio.Queue()
+        while len(self._envs) < min(c.run.parallel, len(todo)):
+            env = self.make_env()
+            self._envs.append(env)
+            self._free_envs.put_nowait(env)
+        versions = {a: policy.versions.get(a, 0) for a in c.agent_names()}
+
+        async def play(episode: int, seed: int, group: int | None) -> None:
+            env = await self._free_envs.get()
+            try:
+                team = env.scripted_team() if self.scripted else None
+                ctx = CallContext(episode=episode, iteration=policy.iteration,
+                                  salt=0 if group is None else episode, **self.ctx_base)
+                traj = await run_episode(
+                    self.episode_graph, env=env, episode=episode, seed=seed,
+                    decide=scripted_decider(team) if self.scripted else self.decide,
+                    # Turn-based envs (one agent acts per step) count env.max_steps in turns.
+                    ctx=ctx, max_steps=plan.max_steps,
+                    env_id=c.env.id, protocol=self.setting, team=team,
+                )
+            finally:
+                self._free_envs.put_nowait(env)
+            traj.iteration, traj.policy_versions, traj.phase, traj.group = policy.iteration, versions, phase, group
+            self.record.calls.sync(self.recorder)
+            llm = self.record.calls.by_episode.get(episode, {})
+            # The episode's calls first: a finished episode never lacks its rows (a resume
+            # drops the rows of an episode whose record is missing).
+            self.record.write_calls(self.recorder)
+            self.record.append_episode(traj, episode_metrics(traj, llm))
+            self.played += 1
+            if self.progress is not None and phase == "train":
+                self.progress.update(1)
+            if self.on_episode is not None:
+                self.on_episode(traj)
+
+        # Each episode runs in a fresh context: the episode and protocol graphs must not
+        # inherit the training graph's checkpointer (they would checkpoint every step).
+        await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
+                               for e, s, g in todo))
