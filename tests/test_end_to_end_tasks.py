@@ -17,7 +17,7 @@ from marlang.models import LocalChatModel
 
 pytestmark = pytest.mark.real_model
 
-FIXTURES = Path(__file__).parent / "tasks" / "fixtures"
+FIXTURES = Path(__file__).parent / "envs" / "tasks" / "data" / "fixtures"
 TASKS = {
     "code/humaneval": {},
     "code/mbpp": {"data_files": str(FIXTURES / "mbpp_sanitized.jsonl")},

@@ -221,7 +221,7 @@ def test_humaneval_prompt_helpers_come_from_the_dataset_not_the_program(sandbox)
 
 
 def test_mbpp_and_coophumaneval_fixtures_pass_with_their_canonical_code(sandbox, request):
-    fixtures = request.path.parent.parent / "tasks" / "fixtures"
+    fixtures = request.path.parent.parent / "envs" / "tasks" / "data" / "fixtures"
     problems = [
         *load_task("mbpp", data_files=str(fixtures / "mbpp_sanitized.jsonl")),
         *load_task("coophumaneval", data_files=str(fixtures / "coophumaneval.jsonl")),
