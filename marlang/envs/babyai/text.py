@@ -28,7 +28,12 @@ from marlang.envs.babyai.narration import BabyAINarrator
 from marlang.envs.babyai.scripted import ScriptedBabyAITeam
 from marlang.envs.babyai.shaping import goal_distance
 from marlang.envs.babyai.view import DIRECTION_NAMES, LocalView, object_record, observe
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.base import (
+    MultiAgentEnv,
+    StepLimited,
+    check_optional_max_steps,
+    env_metadata,
+)
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -106,7 +111,7 @@ def _triangle_mask(size: int, direction: int) -> np.ndarray:
     return (u >= 0) & (v >= 0) & (u + v < 1)
 
 
-class BabyAITextEnv(MultiAgentEnv):
+class BabyAITextEnv(StepLimited, MultiAgentEnv):
     """N agents in one BabyAI level, observing and acting in words.
 
     Each agent (``agent_0``, ``agent_1``, ...) has its own position, direction, carried
@@ -290,16 +295,6 @@ class BabyAITextEnv(MultiAgentEnv):
     @property
     def mission(self) -> str:
         return self._level.mission
-
-    @property
-    def max_steps(self) -> int:
-        """Joint-step limit of the current episode."""
-        return self._max_steps
-
-    @property
-    def step_count(self) -> int:
-        """Joint steps taken in the current episode."""
-        return self._t
 
     @property
     def agent_states(self) -> Mapping[str, AgentState]:
