@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from gymnasium.spaces import Box
@@ -139,25 +139,36 @@ class GridLayout:
         )
 
 
+State = TypeVar("State")
+
+
+def breadth_first(
+    sources: Iterable[State], successors: Callable[[State], Iterable[State]]
+) -> dict[State, int]:
+    """Steps from the nearest source to every state reachable through ``successors`` (in the
+    order first reached)."""
+    distances: dict[State, int] = {}
+    queue: deque[State] = deque()
+    for source in sources:
+        if source not in distances:
+            distances[source] = 0
+            queue.append(source)
+    while queue:
+        state = queue.popleft()
+        for after in successors(state):
+            if after not in distances:
+                distances[after] = distances[state] + 1
+                queue.append(after)
+    return distances
+
+
 def bfs_distances(
     layout: GridLayout, sources: Iterable[Cell], passable: Callable[[Cell], bool]
 ) -> dict[Cell, int]:
     """Steps from the nearest source to every cell reachable through ``passable`` cells.
 
     Sources count as reached even when not passable themselves (an agent's own cell)."""
-    distances: dict[Cell, int] = {}
-    queue: deque[Cell] = deque()
-    for source in sources:
-        if source not in distances:
-            distances[source] = 0
-            queue.append(source)
-    while queue:
-        cell = queue.popleft()
-        for n in layout.neighbours(cell):
-            if n not in distances and passable(n):
-                distances[n] = distances[cell] + 1
-                queue.append(n)
-    return distances
+    return breadth_first(sources, lambda cell: (n for n in layout.neighbours(cell) if passable(n)))
 
 
 def resolve_moves(current: Sequence[Cell], wanted: Sequence[Cell]) -> list[Cell]:
@@ -207,44 +218,34 @@ def facing_cost_to_go(
 ) -> dict[FacingState, int]:
     """Fewest moves from each (cell, facing) to any goal (cell, facing), where a move turns the
     agent that way and steps forward if it can (a backward breadth-first search)."""
-    cost: dict[FacingState, int] = {}
-    queue: deque[FacingState] = deque()
-    for goal in goals:
-        if goal not in cost:
-            cost[goal] = 0
-            queue.append(goal)
-    while queue:
-        cell, facing = queue.popleft()
+
+    def before(state: FacingState) -> list[FacingState]:
+        cell, facing = state
         ahead, behind = step_cell(cell, facing), step_cell(cell, _OPPOSITE[facing])
         sources: list[Cell] = []
         if passable(behind):
             sources.append(behind)  # stepped in from behind
         if not passable(ahead):
             sources.append(cell)  # bumped into what is ahead, turning in place
-        for source in sources:
-            for before in DIRECTION_NAMES:
-                state = (source, before)
-                if state not in cost:
-                    cost[state] = cost[(cell, facing)] + 1
-                    queue.append(state)
-    return cost
+        return [(source, facing_before) for source in sources for facing_before in DIRECTION_NAMES]
+
+    return breadth_first(goals, before)
 
 
 def facing_distances_from(
     layout: GridLayout, passable: Callable[[Cell], bool], start: FacingState
 ) -> dict[FacingState, int]:
     """Fewest moves from ``start`` to every reachable (cell, facing) (a forward search)."""
-    distances = {start: 0}
-    queue: deque[FacingState] = deque([start])
-    while queue:
-        cell, _ = state = queue.popleft()
+
+    def after(state: FacingState) -> list[FacingState]:
+        cell, _ = state
+        moves = []
         for direction in DIRECTION_NAMES:
             ahead = step_cell(cell, direction)
-            after = (ahead if passable(ahead) else cell, direction)
-            if after not in distances:
-                distances[after] = distances[state] + 1
-                queue.append(after)
-    return distances
+            moves.append((ahead if passable(ahead) else cell, direction))
+        return moves
+
+    return breadth_first([start], after)
 
 
 def facing_goals(
