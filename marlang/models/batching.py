@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from marlang.models.local_engine import LocalLM
+
+class BatchingEngine(Protocol):
+    """What a batcher needs of its engine (`LocalLM`): batch limits and a way to run a batch
+    off the event loop's thread."""
+
+    max_batch_size: int
+    max_batch_wait_s: float
+    batch_window_s: float
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
 
 class LoopBatcher:
@@ -20,7 +28,7 @@ class LoopBatcher:
     up and form the next batch.
     """
 
-    def __init__(self, engine: LocalLM, run_batch: Callable[[list[Any]], list[Any]]) -> None:
+    def __init__(self, engine: BatchingEngine, run_batch: Callable[[list[Any]], list[Any]]) -> None:
         self._engine = engine
         self._run_batch = run_batch
         self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
