@@ -6,7 +6,6 @@ save/load in PEFT's format, and content hashes of adapter weights for cache keys
 from __future__ import annotations
 
 import contextlib
-import hashlib  # noqa: F401 (re-exported)
 import json
 import logging
 import os
