@@ -7,10 +7,8 @@ Only the options load with the package; torch loads with the critics themselves.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from marlang.credit.options import CRITICS, CreditOptions, check_credit_config
+from marlang.lazy import lazy_getattr
 
 _LAZY = {
     "Critic": "marlang.credit.critic",
@@ -21,11 +19,7 @@ _LAZY = {
     "StepRecords": "marlang.credit.records",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = ["CRITICS", "CreditOptions", "Critic", "DifferenceCritic", "LCACritic", "LLMCreditCritic", "StepRecords",

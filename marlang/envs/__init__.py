@@ -31,6 +31,7 @@ from marlang.envs.registry import (
     register_env,
     register_marl_envs,
 )
+from marlang.lazy import lazy_getattr
 
 # Overcooked and Pistonball load their packages on first use, not on ``import marlang``.
 _LAZY = {
@@ -39,14 +40,7 @@ _LAZY = {
     "PistonballTextEnv": "marlang.envs.pistonball.text",
     "PistonballRuleTeam": "marlang.envs.pistonball.text",
 }
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

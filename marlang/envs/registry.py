@@ -145,6 +145,17 @@ def _check_parameters(env_id: str, factory: EnvFactory, kwargs: Mapping[str, Any
 # ---------------------------------------------------------------------- Overcooked, Pistonball
 
 
+def _factory_signature(env_class: type, fixed: tuple[str, ...]) -> inspect.Signature:
+    """The signature of a factory that builds ``env_class``: ``n_agents`` (default 2), then the
+    env's own parameters but those the id fixes (``fixed``), so the registry's parameter check
+    lists exactly what the env takes."""
+    n_agents = inspect.Parameter(
+        "n_agents", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=2, annotation="int"
+    )
+    kept = [p for p in inspect.signature(env_class).parameters.values() if p.name not in fixed]
+    return inspect.Signature([n_agents, *kept], return_annotation="ParallelEnv")
+
+
 @dataclass(frozen=True)
 class OvercookedLayoutFactory:
     """Builds an ``OvercookedTextEnv`` for one layout (the package is imported on first use)."""
@@ -152,25 +163,16 @@ class OvercookedLayoutFactory:
     env_id: str
     layout: str
 
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        action_mode: str = "subgoal",
-        max_steps: int | None = None,
-        random_start: bool = False,
-        patience: int = 5,
-        wait_ticks: int = 3,
-        counter_options: int = 3,
-        render_mode: str | None = None,
-    ) -> ParallelEnv:
+    @property
+    def __signature__(self) -> inspect.Signature:
         from marlang.envs.overcooked.text import OvercookedTextEnv
 
-        return OvercookedTextEnv(
-            self.layout, n_agents, action_mode=action_mode, max_steps=max_steps,
-            random_start=random_start, patience=patience, wait_ticks=wait_ticks,
-            counter_options=counter_options, render_mode=render_mode, env_id=self.env_id,
-        )
+        return _factory_signature(OvercookedTextEnv, fixed=("layout", "n_agents", "env_id"))
+
+    def __call__(self, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
+        from marlang.envs.overcooked.text import OvercookedTextEnv
+
+        return OvercookedTextEnv(self.layout, n_agents, env_id=self.env_id, **kwargs)
 
 
 OVERCOOKED_ENVS: tuple[tuple[str, str], ...] = (
@@ -201,20 +203,13 @@ class PistonballFactory:
     env_id: str
     n_pistons: int | None = None
 
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        render_mode: str | None = None,
-        time_penalty: float = -0.1,
-        random_drop: bool = True,
-        random_rotate: bool = True,
-        ball_mass: float = 0.75,
-        ball_friction: float = 0.3,
-        ball_elasticity: float = 1.5,
-        reward_mode: str = "dense",
-    ) -> ParallelEnv:
+    @property
+    def __signature__(self) -> inspect.Signature:
+        from marlang.envs.pistonball.text import PistonballTextEnv
+
+        return _factory_signature(PistonballTextEnv, fixed=("n_pistons", "env_id"))
+
+    def __call__(self, n_agents: int = 2, **kwargs: Any) -> ParallelEnv:
         from marlang.envs.pistonball.text import PistonballTextEnv
 
         if self.n_pistons is not None and n_agents != self.n_pistons:
@@ -223,12 +218,7 @@ class PistonballFactory:
                 f"{self.n_pistons} (got {n_agents}); the id 'pistonball' takes any number from 2 "
                 "to 20"
             )
-        return PistonballTextEnv(
-            n_agents, max_steps=max_steps, render_mode=render_mode, env_id=self.env_id,
-            time_penalty=time_penalty, random_drop=random_drop, random_rotate=random_rotate,
-            ball_mass=ball_mass, ball_friction=ball_friction, ball_elasticity=ball_elasticity,
-            reward_mode=reward_mode,
-        )
+        return PistonballTextEnv(n_agents, env_id=self.env_id, **kwargs)
 
 
 # ---------------------------------------------------------------------- credit benchmarks

@@ -77,6 +77,19 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
     def trajectory(episode: int) -> Trajectory:
         return learner.context.trajectory(episode)
 
+    def update_call(build_messages: Any, role: str, given: str, answer: str) -> Any:
+        """A node that asks the ``role`` model once for one agent: its messages from the task's
+        policy and its ``given`` texts; the reply goes under ``answer``, keyed by the agent."""
+
+        async def node(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+            policy = PolicyState.from_dict(task["policy"])
+            messages = build_messages(policy, task["agent"], task[given])
+            text = await _ask(learner, messages, role=role, agent=task["agent"], iteration=policy.iteration,
+                              episode=-1, max_tokens=options.update_max_tokens)
+            return {answer: {task["agent"]: text}}
+
+        return node
+
     # critic: one call per trajectory ---------------------------------------------------------
     def fan_out_critics(state: dict[str, Any]) -> list[Send]:
         return [Send("critic", {"episode": e, "policy": state["policy"]}) for e in state["episodes"]]
@@ -153,12 +166,7 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
                  for a in agents if len(gradients_of(state, a)) >= 2]
         return sends or "collect_aggregates"
 
-    async def aggregate(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        policy = PolicyState.from_dict(task["policy"])
-        messages = learner.aggregate_messages(policy, task["agent"], task["gradients"])
-        text = await _ask(learner, messages, role="aggregator", agent=task["agent"], iteration=policy.iteration,
-                          episode=-1, max_tokens=options.update_max_tokens)
-        return {"aggregated": {task["agent"]: text}}
+    aggregate = update_call(learner.aggregate_messages, "aggregator", "gradients", "aggregated")
 
     # optimize: one call per agent that has an update direction ---------------------------------
     def fan_out_optimizers(state: dict[str, Any]) -> list[Send] | str:
@@ -167,12 +175,7 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
                  for a in agents if (aggregated.get(a) or "").strip()]
         return sends or "propose"
 
-    async def optimize(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        policy = PolicyState.from_dict(task["policy"])
-        messages = learner.optimize_messages(policy, task["agent"], task["gradient"])
-        text = await _ask(learner, messages, role="optimizer", agent=task["agent"], iteration=policy.iteration,
-                          episode=-1, max_tokens=options.update_max_tokens)
-        return {"optimized": {task["agent"]: text}}
+    optimize = update_call(learner.optimize_messages, "optimizer", "gradient", "optimized")
 
     async def propose(state: dict[str, Any]) -> dict[str, Any]:
         return {"candidate": build_candidate(learner, state).to_dict()}

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import logging
-import os
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -21,19 +17,38 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from marlang.models.cache import default_cache_dir
+from marlang.models.batching import (
+    LoopBatcher,
+)
+from marlang.models.generation import (
+    GenerationOutput,
+    GenerationRequest,
+    RowCache,
+    SamplingParams,
+    ScoreOutput,
+    ScoreRequest,
+    sample_token,
+)
 from marlang.models.local_weights import (
     load_hf_model,
     load_smollm2,
     prepare_tokenizer_for_generation,
 )
 from marlang.models.scoring import ignore_cache_rename_warning, left_padded_prefill, score_decisions
+from marlang.models.weights_id import (
+    FILE_HASHES_NAME,  # noqa: F401 (re-exported)
+    MODEL_FILE_PATTERNS,  # noqa: F401 (re-exported)
+    WEIGHTS_ID_LENGTH,  # noqa: F401 (re-exported)
+    directory_weights_id,
+    is_adapter_weight,
+    source_dir,
+    state_dict_weights_id,
+)
 from marlang.types import StopFlag
 
 logger = logging.getLogger(__name__)
@@ -46,105 +61,6 @@ _PLAIN_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
     "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
 )
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to pick tokens for one request. ``temperature == 0`` means greedy decoding."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    """Sample among the ``top_k`` most likely tokens only; 0: no limit."""
-    max_tokens: int = 256
-    seed: int | None = None
-    """Seeds this request's own random generator: same seed, same sample."""
-    stop: tuple[str, ...] = ()
-    """Generation ends at the first of these strings, which is cut from the text."""
-    logprobs: bool = False
-    """Record each generated token's log-probability under the temperature-scaled
-    distribution (before top-k and nucleus truncation): the sampling policy's log pi of the token."""
-    keep_cache: bool = False
-    """Return the row's KV cache (`RowCache`) for a later request that continues it."""
-    grammar: str | None = None
-    """A JSON schema (as JSON text): only tokens that keep the reply valid under it are chosen
-    (`marlang.models.grammar`); the recorded log-probs are then those of the masked distribution."""
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0: no limit), got {self.top_k}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-
-
-@dataclass(frozen=True)
-class RowCache:
-    """The KV cache of one finished row: every layer's keys and values ``[heads, length,
-    head_dim]`` over ``token_ids`` (its prompt and all but the last generated token, which
-    was never run through the model)."""
-
-    token_ids: tuple[int, ...]
-    keys: tuple[torch.Tensor, ...]
-    values: tuple[torch.Tensor, ...]
-
-    @property
-    def length(self) -> int:
-        return len(self.token_ids)
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """A tokenized prompt, the sampling parameters to continue it with, and the adapter (an
-    agent's LoRA policy, see `LocalLM.attach_adapters`) that answers it; None: the base model.
-    ``past``: a `RowCache` whose tokens begin ``prompt_ids`` (an earlier turn of the same
-    conversation, under the same adapter): only the rest of the prompt is run."""
-
-    prompt_ids: tuple[int, ...]
-    sampling: SamplingParams = SamplingParams()
-    adapter: str | None = None
-    past: RowCache | None = None
-
-
-@dataclass(frozen=True)
-class ScoreRequest:
-    """Candidates to score after a prompt (text), with the adapter that scores them."""
-
-    prompt: str
-    candidates: tuple[str, ...]
-    adapter: str | None = None
-
-
-@dataclass(frozen=True)
-class ScoreOutput:
-    """log p(candidate | prompt) per candidate, and the adapter's value estimate of the prompt
-    where a value head is attached."""
-
-    scores: list[float]
-    value: float | None = None
-
-
-@dataclass(frozen=True)
-class GenerationOutput:
-    """What one request produced."""
-
-    text: str
-    token_ids: tuple[int, ...]
-    """Generated tokens, including a final end-of-sequence token if one was produced."""
-    input_tokens: int
-    finish_reason: str
-    """``"stop"`` (end-of-sequence token or stop string) or ``"length"`` (max_tokens)."""
-    token_logprobs: tuple[float, ...] | None = None
-    """Per generated token, its log-probability (with ``SamplingParams.logprobs``)."""
-    cache: RowCache | None = None
-    """The row's KV cache (with ``SamplingParams.keep_cache``)."""
-
-    @property
-    def output_tokens(self) -> int:
-        return len(self.token_ids)
 
 
 @dataclass
@@ -208,11 +124,11 @@ class LocalLM:
         self._requests_served = 0
         # One batcher per event loop, created on first use; a closed loop's batcher goes with
         # it, so a process may call asyncio.run() many times.
-        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = (
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopBatcher] = (
             weakref.WeakKeyDictionary()
         )
         self._score_batchers: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, _LoopBatcher
+            asyncio.AbstractEventLoop, LoopBatcher
         ] = weakref.WeakKeyDictionary()
         self._batchers_lock = threading.Lock()
         self._scorer: Any = None
@@ -267,10 +183,10 @@ class LocalLM:
             signature = self._base_signature()
             if self._weights_id is None or signature != self._weights_signature:
                 first = self._weights_signature is None
-                directory = _source_dir(self.base_model) if first else None
+                directory = source_dir(self.base_model) if first else None
                 self._weights_id = (
                     directory_weights_id(directory) if directory is not None else None
-                ) or state_dict_weights_id(self.base_model, skip=_is_adapter_weight)
+                ) or state_dict_weights_id(self.base_model, skip=is_adapter_weight)
                 self._weights_signature = signature
             return self._weights_id
 
@@ -282,7 +198,7 @@ class LocalLM:
     def _base_signature(self) -> tuple[int, ...]:
         # Tensor version counters move on every in-place change (optimizer steps, copy_).
         return tuple(p._version for name, p in self.base_model.named_parameters()
-                     if not _is_adapter_weight(name))
+                     if not is_adapter_weight(name))
 
     def attach_adapters(self, adapters: Any) -> None:
         """Serve requests with the agents' LoRA adapters (a `TeamAdapters` over this engine's
@@ -460,12 +376,12 @@ class LocalLM:
         """One scoring request, batched with the others pending on this event loop."""
         return await self._batcher(self._score_batchers, self.score_requests).submit(request)
 
-    def _batcher(self, batchers: Any, run_batch: Any) -> _LoopBatcher:
+    def _batcher(self, batchers: Any, run_batch: Any) -> LoopBatcher:
         loop = asyncio.get_running_loop()
         with self._batchers_lock:
             batcher = batchers.get(loop)
             if batcher is None:
-                batcher = batchers[loop] = _LoopBatcher(self, run_batch)
+                batcher = batchers[loop] = LoopBatcher(self, run_batch)
         return batcher
 
     async def agenerate(self, request: GenerationRequest) -> GenerationOutput:
@@ -646,151 +562,6 @@ def _row_cache(cache: Any, row: int, mask: torch.Tensor, state: _RowState) -> Ro
     return RowCache(ids, keys, values)
 
 
-def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> int:
-    """Draw one token id from temperature-scaled probabilities, truncated to the ``top_k``
-    most likely tokens and then to the nucleus of mass ``top_p``."""
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p >= 1 and not 0 < sampling.top_k < probs.size(-1):
-        return int(torch.multinomial(probs, 1, generator=generator))
-    sorted_probs, order = torch.sort(probs, descending=True)
-    if 0 < sampling.top_k < probs.size(-1):
-        sorted_probs[sampling.top_k:] = 0.0
-        sorted_probs = sorted_probs / sorted_probs.sum()
-    # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
-    outside = sorted_probs.cumsum(-1) - sorted_probs >= sampling.top_p
-    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-    return int(order[torch.multinomial(sorted_probs, 1, generator=generator)])
-
-
-WEIGHTS_ID_LENGTH = 16
-"""Hex digits kept of a weights id (64 bits: plenty to tell checkpoints apart)."""
-MODEL_FILE_PATTERNS = (
-    "*.safetensors",
-    "*.bin",
-    "config.json",
-    "generation_config.json",
-    "adapter_config.json",
-    "tokenizer.json",
-    "tokenizer.model",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "chat_template.jinja",
-    "chat_template.json",
-)
-"""Files of a model directory that decide what the model answers, hence its weights id."""
-_NOT_MODEL_FILES = frozenset({"training_args.bin"})
-FILE_HASHES_NAME = "file_hashes.json"
-"""Sidecar in the marlang cache dir: path -> (size, mtime, inode, sha256) of hashed files."""
-_file_hashes_lock = threading.Lock()
-
-
-def directory_weights_id(directory: str | Path, cache_dir: Path | None = None) -> str | None:
-    """SHA-256 over the model files of ``directory`` (None when it holds none).
-
-    Each file's own hash is remembered in ``FILE_HASHES_NAME`` under ``cache_dir`` (default:
-    the marlang cache dir), keyed by its path and checked against its size, mtime and inode,
-    so only new or rewritten files are read.
-    """
-    root = Path(directory).resolve()
-    files = sorted(
-        {
-            p
-            for pattern in MODEL_FILE_PATTERNS
-            for p in root.glob(pattern)
-            if p.is_file() and p.name not in _NOT_MODEL_FILES
-        }
-    )
-    if not files:
-        return None
-    sidecar = (cache_dir if cache_dir is not None else default_cache_dir()) / FILE_HASHES_NAME
-    with _file_hashes_lock:
-        known = _read_file_hashes(sidecar)
-        changed = False
-        digest = hashlib.sha256()
-        for path in files:
-            stat = path.stat()
-            signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
-            entry = known.get(str(path))
-            if entry is None or entry.get("signature") != signature:
-                logger.info("Hashing %s for its weights id (once per file version)", path)
-                entry = known[str(path)] = {"signature": signature, "sha256": _sha256_file(path)}
-                changed = True
-            digest.update(f"{path.name}\0{entry['sha256']}\n".encode())
-        if changed:
-            _write_file_hashes(sidecar, known)
-    return digest.hexdigest()[:WEIGHTS_ID_LENGTH]
-
-
-def _is_adapter_weight(name: str) -> bool:
-    """Names of LoRA weights and value heads (an attached `TeamAdapters`), not base weights."""
-    return "lora_" in name or "value_head" in name
-
-
-def state_dict_weights_id(model: torch.nn.Module, skip: Callable[[str], bool] | None = None) -> str:
-    """SHA-256 over a model's state_dict (names, dtypes, shapes and tensor bytes), leaving out
-    the tensors whose names ``skip`` says."""
-    digest = hashlib.sha256()
-    with torch.no_grad():
-        for name, tensor in sorted(model.state_dict().items()):
-            if skip is not None and skip(name):
-                continue
-            flat = tensor.detach().reshape(-1).contiguous().cpu()
-            digest.update(f"{name}\0{flat.dtype}\0{tuple(tensor.shape)}\n".encode())
-            digest.update(flat.view(torch.uint8).numpy())
-    return digest.hexdigest()[:WEIGHTS_ID_LENGTH]
-
-
-def _source_dir(model: PreTrainedModel) -> Path | None:
-    """The directory a model was loaded from: its ``name_or_path`` when that is a directory,
-    else that id's snapshot in the local Hugging Face cache (never downloaded)."""
-    name = str(getattr(model, "name_or_path", "") or "")
-    if not name:
-        return None
-    if Path(name).is_dir():
-        return Path(name)
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(name, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not a cached hub model: the tensors are hashed instead
-        return None
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _read_file_hashes(sidecar: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_file_hashes(sidecar: Path, known: dict[str, Any]) -> None:
-    """Write the sidecar atomically, dropping entries of files that are gone."""
-    kept = {path: entry for path, entry in known.items() if os.path.exists(path)}
-    tmp = None
-    try:
-        sidecar.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=sidecar.parent, prefix=f".{sidecar.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(kept, fh)
-        os.replace(tmp, sidecar)
-    except OSError as exc:  # a read-only cache dir only costs hashing again next time
-        logger.warning("Could not remember file hashes in %s: %s", sidecar, exc)
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
 def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
     ids: set[int] = set()
     if tokenizer.eos_token_id is not None:
@@ -805,65 +576,3 @@ def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -
     return frozenset(ids)
 
 
-class _LoopBatcher:
-    """Collects the requests made on one event loop into batched `LocalLM` runs
-    (``run_batch`` is the engine's batched generation or its batched scoring).
-
-    While a batch decodes in a worker thread the loop keeps running, so new requests queue
-    up and form the next batch.
-    """
-
-    def __init__(self, engine: LocalLM, run_batch: Callable[[list[Any]], list[Any]]) -> None:
-        self._engine = engine
-        self._run_batch = run_batch
-        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
-        self._worker: asyncio.Task[None] | None = None
-
-    async def submit(self, request: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append((request, future))
-        if self._worker is None or self._worker.done():
-            self._worker = loop.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        batch: list[tuple[Any, asyncio.Future[Any]]] = []
-        try:
-            while self._pending:
-                await self._gather_arrivals()
-                size = self._engine.max_batch_size
-                batch, self._pending = self._pending[:size], self._pending[size:]
-                batch = [(r, f) for r, f in batch if not f.done()]  # drop cancelled callers
-                if not batch:
-                    continue
-                try:
-                    outputs = await self._engine.run(self._run_batch, [r for r, _ in batch])
-                except Exception as exc:  # noqa: BLE001 - every caller in the batch gets the error
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                else:
-                    for (_, future), output in zip(batch, outputs, strict=True):
-                        if not future.done():
-                            future.set_result(output)
-                batch = []
-        except BaseException:
-            for _, future in batch + self._pending:
-                future.cancel()
-            self._pending = []
-            raise
-
-    async def _gather_arrivals(self) -> None:
-        # Concurrent callers reach submit() a few loop iterations apart (LangChain runs
-        # callbacks and cache lookups first), so wait while requests keep arriving.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._engine.max_batch_wait_s
-        seen = -1
-        while (
-            len(self._pending) != seen
-            and len(self._pending) < self._engine.max_batch_size
-            and loop.time() < deadline
-        ):
-            seen = len(self._pending)
-            await asyncio.sleep(self._engine.batch_window_s)

@@ -27,20 +27,20 @@ import io
 import json
 import os
 import resource
-import select
 import selectors
-import shutil
 import signal
-import stat
 import sys
 import time
 
 if __package__:
-    from . import confinement, judge, program_server
+    from . import cleanup, confinement, judge, outcomes, processes, program_server
 else:  # started as a script: import the sibling modules, then leave sys.path as it was
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cleanup
     import confinement
     import judge
+    import outcomes
+    import processes
     import program_server
     del sys.path[0]
 
@@ -142,75 +142,6 @@ def _program_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dic
 
 # --------------------------------------------------------------------------- job process C
 
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            return [int(x) for x in fh.read().split()]
-    except OSError:
-        pass
-    kids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        kids.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return kids
-
-
-def _wait_exit(pid: int, deadline: float) -> bool:
-    """Wait for child `pid` to exit (leaving it unreaped) until `deadline`; True if it did."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # kernels before 5.3: poll
-        while time.monotonic() < deadline:
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return True
-            time.sleep(0.002)
-        return False
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if select.select([pidfd], [], [], remaining)[0]:
-                return True
-    finally:
-        os.close(pidfd)
-
-
-def _reap_all() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _kill_descendants() -> None:
-    """Without a PID namespace: kill everything reparented to us (we are a subreaper).
-
-    Only our own unreaped children are signalled (and the groups they lead), so no pid can
-    have been recycled to an unrelated process.
-    """
-    me = os.getpid()
-    for _ in range(400):
-        kids = _children(me)
-        if not kids:
-            return
-        for kid in kids:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(kid, signal.SIGKILL)
-                except OSError:
-                    pass
-        time.sleep(0.005)
-        _reap_all()
-
 
 def _read_job(fd: int) -> dict | None:
     """One job line from `fd` (the pool writes one and waits for its answer); None at its end."""
@@ -285,7 +216,7 @@ def _job_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict,
     job = _read_job(job_fd)  # only now, with G forked and waiting, does the job exist here
     if job is None:
         if program_pid is not None:
-            _stop_program(program_pid, namespaces)
+            processes.stop_program(program_pid, namespaces)
         _write_all(ctl, b'{"kind": "eof"}\n')
         return 0
     start = time.monotonic()
@@ -313,31 +244,12 @@ def _job_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict,
     os.close(fds["call_write"])  # end of requests: a program process waiting for one exits
     timed_out = verdict.timed_out
     if stop is None and not timed_out:
-        timed_out = not _wait_exit(program_pid, deadline)
-    status, usage = _stop_program(program_pid, namespaces, kill_init=bool(timed_out or stop))
+        timed_out = not processes.wait_exit(program_pid, deadline)
+    status, usage = processes.stop_program(program_pid, namespaces, kill_init=bool(timed_out or stop))
     report = {"kind": "exit", "status": status, "timed_out": timed_out, "stop": stop,
               "cpu_seconds": usage.ru_utime + usage.ru_stime}
     _write_all(ctl, (json.dumps(report) + "\n").encode())
     return 0
-
-
-def _stop_program(program_pid: int, namespaces: bool, kill_init: bool = True) -> tuple:
-    """Kill what is left of the run and reap G: (its wait status, its resource usage).
-
-    G is alive or an unreaped zombie here, so its pid (and group id) cannot have been reused:
-    signalling them can only reach this run's processes."""
-    if namespaces:
-        if kill_init:  # G is the PID namespace's init: killing it kills the whole run
-            os.kill(program_pid, signal.SIGKILL)
-    else:
-        try:
-            os.killpg(program_pid, signal.SIGKILL)
-        except OSError:
-            pass  # the group is already empty
-    _, status, usage = os.wait4(program_pid, 0)
-    if not namespaces:
-        _kill_descendants()
-    return status, usage
 
 
 # --------------------------------------------------------------------------- worker side
@@ -362,82 +274,6 @@ class _Capture:
             text = text[:self.max_chars] + (
                 f"\n[... output truncated at {self.max_chars} characters]")
         return text
-
-
-def _remove_tree(path: str) -> None:
-    """Remove a run's work directory. A program may chmod its own files away, so a failed
-    removal restores the owner's rights and tries again, on real directories and files inside
-    the work directory only: a link is removed, never followed (it may point anywhere)."""
-    root = os.path.realpath(path)
-
-    def make_removable(func, target, _exc):
-        try:
-            parent = os.path.dirname(target)
-            if not _is_inside(root, parent) or stat.S_ISLNK(os.lstat(parent).st_mode):
-                return
-            os.chmod(parent, stat.S_IRWXU)
-            if not stat.S_ISLNK(os.lstat(target).st_mode) and _is_inside(root, target):
-                os.chmod(target, stat.S_IRWXU)
-            func(target)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=make_removable)
-
-
-def _is_inside(root: str, path: str) -> bool:
-    """Whether `path`, its links resolved, is `root` or below it."""
-    real = os.path.realpath(path)
-    return real == root or real.startswith(root.rstrip("/") + "/")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _classify(limits: dict, n_tests: int, events: dict, report: dict | None,
-              killed_by_worker: bool) -> dict:
-    load = events.get("load")
-    n_done = len(events["tests"])
-    progress = f"after {n_done} of {n_tests} tests" if load and load["status"] == "ok" else (
-        "while loading the program")
-    if events.get("setup_error"):
-        return {"status": "crashed", "error_type": "SandboxSetupError",
-                "message": f"sandbox setup failed: {events['setup_error']}"}
-    if report is None and not killed_by_worker:
-        return {"status": "crashed", "error_type": "SandboxError",
-                "message": "the sandbox job process ended without reporting"}
-    if killed_by_worker or report["timed_out"]:
-        return {"status": "timeout", "error_type": "Timeout",
-                "message": f"wall time limit of {limits['wall_seconds']:g} s exceeded {progress}"}
-    stop = report.get("stop")
-    if stop:  # the judge stopped the program: it broke the protocol or stopped answering
-        return {"status": stop[0], "error_type": stop[1], "message": f"{stop[2]} ({progress})"}
-    status = report["status"]
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        cpu_limit = float(limits["cpu_seconds"])
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL
-                                     and report["cpu_seconds"] >= cpu_limit - 0.05):
-            return {"status": "timeout", "error_type": "Timeout",
-                    "message": f"CPU time limit of {cpu_limit:g} s exceeded {progress}"}
-        hint = " (memory limit?)" if sig in (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS) else ""
-        return {"status": "killed", "error_type": _signal_name(sig),
-                "message": f"killed by {_signal_name(sig)}{hint} {progress}"}
-    if load is None:
-        code = os.WEXITSTATUS(status)
-        return {"status": "error", "error_type": "SystemExit",
-                "message": f"the program ended its process (exit code {code}) while loading"}
-    if load["status"] != "ok":
-        return {"status": load["status"], "error_type": load.get("error_type"),
-                "message": load.get("message")}
-    if not events.get("done"):
-        code = os.WEXITSTATUS(status)
-        return {"status": "error", "error_type": "SystemExit",
-                "message": f"the program ended its process (exit code {code}) {progress}"}
-    return {"status": "ok", "error_type": None, "message": None}
 
 
 def run_job(level: str, cfg: dict, limits: dict, job_fd: int) -> dict | None:
@@ -477,16 +313,8 @@ def run_job(level: str, cfg: dict, limits: dict, job_fd: int) -> dict | None:
             except OSError:
                 pass
         if not namespaces:
-            _remove_tree(workdir)
+            cleanup.remove_tree(workdir)
     return outcome
-
-
-def _kill_run(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dict | None:
@@ -506,12 +334,12 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
         while True:
             now = time.monotonic()
             if parent_pid is not None and os.getppid() != parent_pid:
-                _kill_run(pid)  # the parent is gone: stop everything, now
+                processes.kill_run(pid)  # the parent is gone: stop everything, now
                 os._exit(0)
             if exited_at is None and backstop is not None and now >= backstop \
                     and not killed_by_worker:
                 killed_by_worker = True
-                _kill_run(pid)
+                processes.kill_run(pid)
             if exited_at is not None and (not open_pipes or now >= exited_at + 0.5):
                 break
             limit = (exited_at + 0.5 if exited_at is not None
@@ -530,7 +358,7 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
                 elif len(raw) < result_cap:
                     raw += chunk
                     if header is None and b"\n" in raw:  # C's first line: the job arrived
-                        header = _header(bytes(raw[:raw.index(b"\n")]))
+                        header = outcomes.header(bytes(raw[:raw.index(b"\n")]))
                         if header.get("kind") == "eof":
                             break
                         start = time.monotonic()
@@ -547,54 +375,11 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
         return None
     wall = time.monotonic() - start
     n_tests = int(header.get("tests") or 0)
-    events, setup, report = _read_events(bytes(raw), n_tests)
-    verdict = _classify(limits, n_tests, events, report, killed_by_worker)
+    events, setup, report = outcomes.read_events(bytes(raw), n_tests)
+    verdict = outcomes.classify(limits, n_tests, events, report, killed_by_worker)
     return {**verdict, "id": header.get("id"), "tests": events["tests"],
             "stdout": captures["out"].text(), "stderr": captures["err"].text(),
             "wall_seconds": wall, "setup": setup}
-
-
-def _header(line: bytes) -> dict:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    return header if isinstance(header, dict) and header.get("kind") in ("job", "eof") else {
-        "kind": "job", "id": None, "tests": 0}
-
-
-def _read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
-    """The control pipe's events, in the one order the judge writes them: setup (or
-    setup_error), load, the tests by index from 0, done, and C's exit report. An event out of
-    that order (a second load, a repeated or skipped test index, anything after done) is not
-    the judge's and is dropped, so nothing written into the pipe from outside can add a pass."""
-    events: dict = {"tests": [], "load": None, "done": False}
-    setup: dict = {}
-    report = None
-    stage = "start"
-    for line in data.split(b"\n"):
-        try:
-            event = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue
-        kind = event.pop("kind", None) if isinstance(event, dict) else None
-        if kind == "exit":
-            if report is None:
-                report = event
-        elif report is not None:
-            continue
-        elif stage == "start" and kind == "setup":
-            setup, stage = event, "setup"
-        elif stage == "start" and kind == "setup_error":
-            events["setup_error"], stage = event.get("message"), "over"
-        elif stage == "setup" and kind == "load":
-            events["load"], stage = event, "tests"
-        elif (stage == "tests" and kind == "test" and event.get("index") == len(events["tests"])
-              and len(events["tests"]) < n_tests):
-            events["tests"].append(event)
-        elif stage == "tests" and kind == "done" and len(events["tests"]) == n_tests:
-            events["done"], stage = True, "over"
-    return events, setup, report
 
 
 def python_paths() -> list[str]:

@@ -6,7 +6,6 @@ save/load in PEFT's format, and content hashes of adapter weights for cache keys
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -22,11 +21,33 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.tuners_utils import BaseTunerLayer
 from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
-from pydantic import BaseModel, ConfigDict, field_validator
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from marlang.models.local_weights import load_pretrained_dir, resolve_base_model
+from marlang.trainers.adapter_files import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    FORMAT_VERSION,
+    MANIFEST,
+    VALUE_HEAD,
+    adapter_base_model,  # noqa: F401 (re-exported)
+    files_sha256,
+    fsync_path,
+    load_peft_adapter,  # noqa: F401 (re-exported)
+    normalize_adapter_config,
+    replace_dir,
+    saved_units,
+    tensors_sha256,
+)
+from marlang.trainers.lora_config import (
+    LoraOptions,
+    ValueHeadOptions,
+    build_value_head,
+    check_lora_targets,
+    linear_module_names,  # noqa: F401 (re-exported)
+    lora_shape,
+    model_layer_count,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,204 +57,11 @@ SHARED = "shared"  # the adapter (and value head) every agent uses when sharing 
 CENTRAL = "central"  # the central value head, reading every agent's hidden state
 BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch's adapter_names
 
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-VALUE_HEAD = "value_head.safetensors"
-MANIFEST = "marlang_adapter.json"
-FORMAT_VERSION = 1
-
 # Names that mean something else to marlang or PEFT ("default" is where PEFT's save_pretrained
 # writes into the root directory instead of a sub-directory).
 _RESERVED = {SHARED, CENTRAL, BASE, "default"}
 # Agent names become adapter names, ModuleDict keys (no dots) and directory names.
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-class LoraOptions(BaseModel):
-    """LoRA hyper-parameters of every adapter (GLAM / lamorel: r 16, alpha 32 on q and v)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
-    targets: list[str] = ["q_proj", "v_proj"]
-    layers: int | None = None
-    """LoRA on the last ``layers`` transformer layers only (None: every layer). Nothing below
-    the lowest adapted layer needs gradients, so backward stops there: a cheaper update."""
-
-    @field_validator("r")
-    @classmethod
-    def _check_r(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"lora.r is the LoRA rank and must be >= 1 (e.g. 16); got {value}")
-        return value
-
-    @field_validator("alpha")
-    @classmethod
-    def _check_alpha(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"lora.alpha must be >= 1 (scale is alpha / r, e.g. 32); got {value}")
-        return value
-
-    @field_validator("dropout")
-    @classmethod
-    def _check_dropout(cls, value: float) -> float:
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"lora.dropout must be in [0, 1) (e.g. 0.05); got {value}")
-        return value
-
-    @field_validator("targets")
-    @classmethod
-    def _check_targets(cls, value: list[str]) -> list[str]:
-        if not value or any(not t.strip() for t in value):
-            raise ValueError(
-                f"lora.targets must name at least one module (e.g. q_proj, v_proj); got {value}"
-            )
-        if len(set(value)) != len(value):
-            raise ValueError(f"lora.targets has duplicates: {value}")
-        return value
-
-    @field_validator("layers")
-    @classmethod
-    def _check_layers(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(f"lora.layers must be >= 1 (the last N layers) or null (all); got {value}")
-        return value
-
-
-class ValueHeadOptions(BaseModel):
-    """Value heads: MLPs (in -> width -> 1, fp32) on the last prompt token's hidden state.
-
-    ``per_agent`` gives each adapter its own head (one head named ``shared`` when sharing);
-    ``central`` adds one head named ``central`` whose input is every agent's hidden state
-    concatenated (hidden size x number of agents), for a centralised critic.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    per_agent: bool = True
-    central: bool = False
-    width: int | None = None  # None: the model's hidden size
-    activation: Literal["tanh", "relu"] = "tanh"
-
-    @field_validator("width")
-    @classmethod
-    def _check_width(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(f"value_head.width must be >= 1 or null (hidden size); got {value}")
-        return value
-
-
-def linear_module_names(model: torch.nn.Module) -> list[str]:
-    """The distinct last name parts of the model's Linear modules (LoRA targets), in model order.
-
-    The output projection (``lm_head``) is left out: it is not a LoRA target here.
-    """
-    names: dict[str, None] = {}
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name:
-            short = name.rsplit(".", 1)[-1]
-            if short != "lm_head":
-                names[short] = None
-    return list(names)
-
-
-def check_lora_targets(model: torch.nn.Module, targets: Sequence[str]) -> None:
-    """Raise ValueError naming a target no module of ``model`` matches.
-
-    PEFT itself only fails when *no* target matches, so a typo next to a valid target would
-    silently train fewer modules. A target matches a module whose name is it or ends in
-    ``.<target>``, which is PEFT's rule for a list of names.
-    """
-    module_names = [name for name, _ in model.named_modules() if name]
-    for target in targets:
-        if target == "all-linear":  # PEFT's own shorthand, resolved by PEFT
-            continue
-        if not any(name == target or name.endswith("." + target) for name in module_names):
-            raise ValueError(
-                f"lora target {target!r} is not a module of {type(model).__name__}; set "
-                f"lora.targets to some of its linear modules: "
-                f"{', '.join(linear_module_names(model))}"
-            )
-
-
-def model_layer_count(model: Any) -> int:
-    """The number of transformer layers of ``model`` (its config's ``num_hidden_layers``)."""
-    config = getattr(model, "config", None)
-    count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
-    if not count:
-        raise ValueError(f"{type(model).__name__} does not say how many layers it has; "
-                         "set lora.layers to null")
-    return int(count)
-
-
-def _value_head(in_features: int, width: int, activation: str) -> torch.nn.Sequential:
-    act = torch.nn.Tanh() if activation == "tanh" else torch.nn.ReLU()
-    output = torch.nn.Linear(width, 1)
-    # A zero output layer: every value is 0 before training, so the first update's advantages
-    # are the rewards' alone rather than the noise of a random head.
-    torch.nn.init.zeros_(output.weight)
-    torch.nn.init.zeros_(output.bias)
-    return torch.nn.Sequential(torch.nn.Linear(in_features, width), act, output).float()
-
-
-def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
-    """SHA-256 over names, dtypes, shapes and raw bytes of ``tensors``, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        tensor = tensors[name].detach()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-        # Reinterpreting as bytes works for every dtype (bf16 has no numpy equivalent).
-        flat = tensor.reshape(-1).contiguous().cpu()
-        digest.update(flat.view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
-def files_sha256(directory: Path) -> str:
-    """SHA-256 over the names and contents of the files directly in ``directory``."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.iterdir() if p.is_file()):
-        data = path.read_bytes()
-        digest.update(f"{path.name}|{len(data)}\n".encode())
-        digest.update(data)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    # Directories too: their entries (the renamed files) only survive a crash once synced.
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _normalize_adapter_config(path: Path, base_model: str) -> None:
-    # PEFT keeps target_modules as a set and writes it in hash-seed order, so the same adapter
-    # saved by two processes would hash differently; sorted lists make the file deterministic.
-    # The base model is named by its spec, not by where its weights sit on this machine (a
-    # cache path that does not exist on the next): `resolve_base_model` finds them on load.
-    config = json.loads(path.read_text())
-    for key in ("target_modules", "exclude_modules"):
-        if isinstance(config.get(key), list):
-            config[key] = sorted(config[key])
-    config["base_model_name_or_path"] = base_model
-    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def adapter_base_model(adapter_dir: str | Path) -> str:
-    """The local weights of a saved adapter's base model: its ``adapter_config.json`` names a
-    model spec (resolved on this machine) or, when saved by an older marlang, a path."""
-    config = json.loads((Path(adapter_dir) / ADAPTER_CONFIG).read_text())
-    return resolve_base_model(str(config.get("base_model_name_or_path") or ""))
-
-
-def load_peft_adapter(adapter_dir: str | Path, device: str | torch.device | None = None) -> PeftModel:
-    """One saved adapter on its base model, as a ``PeftModel`` (for use outside marlang: the
-    base named by spec is found on this machine, which ``AutoPeftModelForCausalLM`` cannot)."""
-    base, _tokenizer = load_pretrained_dir(adapter_base_model(adapter_dir), device=device)
-    return PeftModel.from_pretrained(base, str(adapter_dir))
 
 
 class TeamAdapters:
@@ -360,10 +188,10 @@ class TeamAdapters:
         width = options.width or self.hidden_size
         if options.per_agent:
             for name in self.adapters:
-                heads[name] = _value_head(self.hidden_size, width, options.activation)
+                heads[name] = build_value_head(self.hidden_size, width, options.activation)
         if options.central:
             in_features = self.hidden_size * len(self.agents)
-            heads[CENTRAL] = _value_head(in_features, width, options.activation)
+            heads[CENTRAL] = build_value_head(in_features, width, options.activation)
         return heads
 
     def _collect_lora_params(self, adapter: str) -> list[torch.nn.Parameter]:
@@ -565,7 +393,7 @@ class TeamAdapters:
             peft_root = scratch / unit
             self.model.save_pretrained(str(peft_root), selected_adapters=[unit])
             os.replace(peft_root / unit, target)
-            _normalize_adapter_config(target / ADAPTER_CONFIG, self.base_id.split("@", 1)[0])
+            normalize_adapter_config(target / ADAPTER_CONFIG, self.base_id.split("@", 1)[0])
         if unit in self.value_heads:
             save_file(
                 {k: v.contiguous() for k, v in self._head_state(unit).items()},
@@ -574,8 +402,8 @@ class TeamAdapters:
             )
         (target / MANIFEST).write_text(json.dumps(self._manifest(unit), indent=2, sort_keys=True))
         for path in target.iterdir():
-            _fsync(path)
-        _fsync(target)
+            fsync_path(path)
+        fsync_path(target)
 
     def save(self, directory: str | Path, hashes: bool = True) -> dict[str, str]:
         """Write each adapter to ``directory/<adapter>/`` and return per-agent content hashes.
@@ -600,8 +428,8 @@ class TeamAdapters:
                 self._write_unit(unit, staging / unit, scratch)
             by_unit = {unit: files_sha256(staging / unit) for unit in units} if hashes else {}
             for unit in units:
-                _replace_dir(staging / unit, directory / unit, trash=staging / f".old-{unit}")
-            _fsync(directory)
+                replace_dir(staging / unit, directory / unit, trash=staging / f".old-{unit}")
+            fsync_path(directory)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return self._per_agent(by_unit) if hashes else {}
@@ -615,7 +443,7 @@ class TeamAdapters:
         loaded unless every check passes. Returns the loaded files' hashes, as ``save`` does.
         """
         directory = Path(directory)
-        saved = _saved_units(directory)
+        saved = saved_units(directory)
         if not saved:
             raise ValueError(
                 f"{directory} has no saved adapters (no {directory}/<agent>/{MANIFEST}); point "
@@ -637,7 +465,7 @@ class TeamAdapters:
             lora_state = None
             if unit != CENTRAL:
                 saved_lora = LoraOptions.model_validate(manifest.get("lora", {}))
-                if _lora_shape(saved_lora) != _lora_shape(self.lora):
+                if lora_shape(saved_lora) != lora_shape(self.lora):
                     raise ValueError(
                         f"adapter {unit!r} in {directory} has lora r={saved_lora.r} alpha="
                         f"{saved_lora.alpha} targets={saved_lora.targets}, this team r="
@@ -724,33 +552,3 @@ class TeamAdapters:
                 )
 
 
-def _lora_shape(options: LoraOptions) -> tuple[int, int, list[str]]:
-    # What makes saved LoRA weights compute the same function here (dropout does not).
-    return options.r, options.alpha, sorted(options.targets)
-
-
-def _saved_units(directory: Path) -> dict[str, Path]:
-    if not directory.is_dir():
-        return {}
-    return {
-        path.name: path
-        for path in sorted(directory.iterdir())
-        if path.is_dir() and not path.name.startswith(".") and (path / MANIFEST).is_file()
-    }
-
-
-def _replace_dir(source: Path, target: Path, *, trash: Path) -> None:
-    """Rename ``source`` to ``target``, moving an existing ``target`` to ``trash`` first.
-
-    POSIX rename cannot replace a non-empty directory, hence the two renames; if the second
-    fails, the old directory is put back.
-    """
-    if target.exists():
-        os.replace(target, trash)
-        try:
-            os.replace(source, target)
-        except BaseException:
-            os.replace(trash, target)
-            raise
-    else:
-        os.replace(source, target)

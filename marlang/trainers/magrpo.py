@@ -19,26 +19,27 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field
+from typing import Any, ClassVar
 
 from marlang.learners.base import LearnerOptions
 from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
 from marlang.rundir import atomic_write_text
 from marlang.trainers.grpo_loss import policy_loss, shared_prompt_logprobs
+from marlang.trainers.magrpo_options import MAGRPOOptions
 from marlang.trainers.magrpo_tree import (
     Completion,
     Node,
     TrainingSample,
     backpropagate,
+    drop_caches,
     iter_nodes,
     joint_actions,
+    judge,
     should_expand,
     training_samples,
     tree_stats,
 )
-from marlang.trainers.template import SEED_OFFSET, AdapterLearner, AdapterOptions
+from marlang.trainers.template import SEED_OFFSET, AdapterLearner
 from marlang.types import Candidate, PolicyState, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -48,55 +49,6 @@ TEXT_ENVS = ("code/", "math/", "qa/")
 
 SEEDS_PER_NODE = 1_000_003
 """Spreads the sampling seeds of a tree's nodes apart."""
-
-
-class MAGRPOOptions(AdapterOptions):
-    """``learning.*`` keys of MAGRPO and GRPO (the MAGRPO paper's names and defaults where it has them)."""
-
-    num_generations: int = Field(4, ge=2, description="G: completions each agent samples at every node.")
-    joint_mode: Literal["align", "cross"] = Field(
-        "align", description="align: the g-th completions of every agent form a joint action (G per node); "
-        "cross: every combination (G^N per node).")
-    num_turns: int | None = Field(
-        None, ge=1, description="Tree depth in turns; None: the env's turns (env.max_steps).")
-    termination_threshold: float | None = Field(
-        None, description="A sibling set whose mean reward exceeds this is not expanded further "
-        "(None: always expand until the episode ends).")
-    advantage: Literal["mean", "group_std", "batch_std", "rloo"] = Field(
-        "mean", description="mean: return minus the siblings' mean (the MAGRPO paper); group_std / batch_std: "
-        "divided by the siblings' / the batch's std (TRL's scale_rewards); rloo: leave-one-out mean.")
-    loss: Literal["reinforce", "grpo", "dr_grpo", "dapo"] = Field(
-        "reinforce", description="reinforce: -(sum of token log-probs) x advantage, on-policy (the MAGRPO paper); "
-        "grpo, dr_grpo, dapo: TRL's clipped-ratio losses (for epochs > 1).")
-    epochs: int = Field(1, ge=1, description="Passes over an iteration's completions.")
-    minibatch_size: int = Field(8, ge=1, description="Completions per gradient step.")
-    micro_batch_size: int = Field(4, ge=1, description="Completions per forward pass.")
-    clip_coef: float = Field(0.2, gt=0, description="Ratio clip of the ratio losses (low side, and high "
-                             "unless clip_coef_high is set; TRL's epsilon).")
-    clip_coef_high: float | None = Field(
-        None, gt=0, description="High-side ratio clip (DAPO uses 0.28; TRL's epsilon_high).")
-    beta: float = Field(0.0, ge=0, description="Weight of the KL to the base model (k3 estimate).")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient norm clip of each step.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of completions.")
-    top_k: int = Field(0, ge=0, description="Sample among the top_k most likely tokens only (0: no limit).")
-    max_new_tokens: int = Field(256, ge=1, description="Longest completion, in tokens.")
-    memory: Literal["env", "memoryful"] = Field(
-        "env", description="env: each turn's prompt is the env's observation (env.kwargs.memory, full or last, "
-        "says how much of earlier turns it shows); memoryful: each agent's conversation goes on, its next "
-        "turn continuing the KV cache of its last prompt and reply (local engine only).")
-    max_joint_actions: int = Field(
-        64, ge=1, description="Refuse a cross tree with more joint actions per node than this.")
-    rollout_server: str | None = Field(
-        None, description="Base URL of an OpenAI-compatible server that serves LoRA adapters by name (vLLM "
-        "--enable-lora), e.g. http://gpu-host:8000/v1: every rollout samples there, from the committed adapters "
-        "loaded after each update; None: the local engine samples.")
-    rollout_adapter_root: str | None = Field(
-        None, description="The run directory as the rollout server sees it (a shared disk mounted elsewhere); "
-        "None: the same path.")
-    rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
-                                     "server's API key (unset: none sent).")
-
-    renamed: ClassVar[dict[str, str]] = {"epsilon": "clip_coef", "epsilon_high": "clip_coef_high"}
 
 
 class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
@@ -261,7 +213,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             for node, _tree in frontier:  # the replies' caches are continued by the children only
                 parent = parents.pop(id(node), None)
                 if parent is not None:
-                    _drop_caches(parent)
+                    drop_caches(parent)
             nxt = []
             for node, tree in frontier:
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
@@ -279,7 +231,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             frontier = nxt
         for root in roots:  # no cache outlives the sampling
             for node in iter_nodes(root):
-                _drop_caches(node)
+                drop_caches(node)
         return roots
 
     def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
@@ -484,35 +436,6 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
                 }))
         atomic_write_text(Path(root_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
-
-
-def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], first: str) -> Node:
-    """The child of ``node`` (whose snapshot ``env`` was restored to) for one joint answer.
-    An answer the sandbox could not judge (a timeout, a killed or crashed run) gets what the
-    env gives it (no test passed) and keeps the sandbox's status and message as the reason; an
-    env that raises gives reward 0, ends the branch, and its error is the reason: the training
-    step never crashes on an answer."""
-    try:
-        _obs, rewards, terms, truncs, infos = env.step(answers)
-    except Exception as error:  # noqa: BLE001 - the judge's failure is recorded, not raised
-        logger.warning("the env could not judge a joint answer (%s: %s); reward 0", type(error).__name__, error)
-        return Node(turn=node.turn + 1, joint=joint, reward=0.0, done=True, state=node.state,
-                    info={"status": "unjudged", "reason": f"{type(error).__name__}: {error}"[:300]})
-    info = infos[first]
-    kept = {k: info[k] for k in ("success", "score", "pass_rate", "status") if k in info}
-    report = info.get("report") or {}
-    if kept.get("status") not in (None, "ok"):
-        reason = " ".join(str(x) for x in (report.get("error_type"), report.get("message")) if x)
-        kept["reason"] = (reason or str(kept["status"]))[:300]
-    return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
-                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
-
-
-def _drop_caches(node: Node) -> None:
-    """Let go of the KV caches ``node``'s completions kept (``memoryful``)."""
-    for group in node.completions.values():
-        for c in group:
-            c.past = None
 
 
 def _sampled_logprobs(sample: TrainingSample) -> Any:

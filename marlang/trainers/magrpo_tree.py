@@ -16,12 +16,15 @@ under ``cross``).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from marlang.report import mean_ci
 from marlang.trainers.grpo_loss import group_advantages
+
+logger = logging.getLogger(__name__)
 
 SANDBOX_FAILURES = ("timeout", "killed", "crashed")
 """Sandbox statuses of a run that was stopped before its tests could judge it."""
@@ -170,3 +173,32 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
             "first_turn_reward_mean": stat["mean"], "first_turn_reward_ci95": stat["ci95"],
             "first_turn_pass_rate": solved_first / first if first else None, "tokens_sampled": tokens,
             "sandbox_failures": not_judged, "unjudged": unjudged}
+
+
+def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], first: str) -> Node:
+    """The child of ``node`` (whose snapshot ``env`` was restored to) for one joint answer.
+    An answer the sandbox could not judge (a timeout, a killed or crashed run) gets what the
+    env gives it (no test passed) and keeps the sandbox's status and message as the reason; an
+    env that raises gives reward 0, ends the branch, and its error is the reason: the training
+    step never crashes on an answer."""
+    try:
+        _obs, rewards, terms, truncs, infos = env.step(answers)
+    except Exception as error:  # noqa: BLE001 - the judge's failure is recorded, not raised
+        logger.warning("the env could not judge a joint answer (%s: %s); reward 0", type(error).__name__, error)
+        return Node(turn=node.turn + 1, joint=joint, reward=0.0, done=True, state=node.state,
+                    info={"status": "unjudged", "reason": f"{type(error).__name__}: {error}"[:300]})
+    info = infos[first]
+    kept = {k: info[k] for k in ("success", "score", "pass_rate", "status") if k in info}
+    report = info.get("report") or {}
+    if kept.get("status") not in (None, "ok"):
+        reason = " ".join(str(x) for x in (report.get("error_type"), report.get("message")) if x)
+        kept["reason"] = (reason or str(kept["status"]))[:300]
+    return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
+                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
+
+
+def drop_caches(node: Node) -> None:
+    """Let go of the KV caches ``node``'s completions kept (``memoryful``)."""
+    for group in node.completions.values():
+        for c in group:
+            c.past = None

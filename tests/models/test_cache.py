@@ -10,7 +10,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration
 
-from marlang.models import LocalLM, SQLiteResponseCache, default_cache_dir, local_engine
+from marlang.models import LocalLM, SQLiteResponseCache, default_cache_dir, local_engine, weights_id
 from marlang.testing import (
     ScriptedChatModel,
     tiny_chat_model,
@@ -182,9 +182,9 @@ def save_tiny_model(directory: Path, seed: int) -> None:
 def test_rewriting_an_hf_directory_changes_its_weights_id(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MARLANG_CACHE_DIR", str(tmp_path / "cache"))
     hashed: list[Path] = []
-    sha256_file = local_engine._sha256_file
+    sha256_file = weights_id._sha256_file
     monkeypatch.setattr(
-        local_engine, "_sha256_file", lambda path: hashed.append(path) or sha256_file(path)
+        weights_id, "_sha256_file", lambda path: hashed.append(path) or sha256_file(path)
     )
     directory = tmp_path / "model"
     spec = f"hf:{directory}"

@@ -441,7 +441,7 @@ def test_the_worker_keeps_only_the_judges_event_order():
     """Events written into the control pipe by anything but the judge (a program that reached
     it) cannot add a pass: a repeated or skipped test index, a second load, and anything after
     `done` are dropped."""
-    from marlang.sandbox import runner
+    from marlang.sandbox import outcomes
 
     fail = {"kind": "test", "index": 0, "passed": False}
     forged = {"kind": "test", "index": 0, "passed": True}
@@ -451,13 +451,13 @@ def test_the_worker_keeps_only_the_judges_event_order():
                      {"kind": "done"}, forged, {"kind": "test", "index": 2, "passed": True},
                      {"kind": "done"}, {"kind": "exit", "status": 0, "timed_out": False},
                      {"kind": "exit", "status": 9, "timed_out": True})
-    events, setup, report = runner._read_events(stream, n_tests=2)
+    events, setup, report = outcomes.read_events(stream, n_tests=2)
     assert setup == {} and [t["passed"] for t in events["tests"]] == [False, False]
     assert events["done"]
     assert report == {"status": 0, "timed_out": False}
     early_done = _events({"kind": "setup"}, {"kind": "load", "status": "ok"}, {"kind": "done"},
                          fail)
-    events, _, _ = runner._read_events(early_done, n_tests=2)
+    events, _, _ = outcomes.read_events(early_done, n_tests=2)
     assert not events["done"] and len(events["tests"]) == 1
 
 
@@ -465,7 +465,7 @@ def test_cleanup_never_follows_a_link_out_of_the_work_directory(tmp_path):
     """A program leaves a link to a file outside its work directory inside a directory it made
     read-only; removing the work directory (which then needs its rights restored) must not
     change the file the link points to."""
-    from marlang.sandbox import runner
+    from marlang.sandbox import cleanup
 
     outside = tmp_path / "victim.txt"
     outside.write_text("keep")
@@ -482,11 +482,11 @@ def test_cleanup_never_follows_a_link_out_of_the_work_directory(tmp_path):
         onerror(os.rmdir, str(work / "locked"), None)
         os.rmdir(path)
 
-    real = runner.shutil.rmtree
-    runner.shutil.rmtree = failing_rmtree
+    real = cleanup.shutil.rmtree
+    cleanup.shutil.rmtree = failing_rmtree
     try:
-        runner._remove_tree(str(work))
+        cleanup.remove_tree(str(work))
     finally:
-        runner.shutil.rmtree = real
+        cleanup.shutil.rmtree = real
     assert calls and outside.stat().st_mode & 0o777 == 0o400 and outside.read_text() == "keep"
     assert not work.exists()

@@ -5,7 +5,7 @@ agent faces and sees, actions and what came of them (pick-ups, drops, doors), me
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from marlang.envs.core.narrator import (
@@ -52,13 +52,7 @@ class BabyAINarrator(Narrator):
         parts += reward_and_words(step, agent)
         return "; ".join(parts)
 
-    def entry(self, steps: Sequence[Step], after: After) -> str:
-        return "\n".join(
-            self._babyai_step(step, after if i == len(steps) - 1 else steps[i + 1].observations)
-            for i, step in enumerate(steps)
-        )
-
-    def _babyai_step(self, step: Step, after: After) -> str:
+    def _step_line(self, step: Step, after: After) -> str:
         cells = []
         for agent, obs in step.observations.items():
             cell = f"{agent} {_babyai_pose(obs.data, long=False)}"

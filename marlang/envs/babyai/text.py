@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -21,14 +20,19 @@ from minigrid.core.constants import OBJECT_TO_IDX, TILE_PIXELS
 from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from minigrid.envs.babyai.core.verifier import Instr, PickupInstr, PutNextInstr, SeqInstr
-from minigrid.utils.rendering import downsample
 
 from marlang.envs.babyai.agent import ACTION_INDEX, ACTIONS, AgentState
+from marlang.envs.babyai.drawing import AGENT_COLORS, draw_agents  # noqa: F401 (re-exported)
 from marlang.envs.babyai.narration import BabyAINarrator
 from marlang.envs.babyai.scripted import ScriptedBabyAITeam
 from marlang.envs.babyai.shaping import goal_distance
 from marlang.envs.babyai.view import DIRECTION_NAMES, LocalView, object_record, observe
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.base import (
+    MultiAgentEnv,
+    StepLimited,
+    check_optional_max_steps,
+    env_metadata,
+)
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -39,18 +43,6 @@ from marlang.envs.core.spaces import (
 from marlang.types import TextObservation
 
 logger = logging.getLogger(__name__)
-
-AGENT_COLORS: tuple[tuple[int, int, int], ...] = (
-    (255, 0, 0),  # agent_0: minigrid's own red agent
-    (0, 170, 255),
-    (255, 140, 0),
-    (255, 0, 255),
-    (0, 255, 170),
-    (255, 255, 255),
-    (170, 110, 40),
-    (160, 160, 255),
-)
-"""Triangle colours of agent_0, agent_1, ... in ``render()`` (cycled beyond eight agents)."""
 
 MIN_AGENTS = 2
 
@@ -86,27 +78,7 @@ def _minigrid_prints_to_log() -> Iterator[None]:
         logger.debug("minigrid: %s", line)
 
 
-def _triangle_mask(size: int, direction: int) -> np.ndarray:
-    """Boolean (size, size) mask of minigrid's agent triangle pointing in ``direction``."""
-    centres = (np.arange(size) + 0.5) / size
-    x, y = np.meshgrid(centres, centres)  # rows are y, columns are x
-    # Rotate pixel centres back into the east-facing frame, then test the triangle.
-    theta = -0.5 * math.pi * direction
-    x0, y0 = x - 0.5, y - 0.5
-    xr = 0.5 + x0 * math.cos(theta) - y0 * math.sin(theta)
-    yr = 0.5 + y0 * math.cos(theta) + x0 * math.sin(theta)
-    a, b, c = np.array((0.12, 0.19)), np.array((0.87, 0.50)), np.array((0.12, 0.81))
-    v0, v1 = c - a, b - a
-    px, py = xr - a[0], yr - a[1]
-    dot00, dot01, dot11 = v0 @ v0, v0 @ v1, v1 @ v1
-    dot02, dot12 = v0[0] * px + v0[1] * py, v1[0] * px + v1[1] * py
-    inv = 1.0 / (dot00 * dot11 - dot01 * dot01)
-    u = (dot11 * dot02 - dot01 * dot12) * inv
-    v = (dot00 * dot12 - dot01 * dot02) * inv
-    return (u >= 0) & (v >= 0) & (u + v < 1)
-
-
-class BabyAITextEnv(MultiAgentEnv):
+class BabyAITextEnv(StepLimited, MultiAgentEnv):
     """N agents in one BabyAI level, observing and acting in words.
 
     Each agent (``agent_0``, ``agent_1``, ...) has its own position, direction, carried
@@ -253,19 +225,7 @@ class BabyAITextEnv(MultiAgentEnv):
             for x, y in self._local_view(agent).visible_cells:
                 highlight[x, y] = True
         image = level.grid.render(tile, agent_pos=None, highlight_mask=highlight)
-        supersample = 3
-        for index, agent in enumerate(self.possible_agents):
-            state = self._states[agent]
-            x, y = state.position
-            cell = image[y * tile : (y + 1) * tile, x * tile : (x + 1) * tile]
-            big = np.repeat(np.repeat(cell, supersample, axis=0), supersample, axis=1)
-            big[_triangle_mask(tile * supersample, state.direction)] = AGENT_COLORS[
-                index % len(AGENT_COLORS)
-            ]
-            if state.carrying is not None:
-                icon = tile * supersample * 2 // 5
-                state.carrying.render(big[:icon, -icon:])
-            cell[:] = downsample(big, supersample)
+        draw_agents(image, tile, [self._states[agent] for agent in self.possible_agents])
         return image
 
     def state(self) -> np.ndarray:
@@ -290,16 +250,6 @@ class BabyAITextEnv(MultiAgentEnv):
     @property
     def mission(self) -> str:
         return self._level.mission
-
-    @property
-    def max_steps(self) -> int:
-        """Joint-step limit of the current episode."""
-        return self._max_steps
-
-    @property
-    def step_count(self) -> int:
-        """Joint steps taken in the current episode."""
-        return self._t
 
     @property
     def agent_states(self) -> Mapping[str, AgentState]:

@@ -32,6 +32,24 @@ def check_optional_max_steps(max_steps: Any, what: str = "max_steps") -> int | N
     return None if max_steps is None else int(max_steps)
 
 
+class StepLimited:
+    """For an env that counts the joint steps of an episode in ``_t`` and ends it after
+    ``_max_steps`` of them: both, read-only."""
+
+    _max_steps: int
+    _t: int
+
+    @property
+    def max_steps(self) -> int:
+        """Step limit of an episode (reaching it truncates)."""
+        return self._max_steps
+
+    @property
+    def step_count(self) -> int:
+        """Joint steps taken in the current episode."""
+        return self._t
+
+
 class MultiAgentEnv(ParallelEnv):
     """A cooperative PettingZoo ``ParallelEnv`` with agents ``agent_0``, ``agent_1``, ...
 

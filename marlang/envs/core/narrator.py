@@ -60,9 +60,10 @@ class Narrator:
         return lines
 
     def entry(self, steps: Sequence[Step], after: After) -> str:
-        return "\n".join(self._step_line(step) for step in steps)
+        return "\n".join(self._step_line(step, then) for step, then in with_afters(steps, after))
 
-    def _step_line(self, step: Step) -> str:
+    def _step_line(self, step: Step, after: After) -> str:
+        """One step of ``entry``, all agents; ``after``: the observations that followed it."""
         acts = "; ".join(f"{a} did '{d.action}'" for a, d in step.decisions.items())
         line = f"step {step.t}: {acts}"
         reward = team_reward(step)
@@ -83,6 +84,13 @@ class Narrator:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def with_afters(steps: Sequence[Step], after: After) -> list[tuple[Step, After]]:
+    """Each step of a window with the observations that followed it (the next step's; for the
+    window's last step, ``after``)."""
+    nexts: list[After] = [step.observations for step in steps[1:]]
+    return list(zip(steps, [*nexts, after], strict=True))
 
 
 def agents_of(trajectory: Trajectory) -> list[str]:

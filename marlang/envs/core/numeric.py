@@ -75,7 +75,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box, Discrete, Space
 
-from marlang.envs.core.base import MultiAgentEnv, env_metadata
+from marlang.envs.core.base import MultiAgentEnv, StepLimited, env_metadata
 from marlang.envs.core.narrator import Narrator
 from marlang.envs.core.spaces import check_joint_action, is_integer
 from marlang.types import TextObservation
@@ -130,7 +130,7 @@ def check_agent_count(env_id: str, n_agents: Any, valid: Sequence[int]) -> int:
     return int(n_agents)
 
 
-class NumericTextEnv(MultiAgentEnv, ABC):
+class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
     """A cooperative multi-agent env with numeric and ego-view text observations.
 
     See the module docstring for the API. Subclasses call ``super().__init__`` with their
@@ -292,16 +292,6 @@ class NumericTextEnv(MultiAgentEnv, ABC):
         return self._step_result(agents, observations, rewards, terminated, truncated, infos)
 
     # ----------------------------------------------------------------- marlang API
-
-    @property
-    def max_steps(self) -> int:
-        """Step limit of an episode (reaching it truncates)."""
-        return self._max_steps
-
-    @property
-    def step_count(self) -> int:
-        """Steps taken in the current episode."""
-        return self._t
 
     def action_index(self, agent: str, action: Any) -> int:
         """The index of ``action`` (an index or a name) for ``agent``; ``ValueError`` if neither."""

@@ -139,8 +139,6 @@ class LevelBasedForagingEnv(ScenarioEnv):
             force_coop=scenario.coop,
             grid_observation=False,
         )
-        self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
-        self._observations: tuple[np.ndarray, ...] = ()
         box = self.lbf.observation_space[0]
         self._observation_box = Box(box.low, box.high, dtype=np.float32)
         top_level = float(box.high[2])
@@ -175,16 +173,6 @@ class LevelBasedForagingEnv(ScenarioEnv):
             mask[action.value] = 1
         return mask
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
-    def numeric_observation(self, agent: str) -> np.ndarray:
-        return self._observations[self._index[agent]]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
-
     def state(self) -> np.ndarray:
         """Every food (row, column, level; ``-1, -1, 0`` once collected) in row-major order,
         then every agent's (row, column, level) in agent order."""
@@ -195,10 +183,6 @@ class LevelBasedForagingEnv(ScenarioEnv):
         for player in self.lbf.players:
             values += [player.position[0], player.position[1], player.level]
         return np.array(values, dtype=np.float32)
-
-    @property
-    def mission(self) -> str:
-        return self._mission
 
     def ego_text(self, agent: str) -> str:
         data = self.observation_data(agent)

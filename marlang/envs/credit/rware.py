@@ -146,8 +146,6 @@ class RoboticWarehouseEnv(ScenarioEnv):
             max_steps=None,
             reward_type=RewardType.INDIVIDUAL,
         )
-        self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
-        self._observations: tuple[np.ndarray, ...] = ()
         self._deliveries = np.zeros(scenario.agents)
         rows, cols = self.warehouse.grid_size
         self._observation_box = Box(
@@ -168,16 +166,6 @@ class RoboticWarehouseEnv(ScenarioEnv):
     def action_names(self, agent: str) -> list[str]:
         return list(RWARE_ACTIONS)
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
-    def numeric_observation(self, agent: str) -> np.ndarray:
-        return self._observations[self._index[agent]]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
-
     def state(self) -> np.ndarray:
         """Per robot x, y, heading one-hot, carrying; per request the shelf's x, y (-1 while
         carried); then the shelf-occupancy grid (1 where a shelf stands or is carried)."""
@@ -193,10 +181,6 @@ class RoboticWarehouseEnv(ScenarioEnv):
             values += [-1.0, -1.0] if id(shelf) in carried else [shelf.x, shelf.y]
         occupancy = (w.grid[1] > 0).astype(np.float32).reshape(-1)
         return np.concatenate([np.array(values, dtype=np.float32), occupancy])
-
-    @property
-    def mission(self) -> str:
-        return self._mission
 
     def ego_text(self, agent: str) -> str:
         data = self.observation_data(agent)

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from gymnasium.spaces import Box
+
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
@@ -42,6 +45,24 @@ class ScenarioEnv(NumericTextEnv):
         )
         self.scenario = scenario
         self.shared_reward = shared_reward
+        self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
+        # the package's last per-agent observations (in agent order); subclasses set them on
+        # reset and step, and _observation_box, _state_box and _mission in __init__
+        self._observations: tuple[np.ndarray, ...] = ()
+
+    def numeric_observation_space(self, agent: str) -> Box:
+        return self._observation_box
+
+    def numeric_observation(self, agent: str) -> np.ndarray:
+        return self._observations[self._index[agent]]
+
+    @property
+    def state_space(self) -> Box:
+        return self._state_box
+
+    @property
+    def mission(self) -> str:
+        return self._mission
 
     def _outcome(self, package_rewards: Any, **outcome: Any) -> StepOutcome:
         """The step's ``StepOutcome`` from the package's per-agent rewards (in agent order);

@@ -224,18 +224,17 @@ class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
         lines = [self._describe_agent(index, index)]
         lines += [self._describe_agent(j, index) for j in range(len(self.positions)) if j != index]
         distances = bfs_distances(self.layout, [self.positions[index]], self.passable)
-        for k, cell in enumerate(VICTIMS):
-            where = f"Victim {k + 1} at {format_cell(cell)} in {self.layout.room_of(cell)}"
-            if self.healed[k]:
-                lines.append(f"{where}: healed.")
-            else:
-                lines.append(f"{where}: needs healing; {_reach_phrase(distances, cell)}.")
-        for k, cell in enumerate(RUBBLE):
-            where = f"Rubble {k + 1} at {format_cell(cell)} in {self.layout.room_of(cell)}"
-            if self.cleared[k]:
-                lines.append(f"{where}: cleared.")
-            else:
-                lines.append(f"{where}: {RUBBLE_NOTES[k]}; {_reach_phrase(distances, cell)}.")
+        sites = (
+            ("Victim", VICTIMS, self.healed, "healed", ["needs healing"] * len(VICTIMS)),
+            ("Rubble", RUBBLE, self.cleared, "cleared", RUBBLE_NOTES),
+        )
+        for kind, cells, done, done_word, notes in sites:
+            for k, cell in enumerate(cells):
+                where = f"{kind} {k + 1} at {format_cell(cell)} in {self.layout.room_of(cell)}"
+                if done[k]:
+                    lines.append(f"{where}: {done_word}.")
+                else:
+                    lines.append(f"{where}: {notes[k]}; {_reach_phrase(distances, cell)}.")
         lines.append(self._facing_sentence(index))
         lines.append(f"Step {self.step_count} of {self.max_steps}.")
         return "\n".join(lines)

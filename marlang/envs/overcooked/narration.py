@@ -74,13 +74,7 @@ class OvercookedNarrator(Narrator):
         parts += said_by(step, agent)
         return "; ".join(parts)
 
-    def entry(self, steps: Sequence[Step], after: After) -> str:
-        return "\n".join(
-            self._cook_step(step, after if i == len(steps) - 1 else steps[i + 1].observations)
-            for i, step in enumerate(steps)
-        )
-
-    def _cook_step(self, step: Step, after: After) -> str:
+    def _step_line(self, step: Step, after: After) -> str:
         cooks = []
         for agent, obs in step.observations.items():
             info = step.infos.get(agent, {})

@@ -8,136 +8,23 @@ exists) gives its subgoal up, so two cooks blocking each other never deadlock.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from marlang.envs.overcooked.package import Action, Direction, MotionPlanner
+from marlang.envs.overcooked.kitchen import (
+    DIRECTION_NAMES,  # noqa: F401 (re-exported)
+    INGREDIENTS,
+    PRIMITIVE_ACTIONS,  # noqa: F401 (re-exported)
+    Kitchen,
+    Orientation,  # noqa: F401 (re-exported)
+    Pos,
+    PosOr,  # noqa: F401 (re-exported)
+)
+from marlang.envs.overcooked.package import Action, Direction
 
-Pos = tuple[int, int]
-Orientation = tuple[int, int]
-PosOr = tuple[Pos, Orientation]
-
-DIRECTION_NAMES: dict[Orientation, str] = {
-    Direction.NORTH: "up",
-    Direction.SOUTH: "down",
-    Direction.EAST: "right",
-    Direction.WEST: "left",
-}
-PRIMITIVE_ACTIONS: dict[str, object] = {
-    "up": Direction.NORTH,
-    "down": Direction.SOUTH,
-    "left": Direction.WEST,
-    "right": Direction.EAST,
-    "stay": Action.STAY,
-    "interact": Action.INTERACT,
-}
-"""The ``primitive`` action mode: action strings and the package's actions."""
-
-INGREDIENTS = ("onion", "tomato")
 CONTINUE = "continue"
 WAIT = "wait"
 STEP_ASIDE = "step aside"
-
-
-def _reading_order(positions: Iterable[Pos]) -> list[Pos]:
-    return sorted(positions, key=lambda p: (p[1], p[0]))
-
-
-class Kitchen:
-    """Static facts of one layout: numbered features, who can reach what, and step distances.
-
-    Pots and counters are numbered from 1 in reading order (top row first, left to right).
-    Distances are the moves (turns included, the final interact not) a cook needs to stand in
-    front of a feature facing it, from the package's ``MotionPlanner``.
-    """
-
-    def __init__(self, mdp: object):
-        self.mdp = mdp
-        counters = _reading_order(mdp.get_counter_locations())
-        self.planner = MotionPlanner(mdp, counter_goals=counters)
-        self.pots: list[Pos] = _reading_order(mdp.get_pot_locations())
-        self.counters: list[Pos] = counters
-        self.dispensers: dict[str, list[Pos]] = {
-            "onion": _reading_order(mdp.get_onion_dispenser_locations()),
-            "tomato": _reading_order(mdp.get_tomato_dispenser_locations()),
-            "dish": _reading_order(mdp.get_dish_dispenser_locations()),
-        }
-        self.serving: list[Pos] = _reading_order(mdp.get_serving_locations())
-        self.walkable: frozenset[Pos] = frozenset(mdp.get_valid_player_positions())
-        features = [*self.pots, *self.counters, *self.serving]
-        for positions in self.dispensers.values():
-            features.extend(positions)
-        self.goals: dict[Pos, tuple[PosOr, ...]] = {p: self._goals_facing(p) for p in features}
-        self.region: dict[Pos, int] = self._regions()
-        self._within_reach: dict[int, frozenset[Pos]] = {
-            label: frozenset(
-                f for f, goals in self.goals.items() if any(self.region.get(g[0]) == label for g in goals)
-            )
-            for label in set(self.region.values())
-        }
-        self._distance: dict[tuple[PosOr, Pos], int | None] = {}
-        self.fixed_lines: dict[PosOr, list[str]] = {}
-        """Observation lines about dispensers and serving spots per place (filled as seen)."""
-
-    def pot_number(self, pot: Pos) -> int:
-        return self.pots.index(pot) + 1
-
-    def counter_number(self, counter: Pos) -> int:
-        return self.counters.index(counter) + 1
-
-    def _goals_facing(self, feature: Pos) -> tuple[PosOr, ...]:
-        goals = []
-        for direction in Direction.ALL_DIRECTIONS:
-            cell = (feature[0] + direction[0], feature[1] + direction[1])
-            if cell in self.walkable:
-                goals.append((cell, Direction.OPPOSITE_DIRECTIONS[direction]))
-        return tuple(goals)
-
-    def _regions(self) -> dict[Pos, int]:
-        region: dict[Pos, int] = {}
-        for start in _reading_order(self.walkable):
-            if start in region:
-                continue
-            label = len(set(region.values()))
-            region[start] = label
-            queue = deque([start])
-            while queue:
-                x, y = queue.popleft()
-                for dx, dy in Direction.ALL_DIRECTIONS:
-                    nxt = (x + dx, y + dy)
-                    if nxt in self.walkable and nxt not in region:
-                        region[nxt] = label
-                        queue.append(nxt)
-        return region
-
-    def reachable(self, position: Pos, feature: Pos) -> bool:
-        """Whether a cook standing at ``position`` can walk up to ``feature``."""
-        return feature in self.within_reach(position)
-
-    def within_reach(self, position: Pos) -> frozenset[Pos]:
-        """Every feature a cook standing at ``position`` can walk up to."""
-        return self._within_reach.get(self.region.get(position, -1), frozenset())
-
-    def distance(self, pos_and_or: PosOr, feature: Pos) -> int | None:
-        """Moves to stand in front of ``feature`` facing it; ``None`` when out of reach."""
-        key = (pos_and_or, feature)
-        if key not in self._distance:
-            costs = [
-                plan[2] - 1
-                for goal in self.goals.get(feature, ())
-                if (plan := self.planner.all_plans.get((pos_and_or, goal))) is not None
-            ]
-            self._distance[key] = min(costs) if costs else None
-        return self._distance[key]
-
-    def nearest(self, pos_and_or: PosOr, features: Iterable[Pos]) -> tuple[Pos, int] | None:
-        """The closest reachable feature among ``features`` and its distance."""
-        best: tuple[Pos, int] | None = None
-        for feature in features:
-            d = self.distance(pos_and_or, feature)
-            if d is not None and (best is None or d < best[1]):
-                best = (feature, d)
-        return best
 
 
 # ----------------------------------------------------------------------------- subgoals

@@ -16,7 +16,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.base import (
+    MultiAgentEnv,
+    StepLimited,
+    check_optional_max_steps,
+    env_metadata,
+)
 from marlang.envs.core.spaces import (
     ActionStringSpace,
     StepResult,
@@ -77,7 +82,7 @@ class _Scene:
     ball_vy: float
 
 
-class PistonballTextEnv(MultiAgentEnv):
+class PistonballTextEnv(StepLimited, MultiAgentEnv):
     """Pistonball with N pistons observing and acting in words.
 
     ``agent_i`` is Pistonball's ``piston_i``: ``agent_0`` is the leftmost piston, next to the
@@ -241,16 +246,6 @@ class PistonballTextEnv(MultiAgentEnv):
     @property
     def mission(self) -> str:
         return self._mission
-
-    @property
-    def max_steps(self) -> int:
-        """Cycle limit of an episode."""
-        return self._max_steps
-
-    @property
-    def step_count(self) -> int:
-        """Cycles taken in the current episode."""
-        return self._t
 
     def observe(self, agent: str) -> TextObservation:
         """The agent's observation of the current physics state (what ``reset``/``step`` return

@@ -9,12 +9,9 @@ structure, feedback modes, memory, rewards and infos.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import string
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gymnasium.spaces import Text
@@ -29,12 +26,12 @@ from marlang.envs.tasks.feedback import (
     FEEDBACK_MODES,
     MEMORY_MODES,
     STRUCTURES,
-    AnswerCheck,
-    CodeCheck,
     ExpertEditor,
     check_sandbox_slice,
 )
 from marlang.envs.tasks.narration import CooperativeTaskNarrator
+from marlang.envs.tasks.problems import load_problems  # noqa: F401 (re-exported)
+from marlang.envs.tasks.turns import TurnEvaluation, TurnRecord, TurnTexts
 from marlang.types import TextObservation
 
 logger = logging.getLogger(__name__)
@@ -47,45 +44,13 @@ SAMPLED_ANSWER_CHARS = 2000
 """Longest answer the action space samples (longer answers are accepted all the same)."""
 
 
-# ------------------------------------------------------------------------------ records
-
-
-@dataclass
-class TurnEvaluation:
-    """How the team's answer of one turn fared (built by the task-specific env)."""
-
-    team_answer: str
-    """What was judged: the last agent's answer, the joined helper + main program, the vote."""
-    score: float
-    """Quality in [0, 1]: share of hidden tests passed, 1/0 correctness, or token F1."""
-    basis: float
-    """The quantity rewards are differences of (``score``, or the levelled reward)."""
-    solved: bool
-    check: CodeCheck | AnswerCheck
-    info: dict[str, Any] = field(default_factory=dict)
-    """Merged into every agent's ``infos`` on the evaluated step."""
-
-
-@dataclass
-class TurnRecord:
-    """One finished turn, as later turns' observations (per ``memory``) show it."""
-
-    turn: int
-    answers: dict[str, str]
-    """Each acting agent's answer, in the order they answered."""
-    invalid: dict[str, bool]
-    evaluation: TurnEvaluation
-    feedback: dict[str, str]
-    """What each agent is told about this turn (empty when the episode ended with it)."""
-
-
 Problems = Sequence[Any] | Callable[[], Sequence[Any]]
 
 
 # ------------------------------------------------------------------------------ the env
 
 
-class CooperativeTaskEnv(MultiAgentEnv):
+class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
     """A team of ``n_agents`` LLM agents answering one task per episode in free text.
 
     Problem choice: ``reset(seed=s)`` poses problem ``s % len(problems)``;
@@ -492,62 +457,6 @@ class CooperativeTaskEnv(MultiAgentEnv):
             "invalid_count": sum(self.invalid_counts.values()),
         }
 
-    def _intro(self, agent: str) -> str:
-        names = ", ".join(self.possible_agents)
-        last = self.possible_agents[-1]
-        where = f"This is turn {self.turn} of {self._max_turns}."
-        if self.n_agents == 1:
-            return f"You are {agent}, working alone. {where}"
-        if self.structure == "sequential":
-            return (
-                f"You are {agent} in a team of {self.n_agents} ({names}) who answer one after "
-                f"another in that order; {last}'s answer is the team's answer. {where}"
-            )
-        return (
-            f"You are {agent} in a team of {self.n_agents} ({names}) who all answer at the "
-            f"same time. {where}"
-        )
-
-    def _acting_text(self, agent: str) -> str:
-        parts = [self._intro(agent), self._problem_text()]
-        history = self._history_text(agent)
-        if history:
-            parts.append(history)
-        if self.structure == "sequential" and self._current:
-            replies = [
-                f"{other} ({self.role(other)}) answered:\n{self._render_answer(answer)}"
-                for other, answer in self._current.items()
-            ]
-            parts.append("Earlier replies in this turn:\n" + "\n".join(replies))
-        parts.append(self._instruction(agent))
-        return "\n\n".join(parts)
-
-    def _waiting_text(self, agent: str) -> str:
-        actor = ", ".join(self.acting_agents())
-        return (
-            f"Wait: {actor} is answering now (turn {self.turn} of {self._max_turns}); "
-            f"you are {agent} ({self.role(agent)}) and answer when it is your turn."
-        )
-
-    def _history_text(self, agent: str) -> str:
-        if not self._history:
-            return ""
-        records = self._history if self.memory == "full" else self._history[-1:]
-        title = "Earlier turns:" if self.memory == "full" else "The previous turn:"
-        lines = [title]
-        for record in records:
-            lines.append(f"Turn {record.turn}:")
-            for other, answer in record.answers.items():
-                lines.append(f"{other} ({self.role(other)}) answered:")
-                lines.append(self._render_answer(answer))
-            note = self._team_answer_note(record)
-            if note:
-                lines.append(note)
-            feedback = record.feedback.get(agent)
-            if feedback:
-                lines.append(f"Feedback:\n{feedback}")
-        return "\n".join(lines)
-
 
 def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
@@ -579,61 +488,3 @@ class ReferenceTaskTeam:
             for agent, obs in observations.items()
             if agent in live
         }
-
-
-# ------------------------------------------------------------------------------ problem cache
-
-
-_CACHE_LOCK = threading.Lock()
-_PROBLEMS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-
-
-def _files_key(data_files: Any) -> Any:
-    """A hashable key for ``data_files`` that changes when a local file changes."""
-    if data_files is None:
-        return None
-    paths = [data_files] if isinstance(data_files, (str, os.PathLike)) else list(data_files)
-    key = []
-    for path in paths:
-        path = os.fspath(path)
-        try:
-            stat = os.stat(path)
-            key.append((path, stat.st_mtime_ns, stat.st_size))
-        except OSError:
-            key.append((path, None, None))
-    return tuple(key)
-
-
-def load_problems(
-    task: str,
-    *,
-    split: str | None = None,
-    dataset: str | None = None,
-    dataset_config: str | None = None,
-    data_files: Any = None,
-    limit: int | None = None,
-) -> tuple[Any, ...]:
-    """``marlang.envs.tasks.data.load_task`` with a per-process cache: an env is built once per parallel
-    episode slot, and loading a dataset each time would be slow."""
-    key = (task, split, dataset, dataset_config, _files_key(data_files), limit)
-    with _CACHE_LOCK:
-        if key in _PROBLEMS:
-            return _PROBLEMS[key]
-        from marlang.envs.tasks.data import load_task
-
-        if isinstance(data_files, os.PathLike):
-            data_files = os.fspath(data_files)
-        elif data_files is not None and not isinstance(data_files, str):
-            data_files = [os.fspath(p) for p in data_files]
-        problems = tuple(
-            load_task(
-                task,
-                split,
-                dataset=dataset,
-                config=dataset_config,
-                data_files=data_files,
-                limit=limit,
-            )
-        )
-        _PROBLEMS[key] = problems
-        return problems

@@ -11,7 +11,7 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from marlang.envs.tasks.cooperative import load_problems
+from marlang.envs.tasks.problems import load_problems
 
 
 def select_tasks(problems: Sequence[Any], task_ids: Sequence[str | int] | None) -> tuple[Any, ...]:

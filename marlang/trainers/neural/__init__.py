@@ -7,10 +7,10 @@ Only the options models load with the package; torch, torchrl and BenchMARL load
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from typing import Any
 
+from marlang.lazy import lazy_getattr
 from marlang.trainers.neural.methods import (
     NEURAL_LEARNERS,
     NeuralOptions,
@@ -30,6 +30,7 @@ _LAZY = {
     "RewardHookCallback": "marlang.trainers.neural.callbacks",
     "IterationRecorder": "marlang.trainers.neural.callbacks",
 }
+_lazy = lazy_getattr(__name__, _LAZY)
 
 
 def __getattr__(name: str) -> Any:
@@ -37,9 +38,7 @@ def __getattr__(name: str) -> Any:
         warnings.warn("marlang.trainers.neural.PPOOptions is deprecated: use NeuralPPOOptions",
                       DeprecationWarning, stacklevel=2)
         return NeuralPPOOptions
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _lazy(name)
 
 
 __all__ = [

@@ -1,0 +1,21 @@
+"""Lazy module attributes: a package names where some of its public names live, and they are
+imported on first use, so that importing the package does not load heavy dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_getattr(module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``module`` that imports each name of ``homes`` (name ->
+    the module that defines it) when it is first asked for; other names raise AttributeError."""
+
+    def __getattr__(name: str) -> Any:
+        if name in homes:
+            return getattr(importlib.import_module(homes[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

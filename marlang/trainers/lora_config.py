@@ -1,0 +1,146 @@
+"""LoRA and value-head options for weight-space trainers, and the facts of a model they are
+checked against (its linear modules and layer count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, field_validator
+
+
+class LoraOptions(BaseModel):
+    """LoRA hyper-parameters of every adapter (GLAM / lamorel: r 16, alpha 32 on q and v)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    targets: list[str] = ["q_proj", "v_proj"]
+    layers: int | None = None
+    """LoRA on the last ``layers`` transformer layers only (None: every layer). Nothing below
+    the lowest adapted layer needs gradients, so backward stops there: a cheaper update."""
+
+    @field_validator("r")
+    @classmethod
+    def _check_r(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"lora.r is the LoRA rank and must be >= 1 (e.g. 16); got {value}")
+        return value
+
+    @field_validator("alpha")
+    @classmethod
+    def _check_alpha(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"lora.alpha must be >= 1 (scale is alpha / r, e.g. 32); got {value}")
+        return value
+
+    @field_validator("dropout")
+    @classmethod
+    def _check_dropout(cls, value: float) -> float:
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"lora.dropout must be in [0, 1) (e.g. 0.05); got {value}")
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _check_targets(cls, value: list[str]) -> list[str]:
+        if not value or any(not t.strip() for t in value):
+            raise ValueError(
+                f"lora.targets must name at least one module (e.g. q_proj, v_proj); got {value}"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError(f"lora.targets has duplicates: {value}")
+        return value
+
+    @field_validator("layers")
+    @classmethod
+    def _check_layers(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"lora.layers must be >= 1 (the last N layers) or null (all); got {value}")
+        return value
+
+
+class ValueHeadOptions(BaseModel):
+    """Value heads: MLPs (in -> width -> 1, fp32) on the last prompt token's hidden state.
+
+    ``per_agent`` gives each adapter its own head (one head named ``shared`` when sharing);
+    ``central`` adds one head named ``central`` whose input is every agent's hidden state
+    concatenated (hidden size x number of agents), for a centralised critic.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_agent: bool = True
+    central: bool = False
+    width: int | None = None  # None: the model's hidden size
+    activation: Literal["tanh", "relu"] = "tanh"
+
+    @field_validator("width")
+    @classmethod
+    def _check_width(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"value_head.width must be >= 1 or null (hidden size); got {value}")
+        return value
+
+
+def linear_module_names(model: torch.nn.Module) -> list[str]:
+    """The distinct last name parts of the model's Linear modules (LoRA targets), in model order.
+
+    The output projection (``lm_head``) is left out: it is not a LoRA target here.
+    """
+    names: dict[str, None] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name:
+            short = name.rsplit(".", 1)[-1]
+            if short != "lm_head":
+                names[short] = None
+    return list(names)
+
+
+def check_lora_targets(model: torch.nn.Module, targets: Sequence[str]) -> None:
+    """Raise ValueError naming a target no module of ``model`` matches.
+
+    PEFT itself only fails when *no* target matches, so a typo next to a valid target would
+    silently train fewer modules. A target matches a module whose name is it or ends in
+    ``.<target>``, which is PEFT's rule for a list of names.
+    """
+    module_names = [name for name, _ in model.named_modules() if name]
+    for target in targets:
+        if target == "all-linear":  # PEFT's own shorthand, resolved by PEFT
+            continue
+        if not any(name == target or name.endswith("." + target) for name in module_names):
+            raise ValueError(
+                f"lora target {target!r} is not a module of {type(model).__name__}; set "
+                f"lora.targets to some of its linear modules: "
+                f"{', '.join(linear_module_names(model))}"
+            )
+
+
+def model_layer_count(model: Any) -> int:
+    """The number of transformer layers of ``model`` (its config's ``num_hidden_layers``)."""
+    config = getattr(model, "config", None)
+    count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    if not count:
+        raise ValueError(f"{type(model).__name__} does not say how many layers it has; "
+                         "set lora.layers to null")
+    return int(count)
+
+
+def build_value_head(in_features: int, width: int, activation: str) -> torch.nn.Sequential:
+    act = torch.nn.Tanh() if activation == "tanh" else torch.nn.ReLU()
+    output = torch.nn.Linear(width, 1)
+    # A zero output layer: every value is 0 before training, so the first update's advantages
+    # are the rewards' alone rather than the noise of a random head.
+    torch.nn.init.zeros_(output.weight)
+    torch.nn.init.zeros_(output.bias)
+    return torch.nn.Sequential(torch.nn.Linear(in_features, width), act, output).float()
+
+
+def lora_shape(options: LoraOptions) -> tuple[int, int, list[str]]:
+    # What makes saved LoRA weights compute the same function here (dropout does not).
+    return options.r, options.alpha, sorted(options.targets)
+
