@@ -546,7 +546,6 @@ def _report(path: Path) -> int:
 
     if (path / "config.yaml").is_file():
         from marlang.report import policies_text
-        from marlang.run import Experiment
 
         summary = _current_summary(path)
         if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files

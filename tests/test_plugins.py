@@ -54,6 +54,7 @@ def plugin(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     before = {r: set(r.names()) for r in (ENVS, PROTOCOLS, LEARNERS)}
     yield tmp_path
+    monkeypatch.undo()  # off sys.path first, so the refresh below cannot read its entry points again
     for registry, names in before.items():
         for name in set(registry.names()) - names:
             registry.pop(name)
