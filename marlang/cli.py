@@ -7,6 +7,7 @@ an interrupted or failed run says where its finished episodes are and how to res
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import time
@@ -160,26 +161,20 @@ def _exit_at_next_ctrl_c() -> None:
     signal.signal(signal.SIGINT, exit_now)
 
 
+LISTINGS = {
+    "envs": ("marlang.envs", "list_envs", ("env id", "description")),
+    "models": ("marlang.models", "list_model_specs", ("spec", "backend")),
+    "protocols": ("marlang.graphs.protocols", "list_protocols", ("protocol", "description")),
+    "learners": ("marlang.learners", "list_learners", ("learning.method", "description")),
+}
+"""The listing commands: where each one's ``name -> description`` table comes from."""
+
+
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "envs":
-        from marlang.envs import list_envs
-
-        _print_table([[k, v] for k, v in list_envs().items()], ["env id", "description"])
-        return 0
-    if args.command == "models":
-        from marlang.models import list_model_specs
-
-        _print_table([[k, v] for k, v in list_model_specs().items()], ["spec", "backend"])
-        return 0
-    if args.command == "protocols":
-        from marlang.graphs.protocols import list_protocols
-
-        _print_table([[k, v] for k, v in list_protocols().items()], ["protocol", "description"])
-        return 0
-    if args.command == "learners":
-        from marlang.learners import list_learners
-
-        _print_table([[k, v] for k, v in list_learners().items()], ["learning.method", "description"])
+    if args.command in LISTINGS:
+        module, function, headers = LISTINGS[args.command]
+        listing = getattr(importlib.import_module(module), function)()
+        _print_table([[k, v] for k, v in listing.items()], list(headers))
         return 0
     if args.command == "report":
         return _report(Path(args.run_dir))

@@ -330,71 +330,43 @@ CONFIG_CHECKS = Registry("config check")
 
 # ------------------------------------------------------------------------- the builtins
 
-LEARNERS.register(
-    "none", "marlang.learners.base:Learner",
-    "static prompting: policies never change (the CoT baseline)", agents_kind="llm",
+_BUILTIN_LEARNERS = (
+    # (learning.method, class, description, agents.kind it trains)
+    ("none", "marlang.learners.base:Learner",
+     "static prompting: policies never change (the CoT baseline)", "llm"),
+    ("langmarl", "marlang.learners.langmarl:LangMARLLearner",
+     "centralized language critic, per-agent credit, language gradients, policy rewrites", "llm"),
+    ("reflexion", "marlang.learners.reflexion:ReflexionLearner",
+     "agents write a lesson after each episode into a bounded memory", "llm"),
+    ("mappo", "marlang.trainers.neural.methods:MAPPOLearner",
+     "neural (BenchMARL): multi-agent PPO with a centralized critic on the state", "neural"),
+    ("ippo", "marlang.trainers.neural.methods:IPPOLearner",
+     "neural (BenchMARL): independent PPO, one critic per agent's observation", "neural"),
+    ("qmix", "marlang.trainers.neural.methods:QMIXLearner",
+     "neural (BenchMARL): Q-learning with a monotonic mixing network", "neural"),
+    ("vdn", "marlang.trainers.neural.methods:VDNLearner",
+     "neural (BenchMARL): Q-learning of per-agent values summed into the team value", "neural"),
+    ("ppo", "marlang.trainers.ppo:PPOLearner",
+     "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads", "llm"),
+    ("magrpo", "marlang.trainers.magrpo:MAGRPOLearner",
+     ("MAGRPO: LoRA adapter per agent, G sampled answers per agent and node, tree returns, "
+      "group-relative advantages (code/, math/, qa/ envs)"), "llm"),
+    ("grpo", "marlang.trainers.magrpo:GRPOLearner",
+     "GRPO: MAGRPO with one agent (the single-agent baseline)", "llm"),
 )
-LEARNERS.register(
-    "langmarl", "marlang.learners.langmarl:LangMARLLearner",
-    "centralized language critic, per-agent credit, language gradients, policy rewrites",
-    agents_kind="llm",
-)
-LEARNERS.register(
-    "reflexion", "marlang.learners.reflexion:ReflexionLearner",
-    "agents write a lesson after each episode into a bounded memory", agents_kind="llm",
-)
-LEARNERS.register(
-    "mappo", "marlang.trainers.neural.methods:MAPPOLearner",
-    "neural (BenchMARL): multi-agent PPO with a centralized critic on the state",
-    agents_kind="neural",
-)
-LEARNERS.register(
-    "ippo", "marlang.trainers.neural.methods:IPPOLearner",
-    "neural (BenchMARL): independent PPO, one critic per agent's observation",
-    agents_kind="neural",
-)
-LEARNERS.register(
-    "qmix", "marlang.trainers.neural.methods:QMIXLearner",
-    "neural (BenchMARL): Q-learning with a monotonic mixing network", agents_kind="neural",
-)
-LEARNERS.register(
-    "vdn", "marlang.trainers.neural.methods:VDNLearner",
-    "neural (BenchMARL): Q-learning of per-agent values summed into the team value",
-    agents_kind="neural",
-)
-LEARNERS.register(
-    "ppo", "marlang.trainers.ppo:PPOLearner",
-    "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads",
-    agents_kind="llm",
-)
-LEARNERS.register(
-    "magrpo", "marlang.trainers.magrpo:MAGRPOLearner",
-    "MAGRPO: LoRA adapter per agent, G sampled answers per agent and node, tree returns, "
-    "group-relative advantages (code/, math/, qa/ envs)",
-    agents_kind="llm",
-)
-LEARNERS.register(
-    "grpo", "marlang.trainers.magrpo:GRPOLearner",
-    "GRPO: MAGRPO with one agent (the single-agent baseline)",
-    agents_kind="llm",
-)
+for _name, _target, _description, _kind in _BUILTIN_LEARNERS:
+    LEARNERS.register(_name, _target, _description, agents_kind=_kind)
 
-PROTOCOLS.register(
-    "none", "marlang.graphs.protocols:build_no_communication",
-    "no communication: every agent acts on its own observation",
+_BUILTIN_PROTOCOLS = (
+    ("none", "build_no_communication", "no communication: every agent acts on its own observation"),
+    ("bidirectional", "build_bidirectional", "every agent sends a message, then all act (FAMA)"),
+    ("unidirectional", "build_unidirectional",
+     "only protocol.speakers send; the others listen, then all act"),
+    ("alternating", "build_alternating",
+     "agents propose in turn for protocol.rounds rounds, then all act with CoT"),
 )
-PROTOCOLS.register(
-    "bidirectional", "marlang.graphs.protocols:build_bidirectional",
-    "every agent sends a message, then all act (FAMA)",
-)
-PROTOCOLS.register(
-    "unidirectional", "marlang.graphs.protocols:build_unidirectional",
-    "only protocol.speakers send; the others listen, then all act",
-)
-PROTOCOLS.register(
-    "alternating", "marlang.graphs.protocols:build_alternating",
-    "agents propose in turn for protocol.rounds rounds, then all act with CoT",
-)
+for _name, _builder, _description in _BUILTIN_PROTOCOLS:
+    PROTOCOLS.register(_name, f"marlang.graphs.protocols:{_builder}", _description)
 
 CONFIG_CHECKS.register(
     "neural-pairing", "marlang.trainers.neural.methods:check_neural_pairing",
