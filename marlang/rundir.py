@@ -190,6 +190,16 @@ def append_csv(path: str | Path, fields: Iterable[str], rows: Iterable[dict[str,
     append_lines(path, csv_lines(fields, rows, header))
 
 
+class _RunFile:
+    """A file of the run directory by name: ``run_dir.episodes_file`` is ``run_dir.path / name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run_dir: Any, owner: type | None = None) -> Any:
+        return self if run_dir is None else run_dir.path / self.name
+
+
 class RunDirectoryBusy(ConfigError):
     """Another live process holds the run directory (the message says which)."""
 
@@ -206,25 +216,11 @@ class RunDirectory:
         self.scalars = TensorBoardScalars(self.path) if "tensorboard" in loggers else None
 
     # paths ---------------------------------------------------------------------------------
-    @property
-    def episodes_file(self) -> Path:
-        return self.path / "episodes.jsonl"
-
-    @property
-    def metrics_file(self) -> Path:
-        return self.path / "metrics.csv"
-
-    @property
-    def llm_calls_file(self) -> Path:
-        return self.path / "llm_calls.csv"
-
-    @property
-    def summary_file(self) -> Path:
-        return self.path / "summary.json"
-
-    @property
-    def config_file(self) -> Path:
-        return self.path / "config.yaml"
+    episodes_file = _RunFile("episodes.jsonl")
+    metrics_file = _RunFile("metrics.csv")
+    llm_calls_file = _RunFile("llm_calls.csv")
+    summary_file = _RunFile("summary.json")
+    config_file = _RunFile("config.yaml")
 
     def exists(self) -> bool:
         return self.config_file.is_file()
@@ -335,9 +331,7 @@ class RunDirectory:
             self.scalars = TensorBoardScalars(self.path)
 
     # reads ---------------------------------------------------------------------------------
-    @property
-    def iterations_file(self) -> Path:
-        return self.path / "iterations.csv"
+    iterations_file = _RunFile("iterations.csv")
 
     def read_iterations(self) -> list[dict[str, Any]]:
         """``iterations.csv`` rows with numbers parsed (empty cells: None)."""

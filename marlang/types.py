@@ -11,14 +11,30 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     import asyncio
 
 
+class _Record:
+    """``to_dict`` / ``from_dict`` of a dataclass record; ``from_dict`` keeps only the fields it
+    knows, so records written by another version still load."""
+
+    _copies: ClassVar[bool] = False
+    """Whether ``from_dict`` deep-copies (state that is changed in place after loading)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        return cls(**(copy.deepcopy(known) if cls._copies else known))
+
+
 @dataclass
-class TextObservation:
+class TextObservation(_Record):
     """What one agent perceives at one step, in words and in structured form."""
 
     text: str
@@ -30,16 +46,9 @@ class TextObservation:
     data: dict[str, Any] = field(default_factory=dict)
     """Structured facts (positions, carried object, ...) for critics and scripted agents."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TextObservation:
-        return cls(**d)
-
 
 @dataclass
-class Message:
+class Message(_Record):
     """One utterance in a pre-action conversation."""
 
     sender: str
@@ -49,16 +58,9 @@ class Message:
     """The exact text the message was generated after, where the model gives it (local
     models): what ``learning.train_messages`` scores the message's tokens after."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Message:
-        return cls(**{k: v for k, v in d.items() if k in _MESSAGE_FIELDS})
-
 
 @dataclass
-class Decision:
+class Decision(_Record):
     """An agent's chosen action with the reasoning and raw model output behind it."""
 
     action: str
@@ -89,13 +91,6 @@ class Decision:
     offsets: list[float] | None = None
     """Added to ``scores`` before the softmax (``agents.calibration: content_free``: minus the
     content-free prior): the policy's logits are scores + offsets."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Decision:
-        return cls(**{k: v for k, v in d.items() if k in _DECISION_FIELDS})
 
 
 @dataclass
@@ -244,7 +239,7 @@ class AdapterRef:
 
 
 @dataclass
-class PolicyState:
+class PolicyState(_Record):
     """What learning changes, per agent, with versions: policy texts (LangMARL), memories
     (Reflexion), LoRA adapters (weight-space learners), and a learner's own ``extra``
     (optimizer state paths, ...). Plain JSON, so it lives in checkpoints and in
@@ -265,16 +260,11 @@ class PolicyState:
         ref = self.adapters.get(agent)
         return AdapterRef.from_dict(ref) if ref else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PolicyState:
-        return cls(**copy.deepcopy({k: v for k, v in d.items() if k in cls.__dataclass_fields__}))
+    _copies: ClassVar[bool] = True
 
 
 @dataclass
-class Candidate:
+class Candidate(_Record):
     """An update a learner proposes; the training loop accepts, edits or rejects it per agent."""
 
     policies: dict[str, str] = field(default_factory=dict)
@@ -289,12 +279,7 @@ class Candidate:
     counters: dict[str, int | float] = field(default_factory=dict)
     """Run-level numbers for ``iterations.csv`` (e.g. ``credit_failures``, ``skipped_minibatches``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Candidate:
-        return cls(**copy.deepcopy({k: v for k, v in d.items() if k in cls.__dataclass_fields__}))
+    _copies: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -314,8 +299,8 @@ class RolloutPlan:
     max_steps: int | None = None
 
 
-_DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)
-_MESSAGE_FIELDS = frozenset(Message.__dataclass_fields__)
+
+
 
 
 class Stopped(Exception):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from marlang.learners.base import LearnerOptions
 
@@ -127,11 +127,12 @@ class CreditOptions(LearnerOptions):
             parse_model_spec(v)  # a one-line ValueError naming the valid prefixes
         return v
 
-    @field_validator("bt_hidden")
+    @field_validator("bt_hidden", "hidden", check_fields=False)
     @classmethod
-    def _positive_sizes(cls, v: list[int]) -> list[int]:
+    def _positive_sizes(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        # also the neural learners' ``hidden`` (their options extend these)
         if not v or any(size < 1 for size in v):
-            raise ValueError(f"bt_hidden must list one or more positive layer sizes, got {v}")
+            raise ValueError(f"{info.field_name} must list one or more positive layer sizes, got {v}")
         return v
 
 

@@ -79,13 +79,6 @@ class NeuralOptions(CreditOptions):
             raise ValueError(f"frames_per_batch ({v}) must be a multiple of learning.n_envs ({n_envs})")
         return v
 
-    @field_validator("hidden")
-    @classmethod
-    def _positive_sizes(cls, v: list[int]) -> list[int]:
-        if not v or any(size < 1 for size in v):
-            raise ValueError(f"hidden must list one or more positive layer sizes, got {v}")
-        return v
-
     @field_validator("evaluation_interval")
     @classmethod
     def _whole_batches(cls, v: int | None, info: ValidationInfo) -> int | None:
