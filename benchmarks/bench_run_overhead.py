@@ -24,13 +24,13 @@ except ImportError:  # a checkout from before marlang.run, to compare with
     from marlang.experiment import Experiment
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--parallel", type=int, default=1, help="run.parallel (K episodes per iteration)")
     parser.add_argument("--window", type=int, default=200, help="episodes averaged at each end")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: a temporary one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     config = build_config({
         "env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 1},

@@ -25,6 +25,7 @@ import bench_magrpo
 import bench_neural
 import bench_parallel
 import bench_ppo
+import bench_run_overhead
 import bench_sandbox
 import bench_scoring
 
@@ -45,6 +46,8 @@ BENCHMARKS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
      {"steps": 500, "repeats": 1}),
     ("neural MARL (BenchMARL): env steps and MAPPO frames per second", bench_neural.main,
      {"frames": 2000, "steps": 500, "repeats": 1}),
+    ("the run's own cost per episode, early and late in a 2,000-episode run", 
+     lambda: bench_run_overhead.main([]), {}),
     ("LCA ranking on the embedded model: scoring vs generating", bench_credit.main,
      {"pairs": 8, "max_tokens": 32, "mca_steps": 6, "mca_calls_per_mode": 1, "hook_batches": 2,
       "hook_frames": 3000}),
