@@ -368,81 +368,9 @@ def _print_result(result, config) -> None:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from marlang.config import ConfigError, load_config
-    from marlang.run import Experiment
+    from marlang.review import review_command
 
-    run_dir = Path(args.run_dir)
-    if args.accept and args.reject:
-        raise ConfigError("review: --accept and --reject contradict each other; give one of them")
-    if args.show and (args.accept or args.reject or args.edit):
-        raise ConfigError("review: --show only shows the update; drop --accept, --reject and --edit, or --show")
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir}: not a run directory (no config.yaml)")
-    config = load_config(run_dir / "config.yaml")
-    exp = Experiment(config, run_dir, resume=True)
-    pending = exp.pending_review()
-    if pending is None:
-        raise ConfigError(f"{run_dir}: no update is waiting for review")
-    print(f"Update of iteration {pending['iteration']}")
-    ev = pending.get("evaluation") or {}
-    if ev.get("candidate_return") is not None:
-        print(f"evaluation: candidate mean return {ev['candidate_return']:.3f} against "
-              f"{ev['baseline_return']:.3f} for the current policies")
-    for agent, info in pending["agents"].items():
-        print(f"\n== {agent}")
-        for k, credit in enumerate(info.get("credits") or []):
-            print(f"  credit {k}: {credit or '(none: the critic gave no credit)'}")
-        if info.get("aggregated_gradient"):
-            print(f"  update direction: {info['aggregated_gradient']}")
-        print(f"  old policy: {info['old_policy']}")
-        print(f"  new policy: {info['new_policy']}")
-    if args.show:
-        return 0
-    edits = {}
-    for item in args.edit:
-        agent, sep, file = item.partition("=")
-        if not sep or agent not in pending["agents"]:
-            raise ConfigError(f"--edit {item!r} must be AGENT=FILE with AGENT one of {', '.join(pending['agents'])}")
-        if not Path(file).is_file():
-            raise ConfigError(f"--edit {item}: no such file: {file}")
-        edits[agent] = Path(file).read_text().strip()
-        if not edits[agent]:
-            raise ConfigError(f"--edit {item}: {file} is empty; write {agent}'s new policy in it")
-    decisions = {}
-    for agent in pending["agents"]:
-        if agent in edits:
-            decisions[agent] = {"action": "edit", "text": edits[agent]}
-        elif args.accept or (edits and not args.reject):
-            decisions[agent] = {"action": "accept"}
-        elif args.reject:
-            decisions[agent] = {"action": "reject"}
-        else:
-            decisions[agent] = _ask_decision(agent)
-    result = exp.review(decisions)
-    _print_result(result, config)
-    return 0
-
-
-def _ask_decision(agent: str) -> dict:
-    from marlang.config import ConfigError
-
-    while True:
-        try:
-            answer = input(f"{agent}: [a]ccept, [e]dit or [r]eject the new policy? ").strip().lower()[:1]
-        except EOFError:
-            raise ConfigError("review: no answer (standard input closed); nothing was changed; answer at the "
-                              "prompt, or pass --accept, --reject or --edit AGENT=FILE") from None
-        if answer == "a":
-            return {"action": "accept"}
-        if answer == "r":
-            return {"action": "reject"}
-        if answer == "e":
-            try:
-                text = input(f"{agent}'s policy (one line): ").strip()
-            except EOFError:
-                raise ConfigError("review: no policy given (standard input closed); nothing was changed") from None
-            if text:
-                return {"action": "edit", "text": text}
+    return review_command(args, _print_result)
 
 
 def _count_episodes(run_dir: Path) -> int:
@@ -499,50 +427,14 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
     return 0
 
 
-SUMMARY_INPUTS = ("config.yaml", "manifest.json", "episodes.jsonl", "iterations.csv", "updates.jsonl",
-                  "policies.jsonl", "learner_state.json")
-"""The files a run's summary.json is computed from (``RunRuntime.finalize``)."""
-
-
-def _current_summary(path: Path) -> dict[str, Any] | None:
-    """The run's summary.json if it is newer than every file it is computed from (a finished
-    run; not a neural one, whose summary comes from other files), else None. Reading it spares
-    report validating the config and loading the run machinery (envs, torch, langchain)."""
-    import json
-
-    import yaml
-
-    summary, curve = path / "summary.json", path / "learning_curve.png"
-    if not summary.is_file():
-        return None
-    try:
-        agents = (yaml.safe_load((path / "config.yaml").read_text()) or {}).get("agents") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
-    if not isinstance(agents, dict) or agents.get("kind") == "neural":
-        return None
-    written = summary.stat().st_mtime_ns
-    inputs = [path / name for name in SUMMARY_INPUTS if (path / name).is_file()]
-    if any(f.stat().st_mtime_ns > written for f in inputs):
-        return None
-    if (path / "iterations.csv").is_file() and not curve.is_file():
-        return None  # the plot is part of what report rebuilds
-    try:
-        found = json.loads(summary.read_text())
-    except (OSError, ValueError):
-        return None
-    ok = isinstance(found, dict) and "setting" in found and bool(found.get("episodes"))
-    return found if ok else None
-
-
 def _report(path: Path) -> int:
     from marlang.config import ConfigError, load_config
     from marlang.report import markdown_table
 
     if (path / "config.yaml").is_file():
-        from marlang.report import policies_text
+        from marlang.report import current_summary, policies_text
 
-        summary = _current_summary(path)
+        summary = current_summary(path)
         if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files
             from marlang.run import Experiment
 

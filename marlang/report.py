@@ -443,3 +443,41 @@ def policies_text(policies: dict[str, dict[str, str]],
             lines.append(f"- rejected at iteration {r['iteration']}{why}: {r['text']}")
         lines.append("")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ a finished run's summary
+
+SUMMARY_INPUTS = ("config.yaml", "manifest.json", "episodes.jsonl", "iterations.csv", "updates.jsonl",
+                  "policies.jsonl", "learner_state.json")
+"""The files a run's summary.json is computed from (the run's finalize)."""
+
+
+def current_summary(path: Path) -> dict[str, Any] | None:
+    """The run's summary.json if it is newer than every file it is computed from (a finished
+    run; not a neural one, whose summary comes from other files), else None. Reading it spares
+    report validating the config and loading the run machinery (envs, torch, langchain)."""
+    import json
+
+    import yaml
+
+    summary, curve = path / "summary.json", path / "learning_curve.png"
+    if not summary.is_file():
+        return None
+    try:
+        agents = (yaml.safe_load((path / "config.yaml").read_text()) or {}).get("agents") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    if not isinstance(agents, dict) or agents.get("kind") == "neural":
+        return None
+    written = summary.stat().st_mtime_ns
+    inputs = [path / name for name in SUMMARY_INPUTS if (path / name).is_file()]
+    if any(f.stat().st_mtime_ns > written for f in inputs):
+        return None
+    if (path / "iterations.csv").is_file() and not curve.is_file():
+        return None  # the plot is part of what report rebuilds
+    try:
+        found = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(found, dict) and "setting" in found and bool(found.get("episodes"))
+    return found if ok else None
