@@ -102,7 +102,7 @@ NOTES: dict[str, str] = {
 INTRO = """\
 # Configuration reference
 
-*This page is generated from the code (`marlang/config.py` and each learning method's options
+*This page is generated from the code (`marlang/config/sections.py` and each learning method's options
 model) when the site is built.*
 
 Configs are YAML with six sections (`env`, `model`, `protocol`, `agents`, `learning`, `run`),

@@ -1,0 +1,75 @@
+"""Typed experiment configs: YAML files plus dotted ``--set a.b=v`` overrides.
+
+Every section forbids unknown keys, so a typo fails fast with a message naming the key
+and the valid ones (see :func:`describe_validation_error`). The sections are in
+``sections``, reading files and overrides in ``loading``, masking secrets in ``secrets``.
+
+Names that higher layers implement (``env.id``, ``protocol.name``, ``learning.method`` and a
+method's own ``learning.*`` keys) are checked against the registries of :mod:`marlang.registry`,
+the one layer below this package: config never imports envs, graphs, learners or trainers. A
+learning method given as an entry point is imported when a config names it.
+"""
+
+from marlang.config.loading import (
+    RESUME_MAY_CHANGE,
+    apply_override,
+    apply_overrides,
+    build_config,
+    check_resume_compatible,
+    describe_validation_error,
+    load_config,
+    parse_value,
+    read_config_file,
+    remove_key,
+)
+from marlang.config.secrets import (
+    REDACTED,
+    redact_secrets,
+)
+from marlang.config.sections import (
+    RUN_LOGGERS,
+    AgentsConfig,
+    ConfigError,
+    EnvConfig,
+    ExperimentConfig,
+    LearningConfig,
+    ModelConfig,
+    ProtocolConfig,
+    RunConfig,
+    SandboxConfig,
+    check_name,
+    did_you_mean,
+    learning_method,
+    parse_protocol_label,
+    trains_weights,
+)
+
+__all__ = [
+    "REDACTED",
+    "RESUME_MAY_CHANGE",
+    "RUN_LOGGERS",
+    "AgentsConfig",
+    "ConfigError",
+    "EnvConfig",
+    "ExperimentConfig",
+    "LearningConfig",
+    "ModelConfig",
+    "ProtocolConfig",
+    "RunConfig",
+    "SandboxConfig",
+    "apply_override",
+    "apply_overrides",
+    "build_config",
+    "check_name",
+    "check_resume_compatible",
+    "describe_validation_error",
+    "did_you_mean",
+    "learning_method",
+    "load_config",
+    "parse_protocol_label",
+    "parse_value",
+    "read_config_file",
+    "redact_secrets",
+    "remove_key",
+    "trains_weights",
+]

@@ -1,0 +1,229 @@
+"""Configs from YAML files and dotted ``--set a.b=v`` overrides, validation errors in one
+line, and the keys a resumed run may change."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from marlang.config.sections import (
+    ConfigError,
+    ExperimentConfig,
+    _protocol_section,
+    did_you_mean,
+    parse_protocol_label,
+)
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value the way YAML would (``3`` -> int, ``true`` -> bool, ``[a,b]``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``data[a][b] = value`` for ``dotted == "a.b"``, creating sections as needed.
+
+    ``protocol=alternating-2`` is accepted as shorthand for ``protocol.name=alternating``
+    plus ``protocol.rounds=2``.
+    """
+    if isinstance(data.get("protocol"), str):  # the shorthand in a config file, as a section
+        data["protocol"] = _protocol_section(data["protocol"])
+    if dotted == "protocol":
+        name, rounds = parse_protocol_label(str(value))
+        section = data.setdefault("protocol", {})
+        section["name"] = name
+        if rounds is not None:
+            section["rounds"] = rounds
+        return
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        nxt = node.get(k)
+        if nxt is None:
+            nxt = node[k] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"cannot set {dotted!r}: {k!r} is a value, not a section")
+        node = nxt
+    last = keys[-1]
+    if isinstance(value, dict) and isinstance(node.get(last), dict):
+        # A section given as a mapping (e.g. a grid over learning: {method: ..., credit: ...})
+        # updates the section, keeping its other keys.
+        node[last] = {**node[last], **value}
+        return
+    node[last] = value
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """One line naming the offending key and, where known, the valid choices."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        parent_model = _section_for(first["loc"][:-1])
+        fields = list(parent_model.model_fields) if parent_model else []
+        hint = did_you_mean(first["loc"][-1], fields)
+        return f"unknown config key {loc!r}{hint}; valid keys here: {', '.join(fields) or '?'}"
+    msg = first["msg"]
+    msg = msg.removeprefix("Value error, ")
+    if msg.startswith(("unknown config key '", "invalid value for '")):
+        return msg  # already names the nested key (method-specific learning keys)
+    if kind == "literal_error":
+        return f"invalid value for {loc!r}: {msg}"
+    if loc:
+        return f"invalid value for {loc!r}: {msg}"
+    return f"invalid config: {msg}"
+
+
+def _section_for(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = ExperimentConfig
+    for p in path:
+        field = model.model_fields.get(str(p))
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        model = field.annotation
+    return model
+
+
+def build_config(data: dict[str, Any]) -> ExperimentConfig:
+    """Validate a plain dict into an :class:`ExperimentConfig`, raising :class:`ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError("config must be a mapping with sections env, model, protocol, agents, learning, run")
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(describe_validation_error(err)) from None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; a missing file, a directory or malformed YAML is a
+    :class:`ConfigError` naming the file (and the line and column of a YAML error)."""
+    p = Path(path)
+    if p.is_dir():
+        configs = sorted(str(c) for c in p.glob("*.y*ml"))
+        hint = f"; config files there: {', '.join(configs[:8])}{', ...' if len(configs) > 8 else ''}" if configs else ""
+        raise ConfigError(f"{p} is a directory, not a config file{hint}")
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: not valid YAML: {problem}{f' ({context})' if context else ''}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a config must be a mapping with sections env, model, protocol, agents, learning, run")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None = None,
+                    unset: list[str] | None = None) -> dict[str, Any]:
+    """Apply ``--unset KEY`` (first) and ``--set KEY=VALUE`` items to ``data`` in place."""
+    for key in unset or []:
+        remove_key(data, key.strip())
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        apply_override(data, key.strip(), parse_value(raw))
+    return data
+
+
+def remove_key(data: dict[str, Any], dotted: str) -> None:
+    """Delete ``data[a][b]`` for ``dotted == "a.b"`` (``--unset``): the key takes its default,
+    or, for a learning method's own key, goes away. A key that is not set is an error."""
+    keys = dotted.split(".")
+    node: Any = data
+    for k in keys[:-1]:
+        node = node.get(k) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or keys[-1] not in node:
+        where = node if isinstance(node, dict) else {}
+        raise ConfigError(f"--unset {dotted}: the config does not set {dotted!r}"
+                          f"{did_you_mean(keys[-1], where)}")
+    del node[keys[-1]]
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                unset: list[str] | None = None) -> ExperimentConfig:
+    """Load a YAML config (or the defaults when ``path`` is None), remove the ``unset`` keys
+    and apply ``a.b=v`` overrides."""
+    data = copy.deepcopy(read_config_file(path)) if path is not None else {}
+    return build_config(apply_overrides(data, overrides, unset))
+
+
+# ---------------------------------------------------------------------------------------
+# Resuming
+
+RESUME_MAY_CHANGE = (
+    "run.episodes",
+    "run.parallel",
+    "run.progress",
+    "run.name",
+    "run.loggers",
+    "run.threads",
+    "learning.iterations",
+    "model.max_concurrency",
+    "model.timeout",
+    "model.max_retries",
+    "model.cache",
+    "model.cache_path",
+    "model.base_url",
+    "model.api_key_env",
+    "model.token_limit_field",
+    "grid",
+)
+"""Keys a resumed run may change: its length, concurrency, and how the model is reached."""
+
+_ABSENT = object()
+
+
+def check_resume_compatible(saved: ExperimentConfig, new: ExperimentConfig) -> None:
+    """Raise :class:`ConfigError` if ``new`` changes what ``saved``'s run measures.
+
+    Only the keys in :data:`RESUME_MAY_CHANGE` (and everything under them) may differ;
+    every other key, nested ones included (``env.kwargs.*``, a learner's own keys), must be
+    equal, and a key set in one config but not the other is a difference. The message names
+    the first offending key with its saved and new values.
+    """
+    difference = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "")
+    if difference is None:
+        return
+    key, old, now = difference
+    raise ConfigError(
+        f"cannot resume: {key!r} is {_show(old)} in the saved run but {_show(now)} now; only "
+        "run length and concurrency (run.episodes, learning.iterations, run.parallel, "
+        "model.max_concurrency, ...) may change on resume; start a new run directory instead"
+    )
+
+
+def _first_difference(saved: Any, new: Any, prefix: str) -> tuple[str, Any, Any] | None:
+    for key in [*saved, *(k for k in new if k not in saved)]:
+        path = f"{prefix}{key}"
+        if any(path == k or path.startswith(k + ".") for k in RESUME_MAY_CHANGE):
+            continue
+        old, now = saved.get(key, _ABSENT), new.get(key, _ABSENT)
+        if isinstance(old, dict) and isinstance(now, dict):
+            found = _first_difference(old, now, path + ".")
+            if found is not None:
+                return found
+        elif old != now or type(old) is not type(now):
+            return path, old, now
+    return None
+
+
+def _show(value: Any) -> str:
+    return "(not set)" if value is _ABSENT else json.dumps(value)
+
+
+# Secrets ----------------------------------------------------------------------------------------
