@@ -53,7 +53,8 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 import torch
 
 from marlang.models.local_weights import load_smollm2
-from marlang.models.scoring import _packed_batch, score_decisions
+from marlang.models.scoring import score_decisions
+from marlang.models.scoring_batches import packed_batch
 from marlang.trainers.adapters import LoraOptions, TeamAdapters, ValueHeadOptions
 
 logger = logging.getLogger(__name__)
@@ -262,7 +263,7 @@ def _team(model: Any, agents: Sequence[str]) -> TeamAdapters:
 
 
 def _floor_inputs(mb: Minibatch, pad_id: int) -> dict[str, torch.Tensor]:
-    batch = _packed_batch(mb.items, pad_id, torch.float32)
+    batch = packed_batch(mb.items, pad_id, torch.float32)
     return {
         "input_ids": batch.input_ids,
         "prompt_last": batch.prompt_last,
