@@ -92,7 +92,7 @@ def load_entry_point(entry_point: str) -> Any:
         found: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError) as err:
+    except Exception as err:  # whatever a plugin raises on import, one line names it
         cause = str(err).splitlines()[0] if str(err) else ""
         raise EntryPointError(
             f"cannot load entry point {entry_point!r} ({type(err).__name__}: {cause})"

@@ -361,21 +361,21 @@ class RunDirectory:
     def load_episode_dicts(self) -> list[dict[str, Any]]:
         """Every finished episode, in file order; a damaged record (a torn last line, a line
         corrupted on disk) is skipped and every valid one after it kept."""
-        return _parse_jsonl(self.episodes_file)[0]
+        return _parse_jsonl(self.episodes_file, EPISODE_KEYS)[0]
 
     DAMAGED_FILE = "episodes.damaged"
 
     def holds_episode_records(self) -> bool:
         """Whether ``episodes.jsonl`` holds any finished episode's record, valid or damaged (a
         torn last line is no finished episode)."""
-        records, damaged = _parse_jsonl(self.episodes_file)
+        records, damaged = _parse_jsonl(self.episodes_file, EPISODE_KEYS)
         return bool(records) or any(line.endswith(b"\n") for line in damaged)
 
     def repair_episodes(self) -> int:
         """Set damaged records of ``episodes.jsonl`` aside (appended to ``episodes.damaged``)
         and rewrite the file with every valid record; returns how many were set aside (their
         episodes must be played again)."""
-        _, damaged = _parse_jsonl(self.episodes_file)
+        _, damaged = _parse_jsonl(self.episodes_file, EPISODE_KEYS)
         if not damaged:
             return 0
         logger.warning("%s: %d damaged record(s) moved to %s", self.episodes_file, len(damaged), self.DAMAGED_FILE)
@@ -456,8 +456,13 @@ class RunDirectory:
         _write_csv(self.metrics_file, METRIC_FIELDS, rows)
 
 
-def _parse_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """The records of a JSONL file and its damaged lines (not a JSON object: torn or corrupted)."""
+EPISODE_KEYS = ("episode", "metrics")
+"""What every episode record holds; a line of ``episodes.jsonl`` without them is damaged."""
+
+
+def _parse_jsonl(path: Path, required: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The records of a JSONL file and its damaged lines (not a JSON object holding the
+    ``required`` keys: torn or corrupted)."""
     if not path.exists():
         return [], []
     records: list[dict[str, Any]] = []
@@ -469,7 +474,7 @@ def _parse_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
             record = None
-        if isinstance(record, dict):
+        if isinstance(record, dict) and all(key in record for key in required):
             records.append(record)
         else:
             damaged.append(line)

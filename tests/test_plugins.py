@@ -167,3 +167,13 @@ def test_plugin_errors_are_one_line(plugin, capsys):
     assert len(err_lines) == 1
     assert "valid choices: none, bidirectional, unidirectional, alternating" in err_lines[0]
     assert "import path 'package.module:attr'" in err_lines[0]
+
+
+def test_a_plugin_that_fails_on_import_is_one_line_naming_the_key(tmp_path, monkeypatch):
+    (tmp_path / "brokenplug.py").write_text("raise RuntimeError('needs MY_TOKEN set')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        build_config({"learning": {"method": "brokenplug:Learner"}})
+    assert "learning.method" in str(err.value) and "RuntimeError: needs MY_TOKEN set" in str(err.value)
+    assert "brokenplug:Learner" not in LEARNERS
+    sys.modules.pop("brokenplug", None)

@@ -119,6 +119,15 @@ def test_a_damaged_line_in_the_middle_hides_no_record_after_it(tmp_path):
     assert RunDirectory(tmp_path).read_jsonl("updates.jsonl") == [{"iteration": 0}, {"iteration": 2}]
 
 
+def test_an_object_that_is_no_episode_record_is_set_aside_like_a_torn_line(tmp_path):
+    good = {"episode": 0, "metrics": {"episode": 0}}
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(good) + "\n{}\n" + '{"episode": 1}\n')
+    rd = RunDirectory(tmp_path)
+    assert rd.load_episode_dicts() == [good]
+    assert rd.repair_episodes() == 2  # a resume then rebuilds metrics.csv from every kept record
+    assert [d["metrics"] for d in rd.load_episode_dicts()] == [{"episode": 0}]
+
+
 # The run directory is held by one process --------------------------------------------------------
 
 def hold_lock(path, pid=4242, command="marlang run other.yaml"):
