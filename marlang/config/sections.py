@@ -1,13 +1,6 @@
-"""The sections of an experiment config, each a pydantic model that forbids unknown keys.
-
-Every section forbids unknown keys, so a typo fails fast with a message naming the key
-and the valid ones (see :func:`describe_validation_error`).
-
-Names that higher layers implement (``env.id``, ``protocol.name``, ``learning.method`` and a
-method's own ``learning.*`` keys) are checked against the registries of :mod:`marlang.registry`,
-the one layer below this module: config never imports envs, graphs, learners or trainers. A
-learning method given as an entry point is imported when a config names it.
-"""
+"""The sections of an experiment config, each a pydantic model that forbids unknown keys; the
+names higher layers implement are checked against :mod:`marlang.registry` (see the package's
+docstring, :mod:`marlang.config`)."""
 
 from __future__ import annotations
 
