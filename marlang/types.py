@@ -299,10 +299,6 @@ class RolloutPlan:
     max_steps: int | None = None
 
 
-
-
-
-
 class Stopped(Exception):
     """Work that found its run's `StopFlag` set gave up there (Ctrl-C); what it had finished
     is kept by whoever finished it (episodes, checkpoints), the rest is done again on resume."""

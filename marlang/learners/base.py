@@ -100,6 +100,11 @@ class Learner:
     own_experience: ClassVar[bool] = False
     """The update collects its own experience and writes its own ``iterations.csv`` rows (a
     neural learner's BenchMARL run): the loop plays no LLM episodes for it."""
+    records_rollouts: ClassVar[bool] = False
+    """The update plays the iteration's training episodes itself (MAGRPO grows one tree from
+    each planned episode's start) and writes one trajectory per planned episode through
+    ``context.record_episode``: the loop's rollout node plays none of them, so each problem
+    is played once. Such a learner implements :meth:`update_from_plan`."""
 
     def __init__(self, options: LearnerOptions, context: LearnerContext) -> None:
         self.options = options
@@ -177,6 +182,15 @@ class Learner:
         """The proposed next state from this iteration's trajectories (``none``: no change)."""
         return Candidate()
 
+    async def update_from_plan(self, state: PolicyState, plan: RolloutPlan) -> Candidate:
+        """A learner with ``records_rollouts``: play the planned training episodes (recording
+        each through ``context.record_episode``) and propose the next state from them."""
+        raise NotImplementedError(f"learner {self.name!r} records its own rollouts but has no update_from_plan")
+
+    def planned(self, iteration: int, episodes: list[int]) -> RolloutPlan:
+        """The rollout plan of an iteration whose training episode ids are ``episodes``."""
+        return self.rollout_plan(iteration, min(episodes), len(episodes), self.context.config.run.seed)
+
     def update_graph(self) -> Any:
         """This learner's update as a compiled LangGraph graph over `UpdateState` (or a state
         schema extending it): it reads ``policy`` and ``episodes`` and writes ``candidate``.
@@ -185,6 +199,9 @@ class Learner:
 
         async def update(state: UpdateState) -> dict[str, Any]:
             policy = PolicyState.from_dict(state["policy"])
+            if self.records_rollouts:  # the update plays the planned episodes itself
+                candidate = await self.update_from_plan(policy, self.planned(policy.iteration, state["episodes"]))
+                return {"candidate": candidate.to_dict()}
             load = self.context.trajectory
             trajectories = [load(e) for e in state["episodes"]] if load is not None else []
             candidate = await self.update(policy, trajectories)

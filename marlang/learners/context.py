@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from marlang.prompts import PromptLibrary
-from marlang.types import CallContext, StopFlag, Trajectory
+from marlang.types import CallContext, PolicyState, StopFlag, Trajectory
 
 
 @dataclass
@@ -29,6 +29,10 @@ class LearnerContext:
     """The acting `LLMAgent`s (Reflexion reflects through them)."""
     trajectory: Callable[[int], Trajectory] | None = None
     """Loads a finished episode by id (the run directory's episodes)."""
+    record_episode: Callable[[Trajectory, PolicyState], None] | None = None
+    """Writes a training episode the update played itself (a learner with
+    ``records_rollouts``), played with the given policy state, as the loop writes those it
+    plays; one already in the run directory is not written again."""
     instructions: dict[str, str] = field(default_factory=dict)
     """Per agent: the fixed part of its prompt (role, output format) that updates never
     rewrite; shown to the learner's LLM calls as context."""

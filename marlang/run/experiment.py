@@ -263,6 +263,7 @@ class Experiment:
             episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base, on_episode=self.on_episode,
         )
         self.learner = loop.learner = self._build_learner(ctx_base, narrator_env, loop.trajectory, own)
+        self.learner.context.record_episode = loop.write_episode
         entries = self.learner.start()
         self._create_directory(narrator_env, adapters, entries)
         self.record.load()

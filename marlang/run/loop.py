@@ -207,7 +207,8 @@ class RunLoop:
         await self.evaluate_policy(policy)
         count = max(1, min(rollouts, c.run.episodes - first_episode))
         plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
-        await self.play(plan, policy, phase="train")
+        if not self.learner.records_rollouts or self.scripted:  # else the update plays them itself
+            await self.play(plan, policy, phase="train")
         return list(plan.episodes)
 
     async def evaluate_policy(self, policy: PolicyState, final: bool = False) -> list[int]:
@@ -268,6 +269,27 @@ class RunLoop:
         """Apply the accepted parts of the candidate and write the iteration's files."""
         return await commit_candidate(self, state)
 
+    def write_episode(self, traj: Trajectory, policy: PolicyState, phase: str = "train") -> None:
+        """Write one finished episode played with ``policy``: its LLM calls, its record and
+        metrics; count it. A learner's update that plays its own training episodes writes
+        them here too (``LearnerContext.record_episode``); one already on disk is skipped."""
+        if (phase, policy.iteration, traj.episode) in self.record.episodes.entries:
+            return
+        versions = {a: policy.versions.get(a, 0) for a in self.config.agent_names()}
+        traj.iteration, traj.policy_versions, traj.phase = policy.iteration, versions, phase
+        traj.env_id, traj.protocol = self.config.env.id, self.setting
+        self.record.calls.sync(self.recorder)
+        llm = self.record.calls.by_episode.get(traj.episode, {})
+        # The episode's calls first: a finished episode never lacks its rows (a resume
+        # drops the rows of an episode whose record is missing).
+        self.record.write_calls(self.recorder)
+        self.record.append_episode(traj, episode_metrics(traj, llm))
+        self.played += 1
+        if self.progress is not None and phase == "train":
+            self.progress.update(1)
+        if self.on_episode is not None:
+            self.on_episode(traj)
+
     async def play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
@@ -291,7 +313,6 @@ class RunLoop:
             env = self.make_env()
             self._envs.append(env)
             self._free_envs.put_nowait(env)
-        versions = {a: policy.versions.get(a, 0) for a in c.agent_names()}
 
         async def play(episode: int, seed: int, group: int | None) -> None:
             env = await self._free_envs.get()
@@ -308,18 +329,8 @@ class RunLoop:
                 )
             finally:
                 self._free_envs.put_nowait(env)
-            traj.iteration, traj.policy_versions, traj.phase, traj.group = policy.iteration, versions, phase, group
-            self.record.calls.sync(self.recorder)
-            llm = self.record.calls.by_episode.get(episode, {})
-            # The episode's calls first: a finished episode never lacks its rows (a resume
-            # drops the rows of an episode whose record is missing).
-            self.record.write_calls(self.recorder)
-            self.record.append_episode(traj, episode_metrics(traj, llm))
-            self.played += 1
-            if self.progress is not None and phase == "train":
-                self.progress.update(1)
-            if self.on_episode is not None:
-                self.on_episode(traj)
+            traj.group = group
+            self.write_episode(traj, policy, phase)
 
         # Each episode runs in a fresh context: the episode and protocol graphs must not
         # inherit the training graph's checkpointer (they would checkpoint every step).

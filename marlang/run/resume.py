@@ -112,6 +112,11 @@ async def replay_lost_episodes(graph: Any, loop: Any, snapshot: Any, notify: Any
             plays.append((plan, policy, phase))
 
     seen: set[tuple[str, int]] = set()
+    # A learner that records its own rollouts (MAGRPO's trees) writes them in its update: an
+    # update still to run writes what is missing; a finished one's lost episodes are gone.
+    pending = PolicyState.from_dict(snapshot.values["policy"]).iteration \
+        if snapshot.next == ("update",) and "policy" in (snapshot.values or {}) else None
+    unplayable: list[int] = []
     async for past in graph.aget_state_history(THREAD):
         state = past.values or {}
         if past.next not in (("update",), ("evaluate",)) or "policy" not in state:
@@ -122,8 +127,11 @@ async def replay_lost_episodes(graph: Any, loop: Any, snapshot: Any, notify: Any
         seen.add((past.next[0], policy.iteration))
         episodes = list(state.get("episodes") or [])
         if past.next == ("update",) and episodes:  # the iteration's rollouts had finished
-            check(learner.rollout_plan(policy.iteration, min(episodes), len(episodes), c.run.seed),
-                  policy, "train")
+            plan = learner.planned(policy.iteration, episodes)
+            if not learner.records_rollouts:
+                check(plan, policy, "train")
+            elif policy.iteration != pending:
+                unplayable += [e for e in plan.episodes if ("train", policy.iteration, e) not in on_disk]
             if not loop.scripted:
                 check(learner.evaluation_plan(policy.iteration, c.run.seed), policy, "test")
         elif past.next == ("evaluate",) and state.get("candidate"):
@@ -140,4 +148,8 @@ async def replay_lost_episodes(graph: Any, loop: Any, snapshot: Any, notify: Any
     if lost:
         notify(f"replayed episode(s) {', '.join(map(str, lost))}: their records in "
                f"{loop.run_dir.episodes_file} were lost or damaged")
+    if unplayable:
+        notify(f"episode(s) {', '.join(map(str, sorted(unplayable)))} were lost or damaged in "
+               f"{loop.run_dir.episodes_file} and cannot be played again: the {learner.name} update that "
+               "played them has finished (its trees/ and adapters/ keep what it learned)")
     return loop.played - before

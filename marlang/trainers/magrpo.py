@@ -1,11 +1,13 @@
 """MAGRPO (``learning.method: magrpo``) and its one-agent case GRPO (``grpo``): group-relative
 training of an LLM team on the coding and reasoning tasks, one LoRA adapter per agent.
 
-Each iteration's rollout problems (the runtime's sampled episodes, recorded as usual) are
-also the roots of one tree each (``magrpo_tree``): at every node all agents' G completions are
-sampled in one batched generate with per-row adapters, the env judges each joint answer from
-a restored snapshot (no copy of the env or its sandbox), returns are backed up and advantages
-taken against the siblings. Then each agent's adapter is trained on its completions with
+Each problem of an iteration's rollout plan is played once, as the root of one tree
+(``magrpo_tree``): at every node all agents' G completions are sampled in one batched generate
+with per-row adapters, the env judges each joint answer from a restored snapshot (no copy of
+the env or its sandbox), returns are backed up and advantages taken against the siblings. The
+tree's first path (every agent's first completion at each turn) is recorded as the problem's
+training episode in ``episodes.jsonl`` (the loop plays none itself: ``records_rollouts``).
+Then each agent's adapter is trained on its completions with
 ``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent at a time; the
 adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
 With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
@@ -32,6 +34,7 @@ from marlang.trainers.magrpo_tree import (
     TrainingSample,
     backpropagate,
     drop_caches,
+    first_path,
     iter_nodes,
     joint_actions,
     judge,
@@ -40,7 +43,7 @@ from marlang.trainers.magrpo_tree import (
     tree_stats,
 )
 from marlang.trainers.template import SEED_OFFSET, AdapterLearner
-from marlang.types import Candidate, PolicyState, Trajectory
+from marlang.types import Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
 
@@ -168,10 +171,13 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         return inner
 
     # the update ------------------------------------------------------------------------------
-    async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-        await self.restore(state)                    # the committed adapters and optimizers
-        seeds = [t.seed for t in trajectories]
+    records_rollouts: ClassVar[bool] = True  # the trees are the rollouts: each problem played once
+
+    async def update_from_plan(self, state: PolicyState, plan: RolloutPlan) -> Candidate:
+        await self.prepare_rollout(state, "train")   # the committed adapters (and the server's)
+        seeds = list(plan.seeds)
         roots = await self.engine.run(self._grow, seeds, state.iteration)  # one tree per problem
+        self._record_episodes(roots, plan, state)    # each tree's first path is the problem's episode
         backpropagate(roots, self.options.advantage)  # returns, and advantages against siblings
         samples: dict[str, list[TrainingSample]] = {}
         for root in roots:
@@ -183,6 +189,14 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         self._write_trees(roots, seeds, state.iteration)
         return candidate
 
+    def _record_episodes(self, roots: list[Node], plan: RolloutPlan, state: PolicyState) -> None:
+        """Write each planned episode: its tree's first path (``magrpo_tree.first_path``)."""
+        record = self.context.record_episode
+        if record is None:
+            return
+        for root, episode, seed in zip(roots, plan.episodes, plan.seeds, strict=True):
+            record(first_path(root, self.context.agents, episode, seed), state)
+
     # sampling the trees ------------------------------------------------------------------------
     def _grow(self, seeds: list[int], iteration: int) -> list[Node]:
         """One tree per seed, grown a turn at a time: every frontier node's agents sample in
@@ -193,8 +207,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         depth = options.num_turns or env.max_steps
         roots = []
         for seed in seeds:
-            env.reset(seed=seed)
-            roots.append(Node(turn=0, state=env.snapshot()))
+            observations, _infos = env.reset(seed=seed)
+            roots.append(Node(turn=0, state=env.snapshot(), outcome={"observations": dict(observations)}))
         frontier = [(root, i) for i, root in enumerate(roots)]
         parents: dict[int, Node] = {}
         stop = self.context.stop
@@ -206,7 +220,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 for agent in agents:
                     prior = parents[id(node)].completions[agent][node.joint[agent]] \
                         if options.memory == "memoryful" and node.turn > 0 else None
-                    requests.append((node, tree, agent, env.observe(agent), prior))
+                    node.observations[agent] = env.observe(agent)
+                    requests.append((node, tree, agent, node.observations[agent], prior))
             outs = self._sample(requests, iteration, cache_depth=depth if options.memory == "memoryful" else 0)
             for (node, _tree, agent, _obs, _prior), completions in zip(requests, outs, strict=True):
                 node.completions[agent] = completions
@@ -265,9 +280,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
         G = options.num_generations
-        return [[Completion(agent, tuple(prompt_ids), tuple(out.token_ids), out.text,
-                            extract_answer(out.text, form, entry).answer or "", logprobs=out.token_logprobs,
-                            past=out.cache) for out in outs[k * G:(k + 1) * G]]
+        return [[_completion(agent, prompt_ids, out.token_ids, out.text, extract_answer(out.text, form, entry),
+                             logprobs=out.token_logprobs, past=out.cache) for out in outs[k * G:(k + 1) * G]]
                 for k, ((_n, _t, agent, _o, _p), (prompt_ids, form, entry)) in enumerate(zip(requests, prompts,
                                                                                               strict=True))]
 
@@ -328,8 +342,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 tokens = engine.encode(text)[:options.max_new_tokens]
                 if reply.response_metadata.get("finish_reason") == "stop" and len(tokens) < options.max_new_tokens:
                     tokens = (*tokens, eos)
-                found = extract_answer(text, form, entry)
-                group.append(Completion(agent, tuple(prompt_ids), tuple(tokens), text, found.answer or ""))
+                group.append(_completion(agent, prompt_ids, tokens, text, extract_answer(text, form, entry)))
             result.append(group)
         return result
 
@@ -436,6 +449,13 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
                 }))
         atomic_write_text(Path(root_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
+
+
+def _completion(agent: str, prompt_ids: Any, token_ids: Any, text: str, found: Any, logprobs: Any = None,
+                past: Any = None) -> Completion:
+    """A sampled reply with the answer ``found`` in it (`extract_answer`'s result)."""
+    return Completion(agent, tuple(prompt_ids), tuple(token_ids), text, found.answer or "", logprobs=logprobs,
+                      thought=found.thought, valid=found.answer is not None, past=past)
 
 
 def _sampled_logprobs(sample: TrainingSample) -> Any:

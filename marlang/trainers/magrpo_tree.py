@@ -23,6 +23,7 @@ from typing import Any
 
 from marlang.report import mean_ci
 from marlang.trainers.grpo_loss import group_advantages
+from marlang.types import Decision, Step, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,10 @@ class Completion:
     answer: str = ""
     logprobs: tuple[float, ...] | None = None
     """Per-token log-probabilities at sampling time (the ratio losses' old log-probs)."""
+    thought: str = ""
+    """The reply's text before its answer (what an episode records as the thought)."""
+    valid: bool = True
+    """Whether the reply held an answer in the asked format."""
     past: Any = field(default=None, repr=False, compare=False)
     """``learning.memory: memoryful``: this reply's KV cache, which the agent's next turn
     continues (a ``RowCache``; dropped with the tree)."""
@@ -59,6 +64,11 @@ class Node:
     done: bool = False
     state: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    outcome: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The env's step result for the joint answer (``observations`` after it, ``rewards``,
+    ``terminations``, ``truncations``, ``infos``), what the episode of this path records."""
+    observations: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What each agent saw at this node (its prompt's observation), once expanded."""
     completions: dict[str, list[Completion]] = field(default_factory=dict)
     """The G completions per agent sampled at this node (its children's joint actions)."""
     children: list[Node] = field(default_factory=list)
@@ -185,8 +195,11 @@ def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], 
         _obs, rewards, terms, truncs, infos = env.step(answers)
     except Exception as error:  # noqa: BLE001 - the judge's failure is recorded, not raised
         logger.warning("the env could not judge a joint answer (%s: %s); reward 0", type(error).__name__, error)
-        return Node(turn=node.turn + 1, joint=joint, reward=0.0, done=True, state=node.state,
-                    info={"status": "unjudged", "reason": f"{type(error).__name__}: {error}"[:300]})
+        info = {"status": "unjudged", "reason": f"{type(error).__name__}: {error}"[:300]}
+        return Node(turn=node.turn + 1, joint=joint, reward=0.0, done=True, state=node.state, info=info,
+                    outcome={"observations": {}, "rewards": dict.fromkeys(joint, 0.0),
+                             "terminations": dict.fromkeys(joint, True), "truncations": dict.fromkeys(joint, False),
+                             "infos": {a: dict(info) for a in joint}})
     info = infos[first]
     kept = {k: info[k] for k in ("success", "score", "pass_rate", "status") if k in info}
     report = info.get("report") or {}
@@ -194,7 +207,42 @@ def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], 
         reason = " ".join(str(x) for x in (report.get("error_type"), report.get("message")) if x)
         kept["reason"] = (reason or str(kept["status"]))[:300]
     return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
-                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept)
+                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept,
+                outcome={"observations": dict(_obs), "rewards": {a: float(r) for a, r in rewards.items()},
+                         "terminations": {a: bool(v) for a, v in terms.items()},
+                         "truncations": {a: bool(v) for a, v in truncs.items()},
+                         "infos": {a: dict(i) for a, i in infos.items()}})
+
+
+def first_path(root: Node, agents: Sequence[str], episode: int, seed: int) -> Trajectory:
+    """The episode a tree played: from the root, every agent's first completion at each turn
+    (joint action 0, the first child), as the trajectory of ``episode`` (env seed ``seed``).
+    A path the tree did not grow to the episode's end (a sibling set past the threshold,
+    ``learning.num_turns``) ends truncated."""
+    traj = Trajectory(episode=episode, seed=seed, env_id="", protocol="", agents=list(agents))
+    node = root
+    while node.children:
+        child = node.children[0]
+        out = child.outcome
+        decisions = {}
+        for agent, g in child.joint.items():
+            c = node.completions[agent][g]
+            decisions[agent] = Decision(c.answer, thought=c.thought, raw=c.text, valid=c.valid)
+        cut = not child.children and not child.done  # the threshold or learning.num_turns
+        stopped = cut and node.terminated_early
+        success = any(bool(i.get("success")) for i in out["infos"].values())
+        truncations = {a: v or cut for a, v in out["truncations"].items()}
+        traj.steps.append(Step(
+            t=node.turn, observations=dict(node.observations), messages=[], decisions=decisions,
+            rewards=dict(out["rewards"]), terminated=any(out["terminations"].values()),
+            truncated=any(truncations.values()),
+            info={"success": success, **({"terminated_early": True} if stopped else {})},
+            infos={a: dict(i) for a, i in out["infos"].items()}, terminations=dict(out["terminations"]),
+            truncations=truncations))
+        traj.success = traj.success or success
+        traj.final_observations = dict(out["observations"])
+        node = child
+    return traj
 
 
 def drop_caches(node: Node) -> None:

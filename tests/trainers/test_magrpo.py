@@ -426,8 +426,9 @@ def test_memoryful_on_a_remote_model_is_one_line():
 
 
 def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_iteration(tmp_path, monkeypatch):
-    """The first Ctrl-C during a tree's first turn: no second turn is sampled and nothing is
-    trained (the rollout's episode is kept); the resume grows the tree afresh and trains once."""
+    """The first Ctrl-C during a tree's first turn: no second turn is sampled, nothing is
+    trained and no episode is written (the tree is the episode); the resume grows the tree
+    afresh, writes its episode and trains once."""
     import os
     import signal
     import time
@@ -473,9 +474,92 @@ def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_it
     model.engine._executor.submit(lambda: None).result(timeout=60)  # whatever the engine still ran
     assert sampled == [1] and trained == []
     rd = RunDirectory(tmp_path / "run")
-    assert len(rd.load_episode_dicts()) == 1 and not rd.read_iterations()
+    assert not rd.load_episode_dicts() and not rd.read_iterations()
 
     result = Experiment(config, tmp_path / "run", resume=True, chat_model=model).run()
-    assert result.episodes_run == 0 and len(rd.load_episode_dicts()) == 1  # the kept episode, not played again
+    assert result.episodes_run == 1 and len(rd.load_episode_dicts()) == 1
     assert sampled[:2] == [1, 1] and len(sampled) >= 2 and trained == [0]
     assert len(rd.read_iterations()) == 1 and (tmp_path / "run" / "trees" / "0.jsonl").is_file()
+
+
+# ------------------------------------------------------------------------------ one play per problem
+
+
+def _team_config(iterations: int = 2) -> object:
+    from marlang.config import build_config
+
+    return build_config({
+        "env": {"id": "code/humaneval", "n_agents": 2, "max_steps": 1,
+                "kwargs": {"structure": "joint", "task_ids": ["HumanEval/0", "HumanEval/2"]}},
+        "model": {"cache": False, "max_tokens": 6},
+        "agents": {"chain_of_thought": False, "history": 0},
+        "learning": {"method": "magrpo", "iterations": iterations, "rollouts": 2, "num_generations": 2,
+                     "max_new_tokens": 6, "epochs": 1, "eval_episodes": 1, "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "run": {"parallel": 1, "progress": False, "seed": 0}})
+
+
+def test_each_problem_is_played_once_and_its_episode_is_the_trees_first_path(tmp_path, monkeypatch):
+    """A training problem's env is reset once (its tree's root), no LLM episode is played for
+    it, and its recorded episode is the tree's first joint answer: the same answers, reward and
+    observation as ``trees/<iteration>.jsonl`` and the env give."""
+    import json
+    from collections import Counter
+
+    from marlang import make_env
+    from marlang.envs.tasks.coding import CodeTaskEnv
+    from marlang.experiment import Experiment
+    from marlang.rundir import TEST_EPISODE_BASE, RunDirectory
+    from marlang.testing import tiny_chat_model
+
+    resets: Counter[int] = Counter()
+    reset = CodeTaskEnv.reset
+
+    def counting_reset(self, seed=None, options=None):
+        resets[seed] += 1
+        return reset(self, seed=seed, options=options)
+
+    monkeypatch.setattr(CodeTaskEnv, "reset", counting_reset)
+    config = _team_config()
+    result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
+    train = {s: n for s, n in resets.items() if s < TEST_EPISODE_BASE}
+    # seeds 0..3 are the 2 iterations x 2 problems; seed 0 once more: the config's check of the env
+    assert train == {0: 2, 1: 1, 2: 1, 3: 1}
+    rd = RunDirectory(result.run_dir)
+    episodes = [d for d in rd.load_episode_dicts() if d["phase"] == "train"]
+    assert [(d["episode"], d["iteration"], d["seed"]) for d in episodes] == [(0, 0, 0), (1, 0, 1), (2, 1, 2), (3, 1, 3)]
+    env = make_env("code/humaneval", n_agents=2, structure="joint", task_ids=["HumanEval/0", "HumanEval/2"],
+                   max_steps=1)  # an env outside the run, for the observations
+    for iteration in (0, 1):
+        trees = [json.loads(line) for line in (rd.path / "trees" / f"{iteration}.jsonl").read_text().splitlines()]
+        for t, d in enumerate(e for e in episodes if e["iteration"] == iteration):
+            first = next(x for x in trees if x["tree"] == t and x["turn"] == 1 and set(x["joint"].values()) == {0})
+            (step,) = d["steps"]
+            assert {a: dec["action"] for a, dec in step["decisions"].items()} == first["answers"]
+            assert step["rewards"]["agent_0"] == first["reward"]
+            assert step["terminated"] or step["truncated"]
+            observations, _ = env.reset(seed=d["seed"])
+            assert step["observations"]["agent_0"]["text"] == observations["agent_0"].text
+    env.close()
+    rows = rd.read_iterations()
+    assert len(rows) == 2 and all(r["episodes"] == 2 for r in rows)
+
+
+def test_a_lost_episode_of_a_finished_update_is_reported_not_replayed(tmp_path):
+    """The tree that played a training episode is gone once its update finished: a resume
+    that finds the episode's record lost says so in one line and plays nothing."""
+    from marlang.experiment import Experiment
+    from marlang.rundir import RunDirectory
+    from marlang.testing import tiny_chat_model
+
+    config = _team_config(iterations=1)
+    model = tiny_chat_model(max_tokens=6, temperature=1.0)
+    Experiment(config, tmp_path / "run", chat_model=model).run()
+    rd = RunDirectory(tmp_path / "run")
+    lines = rd.episodes_file.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if '"episode": 1,' not in line]
+    assert len(kept) == len(lines) - 1
+    rd.episodes_file.write_text("".join(kept))
+    said: list[str] = []
+    result = Experiment(config, tmp_path / "run", resume=True, chat_model=model, notify=said.append).run()
+    assert result.episodes_run == 0
+    assert any("episode(s) 1 were lost" in s and "cannot be played again" in s for s in said)

@@ -25,4 +25,5 @@ def test_learners_bring_only_their_options_samples_and_loss():
         assert issubclass(learner, template.AdapterLearner) and learner.options_model is options
         own = {name for name in vars(learner) if callable(getattr(learner, name))}
         # the update's loop and guarded step are the template's, not copied into the learner
-        assert {"fit", "loss", "update"} <= own and not own & {"epochs", "_step", "_finish_step", "_save"}
+        assert {"fit", "loss"} <= own and own & {"update", "update_from_plan"}
+        assert not own & {"epochs", "_step", "_finish_step", "_save"}
