@@ -277,6 +277,14 @@ def render_config_reference() -> str:
         out.append(f'| <a id="{name}"></a>{_code(name)} | {format_type(field.annotation)} | '
                    f"{_code(format_default(field))} | {_description(field, NOTES.get(name))} |")
         out.append("")
+        if name == "team":
+            from marlang.config import SlotConfig
+
+            out.append("A slot's own keys (`team.<slot>.<key>`, e.g. `team.agent_1.kind`); a key left out "
+                       "takes the top-level `agents` (or `model`) setting:\n")
+            out += TABLE_HEAD
+            out += _rows(SlotConfig, "team.<slot>", lambda key: None)
+            out.append("")
     out.append(_render_methods())
     return "\n".join(out).rstrip() + "\n"
 

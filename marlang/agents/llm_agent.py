@@ -79,6 +79,7 @@ class LLMAgent:
         action_selection: str = "generate",
         world: str = "a shared environment",
         calibration: str = "none",
+        role: str | None = None,
     ) -> None:
         if action_selection not in ("generate", "score"):
             raise ValueError(f"agents.action_selection must be 'generate' or 'score', got {action_selection!r}")
@@ -102,6 +103,9 @@ class LLMAgent:
         self.world = world
         """What the environment is, in a phrase ("a kitchen, as cooks who ..."), for prompts."""
         self.calibration = calibration
+        self.role = role
+        """Role instructions (``team.<slot>.role``) in every prompt to speak and act; learners
+        never rewrite them. A protocol may give other ones for one call (``role=``)."""
         """content_free: a scoring agent's policy is softmax(scores - prior), the prior being the
         base model's scores of the same actions when the observation reads "N/A"."""
         self._priors: dict[tuple[str, ...], list[float]] = {}
@@ -113,11 +117,15 @@ class LLMAgent:
         (training rollouts of a weight-space learner) instead of taking the best."""
 
     # prompts -----------------------------------------------------------------------------
-    def system_prompt(self, obs: TextObservation) -> str:
+    def system_prompt(self, obs: TextObservation, role: str | None = None) -> str:
+        """The system prompt for ``obs``; ``role``: instructions for this call instead of the
+        agent's own (``self.role``)."""
+        role = self.role if role is None else role
         return self.prompts.get("system").render(
             agent=self.name,
             n_agents=self.n_agents,
             world=self.world,
+            role=f" Your role: {role.strip()}" if role and role.strip() else "",
             mission=obs.mission,
             actions=", ".join(obs.legal_actions) or FREE_TEXT_ACTIONS[_answer_format(obs)],
             policy=self.policy,
@@ -129,7 +137,8 @@ class LLMAgent:
         return ("Your recent steps:\n" + "\n".join(recent)) if recent else ""
 
     def act_messages(
-        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, instruction: str | None = None
+        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, instruction: str | None = None,
+        role: str | None = None,
     ) -> list[BaseMessage]:
         if instruction is None:
             instruction = "act_instruction_cot" if self.chain_of_thought else "act_instruction_direct"
@@ -140,14 +149,15 @@ class LLMAgent:
             messages=render_transcript(transcript),
             instruction=instruction,
         )
-        return [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
+        return [SystemMessage(self.system_prompt(obs, role)), HumanMessage(user)]
 
-    def speak_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> list[BaseMessage]:
+    def speak_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                       role: str | None = None) -> list[BaseMessage]:
         user = self.prompts.get("speak").render(
             observation=obs.text,
             messages=render_transcript(transcript, "Conversation so far:"),
         )
-        return [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
+        return [SystemMessage(self.system_prompt(obs, role)), HumanMessage(user)]
 
     # model calls -------------------------------------------------------------------------
     def _seed(self, ctx: CallContext, role: str, extra: int = 0) -> int:
@@ -169,24 +179,29 @@ class LLMAgent:
 
     # capabilities ------------------------------------------------------------------------
     async def speak(
-        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0
+        self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0,
+        role: str | None = None,
     ) -> Message:
+        """A message to the team; ``role``: instructions for this message instead of the
+        agent's own role (a protocol giving one speaker other instructions)."""
         meta: dict[str, Any] = {}
-        text = await self._call(self.speak_messages(obs, transcript, ctx), ctx, "speaker", self.message_max_tokens,
+        text = await self._call(self.speak_messages(obs, transcript, ctx, role), ctx, "speaker", self.message_max_tokens,
                                 round, metadata=meta)
         text = text.split("\n\n")[0].strip() or "(no message)"
         return Message(sender=self.name, content=text, round=round, prompt=meta.get("prompt_text"))
 
-    async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+    async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                  role: str | None = None) -> Decision:
+        """One action (or free-text answer) for ``obs``; ``role`` as in :meth:`speak`."""
         if len(obs.legal_actions) == 1:
             # Nothing to choose (e.g. waiting for a teammate's turn): no model call.
             decision = Decision(obs.legal_actions[0], valid=True)
         elif not obs.legal_actions:
-            decision = await self._answer_in_text(obs, transcript, ctx)
+            decision = await self._answer_in_text(obs, transcript, ctx, role)
         elif self.action_selection == "score":
-            decision = await self._act_by_scoring(obs, transcript, ctx)
+            decision = await self._act_by_scoring(obs, transcript, ctx, role)
         else:
-            decision = await self._act_by_generating(obs, transcript, ctx)
+            decision = await self._act_by_generating(obs, transcript, ctx, role)
         if obs.legal_actions:
             self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
         else:
@@ -194,13 +209,14 @@ class LLMAgent:
             self.memory.record(ctx.episode, f"step {ctx.step}: you answered '{shown}'")
         return decision
 
-    async def _answer_in_text(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+    async def _answer_in_text(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                              role: str | None = None) -> Decision:
         """A free-text answer in the format the observation asks for (``data["answer_format"]``:
         code, math or text). A reply without one is asked again once (local models get the
         start of the format as the reply's beginning); still none is an empty, invalid action."""
         form = _answer_format(obs)
         entry_point = obs.data.get("entry_point") if form == "code" else None
-        messages = self.act_messages(obs, transcript, ctx, instruction=f"act_instruction_{form}")
+        messages = self.act_messages(obs, transcript, ctx, instruction=f"act_instruction_{form}", role=role)
         raw = await self._call(messages, ctx, "actor", self.max_tokens)
         found = extract_answer(raw, form, entry_point)
         if found.answer is not None:
@@ -238,14 +254,16 @@ class LLMAgent:
             self._priors[key] = [float(scores[a]) for a in obs.legal_actions]
         return self._priors[key]
 
-    async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
+    async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                              role: str | None = None) -> Decision:
         """Think (optionally), then let the model score every legal action and take the best,
         argmax_a log p(a | prompt, thought), or sample one from the softmax over the scores
         (``action_temperature`` > 0). Every decision is legal by construction; the decision
         records every score, log pi of the action, the value where the model has a value
         head, and the exact scored prompt."""
         messages = self.act_messages(
-            obs, transcript, ctx, instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct"
+            obs, transcript, ctx, instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct",
+            role=role,
         )
         thought = ""
         if self.chain_of_thought:
@@ -283,8 +301,9 @@ class LLMAgent:
     def _fallback(self, obs: TextObservation) -> str:
         return self.fallback_action if self.fallback_action in obs.legal_actions else obs.legal_actions[0]
 
-    async def _act_by_generating(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision:
-        messages = self.act_messages(obs, transcript, ctx)
+    async def _act_by_generating(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                                 role: str | None = None) -> Decision:
+        messages = self.act_messages(obs, transcript, ctx, role=role)
         raw = await self._call(messages, ctx, "actor", self.max_tokens)
         parsed = parse_action(raw, obs.legal_actions)
         decision: Decision

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from marlang.config.sections import (
     ConfigError,
     ExperimentConfig,
+    SlotConfig,
     _protocol_section,
     did_you_mean,
     parse_protocol_label,
@@ -84,6 +85,8 @@ def describe_validation_error(err: ValidationError) -> str:
 
 def _section_for(path: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ExperimentConfig
+    if len(path) >= 2 and path[0] == "team":  # team.<slot>: a slot's own keys
+        model, path = SlotConfig, path[2:]
     for p in path:
         field = model.model_fields.get(str(p))
         if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):

@@ -185,6 +185,58 @@ class AgentsConfig(_Section):
     prompt_dir: str | None = Field(None, description="Directory overriding the bundled prompt files.")
 
 
+class SlotConfig(_Section):
+    """One agent slot of ``team:``: what plays it. Keys left out take the top-level ``agents:``
+    (and ``model:``) settings; ``model`` holds only the model keys this slot changes."""
+
+    kind: Literal["llm", "scripted"] | None = Field(
+        None, description="llm (a language model) | scripted (the env's reference agent); None: agents.kind")
+    model: dict[str, Any] = Field(
+        default_factory=dict, description="Model keys this slot changes (spec, base_url, temperature, ...); "
+        "the others are the top-level model section's.")
+    adapters: str | None = Field(
+        None, description="Play this slot with trained adapters: a run directory or RUN_DIR/adapters/<iteration> "
+        "(as model.adapters, for this slot only).")
+    policy: str | None = Field(None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
+    role: str | None = Field(
+        None, description="Role instructions for this slot, shown in its prompts to speak and act; learners never "
+        "rewrite them.")
+    learn: bool = Field(True, description="false freezes the slot: it acts, talks and is credited, but no learner "
+                        "updates its policy, memory or adapter.")
+    chain_of_thought: bool | None = None
+    action_selection: Literal["auto", "generate", "score"] | None = None
+    calibration: Literal["none", "content_free"] | None = None
+    reprompt: bool | None = None
+    fallback_action: str | None = None
+    history: int | None = Field(None, ge=0)
+
+
+SLOT_AGENT_KEYS = ("chain_of_thought", "action_selection", "calibration", "reprompt", "fallback_action", "history")
+"""The ``agents:`` keys a team slot may set for itself (besides ``kind`` and ``policy``)."""
+
+
+class Slot(BaseModel):
+    """One agent slot resolved: the top-level settings with the slot's own on top."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Literal["llm", "scripted", "neural"]
+    model: ModelConfig
+    agents: AgentsConfig
+    """The slot's agent settings (``kind`` and ``policy`` resolved)."""
+    role: str | None = None
+    learn: bool = True
+
+    @property
+    def plays(self) -> str:
+        """What plays the slot, in a few words (manifest, tables): ``scripted``,
+        ``local:smollm2``, ``local:smollm2 + adapters RUN``, ``neural``."""
+        if self.kind != "llm":
+            return self.kind
+        return f"{self.model.spec} + adapters {self.model.adapters}" if self.model.adapters else self.model.spec
+
+
 class LearningConfig(_Section):
     """How agents learn: the method, iterations of K rollouts, and the method's own keys.
 
@@ -328,6 +380,12 @@ class ExperimentConfig(_Section):
         default_factory=dict,
         description="Settings `marlang compare` runs when no --grid is given, e.g. {protocol: [none, alternating-2]}.",
     )
+    team: dict[str, SlotConfig] = Field(
+        default_factory=dict,
+        description="Per agent slot (agent_0, ...): what plays it, e.g. {agent_1: {kind: scripted}, agent_0: "
+        "{model: {spec: openai:gpt-4o-mini}, role: 'You lead.', learn: false}}; slots not named take the "
+        "top-level model and agents settings.",
+    )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentConfig:
@@ -347,6 +405,7 @@ class ExperimentConfig(_Section):
         unknown = [a for a in self.agents.policies if a not in names]
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
+        self._check_team(names)
         if self.iterations_set:
             # The iterations decide the run's length: run.episodes follows them.
             total = self.learning.iterations * self.rollouts_per_iteration
@@ -389,6 +448,100 @@ class ExperimentConfig(_Section):
 
     def agent_names(self) -> list[str]:
         return [f"agent_{i}" for i in range(self.env.n_agents)]
+
+    # the team, slot by slot ------------------------------------------------------------
+    def slot(self, agent: str) -> Slot:
+        """``agent``'s slot: the top-level ``model``/``agents`` settings with its ``team:`` entry on top."""
+        own = self.team.get(agent) or SlotConfig()
+        kind = own.kind or self.agents.kind
+        model = self.model
+        if own.model or own.adapters:
+            data = {**self.model.model_dump(), **own.model}
+            if own.adapters:
+                data["adapters"] = own.adapters
+            model = ModelConfig.model_validate(data)
+        changes: dict[str, Any] = {k: getattr(own, k) for k in SLOT_AGENT_KEYS if getattr(own, k) is not None}
+        policy = own.policy if own.policy is not None else self.agents.policies.get(agent, self.agents.policy)
+        agents = self.agents.model_copy(update={**changes, "kind": kind, "policy": policy})
+        return Slot(name=agent, kind=kind, model=model, agents=agents, role=own.role, learn=own.learn)
+
+    def slots(self) -> dict[str, Slot]:
+        """Every agent's slot, in agent order."""
+        return {a: self.slot(a) for a in self.agent_names()}
+
+    @property
+    def mixed_team(self) -> bool:
+        """Whether the team's slots are not all played the same way (kind, model or adapters)."""
+        slots = list(self.slots().values())
+        return any((s.kind, s.model) != (slots[0].kind, slots[0].model) for s in slots[1:])
+
+    @property
+    def all_scripted(self) -> bool:
+        """Whether every slot is the env's scripted agent (a scripted reference team)."""
+        return all(s.kind == "scripted" for s in self.slots().values())
+
+    def learning_slots(self) -> list[str]:
+        """The LLM slots a learner updates (``learn`` not false)."""
+        return [a for a, s in self.slots().items() if s.kind == "llm" and s.learn]
+
+    def _check_team(self, names: list[str]) -> None:
+        """One-line errors for a ``team:`` section the env or the learner cannot play."""
+        if not self.team:
+            return
+        unknown = [a for a in self.team if a not in names]
+        if unknown:
+            raise ValueError(f"team: unknown slot {unknown[0]!r}; env {self.env.id!r} with env.n_agents "
+                             f"{self.env.n_agents} has {', '.join(names)}")
+        if self.agents.kind == "neural":
+            raise ValueError("team: slots are played by LLMs or the env's scripted agents; agents.kind 'neural' "
+                             "trains the whole team (remove team:, or set agents.kind: llm)")
+        for agent, own in self.team.items():
+            try:
+                self.slot(agent)
+            except ValidationError as err:
+                first = err.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                if first["type"] == "extra_forbidden":
+                    fields = list(ModelConfig.model_fields)
+                    raise ValueError(f"unknown config key 'team.{agent}.model.{loc}'{did_you_mean(loc, fields)}; "
+                                     f"valid keys here: {', '.join(fields)}") from None
+                raise ValueError(f"invalid value for 'team.{agent}.model.{loc}': "
+                                 f"{first['msg'].removeprefix('Value error, ')}") from None
+            if own.kind == "scripted" and (own.model or own.adapters or own.policy is not None or own.role):
+                raise ValueError(f"team.{agent}: a scripted slot acts as the env's reference agent and has no "
+                                 "model, adapters, policy or role (remove them, or use kind: llm)")
+        slots = self.slots()
+        llm = [a for a, s in slots.items() if s.kind == "llm"]
+        if self.protocol.name == "unidirectional":
+            silent = [a for a in self.protocol.speakers if a not in llm]
+            if silent:
+                raise ValueError(f"protocol.speakers: {silent[0]!r} is a scripted slot, which says nothing; "
+                                 f"speakers must be LLM slots: {', '.join(llm) or '(none)'}")
+        method = self.learning.method
+        if not llm or method == "none" or self.plays_back:
+            return
+        learning = self.learning_slots()
+        if not learning:
+            raise ValueError(f"learning.method {method!r} has no slot to update: every LLM slot has learn: false "
+                             "(set learn: true on one, or use learning.method: none)")
+        if trains_weights(method):
+            served = [a for a in learning if not slots[a].model.spec.startswith(("local:", "hf:"))]
+            if served:
+                raise ValueError(f"team.{served[0]}: learning.method {method!r} trains local weights and its "
+                                 f"model.spec {slots[served[0]].model.spec!r} has none here (set learn: false "
+                                 "on it, or use local:smollm2 or hf:PATH)")
+            base = slots[learning[0]].model.model_copy(update={"adapters": None})
+            other = next((a for a in learning[1:] if slots[a].model.model_copy(update={"adapters": None}) != base), None)
+            played = next((a for a, s in slots.items() if s.model.adapters and s.kind == "llm"
+                           and s.model.model_copy(update={"adapters": None}) == base), None)
+            if played is not None:
+                raise ValueError(f"team.{played}.adapters: learning.method {method!r} trains adapters on this model "
+                                 f"for {', '.join(learning)}; a slot played back with trained adapters must be on "
+                                 "another model (or unset its adapters)")
+            if other is not None:
+                raise ValueError(f"team.{other}: learning.method {method!r} trains the slots that learn on one "
+                                 f"local model, and {other} ({slots[other].model.spec}) is not on {learning[0]}'s "
+                                 f"({base.spec}); set learn: false on one of them")
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

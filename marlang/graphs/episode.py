@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -49,6 +49,24 @@ def scripted_decider(team: Any) -> DecideFn:
     async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
         actions = team.act(observations)
         return [], {a: Decision(action=act, raw="(scripted)") for a, act in actions.items()}
+
+    return decide
+
+
+def mixed_decider(protocol: DecideFn, team: Any, scripted: Collection[str]) -> DecideFn:
+    """A team of LLM and scripted slots: the protocol graph runs over the LLM slots (a
+    scripted slot says nothing), and the env's scripted team (``team``) acts for the slots in
+    ``scripted``, as it would in a whole scripted team."""
+
+    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+        joint = team.act(observations)
+        talking = {a: o for a, o in observations.items() if a not in scripted}
+        transcript, decisions = await protocol(talking, ctx) if talking else ([], {})
+        decisions = dict(decisions)
+        for agent in observations:
+            if agent in scripted:
+                decisions[agent] = Decision(action=joint[agent], raw="(scripted)")
+        return transcript, decisions
 
     return decide
 

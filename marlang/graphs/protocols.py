@@ -51,9 +51,14 @@ class ConversingAgent(Protocol):
 
     name: str
 
-    async def speak(self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0) -> Message: ...
+    async def speak(self, obs: TextObservation, transcript: list[Message], ctx: CallContext, round: int = 0,
+                    role: str | None = None) -> Message:
+        """A message to the team; ``role``: instructions for this message in place of the
+        slot's own role (a protocol giving one speaker other instructions than the others)."""
 
-    async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext) -> Decision: ...
+    async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                  role: str | None = None) -> Decision:
+        """One action; ``role`` as in :meth:`speak`."""
 
 
 ProtocolBuilder = Callable[[Mapping[str, ConversingAgent], Any], Any]

@@ -50,6 +50,18 @@ class LearnerContext:
     callbacks: list[Any] = field(default_factory=list)
     """Callbacks given in Python for the learner's own trainer (BenchMARL callbacks for a
     neural learner), called after marlang's own."""
+    learning: list[str] | None = None
+    """The slots learners update (``team.<slot>.learn`` not false); None: every agent. The
+    others still act, talk and are credited."""
     reward_hook: Callable[..., Any] | None = None
     """A per-agent reward hook given in Python (a neural learner; see
     ``marlang.trainers.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""
+
+    def learns(self, agent: str) -> bool:
+        """Whether learners update ``agent``'s policy, memory or adapter."""
+        return self.learning is None or agent in self.learning
+
+    @property
+    def learning_agents(self) -> list[str]:
+        """The agents learners update, in agent order."""
+        return [a for a in self.agents if self.learns(a)]

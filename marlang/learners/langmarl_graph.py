@@ -140,7 +140,7 @@ def _add_nodes(builder: StateGraph, learner: Any) -> None:
             Send("gradient", {"agent": a, "episode": e, "policy": state["policy"],
                               "credit": credit_for(state, e, a)["feedback"]})
             for a in agents for e in state["episodes"]
-            if not credit_for(state, e, a)["failed"]
+            if learner.context.learns(a) and not credit_for(state, e, a)["failed"]  # frozen: credited, not updated
         ]
         return sends or "collect_gradients"
 

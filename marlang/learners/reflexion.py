@@ -31,7 +31,7 @@ class ReflexionLearner(Learner):
         options: Any = self.options
         actors = self.context.actors
         ordered = sorted(trajectories, key=lambda t: t.episode)
-        names = [a for a in self.context.agents if a in actors]
+        names = [a for a in self.context.learning_agents if a in actors]  # a frozen slot keeps its memory
         for name in names:  # reflect with the memory the agents acted with
             actors[name].memory.load_state_dict({"reflections": state.memories.get(name, [])})
 

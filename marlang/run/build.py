@@ -113,57 +113,120 @@ def instructions(agent: str, n_agents: int, world_text: str) -> str:
 
 
 # the agents ---------------------------------------------------------------------------------
-def action_selection(config: ExperimentConfig, model: Any) -> str:
-    """``agents.action_selection`` resolved for the model (``auto``: score where it can)."""
-    mode = config.agents.action_selection
+def action_selection(config: ExperimentConfig, model: Any, agent: str | None = None) -> str:
+    """``agents.action_selection`` of ``agent``'s slot (None: the top-level one) resolved for
+    its model (``auto``: score where it can)."""
+    slot = config.slot(agent) if agent is not None else None
+    settings, spec = (slot.agents, slot.model.spec) if slot is not None else (config.agents, config.model.spec)
+    where = f"team.{agent}." if agent in config.team else "agents."
+    mode = settings.action_selection
     scores = getattr(model, "supports_choices", False)
     if mode == "auto":
         mode = "score" if scores else "generate"
     elif mode == "score" and not scores:
         raise ConfigError(
-            f"agents.action_selection: 'score' needs a local model (local:... or hf:...); "
-            f"{config.model.spec!r} can only 'generate'"
+            f"{where}action_selection: 'score' needs a local model (local:... or hf:...); "
+            f"{spec!r} can only 'generate'"
         )
-    if mode == "generate" and config.agents.calibration != "none":
+    if mode == "generate" and settings.calibration != "none":
         raise ConfigError(
-            f"agents.calibration {config.agents.calibration!r} calibrates scored actions and "
-            "agents.action_selection is 'generate'; use action_selection 'score' (a local model) "
+            f"{where}calibration {settings.calibration!r} calibrates scored actions and "
+            f"{where}action_selection is 'generate'; use action_selection 'score' (a local model) "
             "or calibration 'none'")
     return mode
 
 
-def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, world_text: str
-                 ) -> dict[str, LLMAgent]:
+def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
+    """The chat model of every LLM slot: ``model`` on the top-level model section, one loaded
+    per other model section (slots whose sections differ only in ``adapters`` share it)."""
+    loaded: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    top = config.model.model_copy(update={"adapters": None})
+    for name, slot in config.slots().items():
+        if slot.kind != "llm":
+            continue
+        section = slot.model.model_copy(update={"adapters": None})
+        if section == top:
+            out[name] = model
+            continue
+        key = section.model_dump_json()
+        if key not in loaded:
+            try:
+                loaded[key] = build_chat_model(section)[0]
+            except ConfigError as err:
+                raise ConfigError(str(err).replace("'model.", f"'team.{name}.model.", 1)) from None
+        out[name] = loaded[key]
+    return out
+
+
+def team_players(config: ExperimentConfig, model_id: str) -> dict[str, str]:
+    """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
+    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply."""
+    top = config.model.model_copy(update={"adapters": None})
+    learns = learning_method(config) != "none"
+    out = {}
+    for name, slot in config.slots().items():
+        if slot.kind != "llm":
+            out[name] = slot.kind
+            continue
+        what = model_id if slot.model.model_copy(update={"adapters": None}) == top else slot.model.spec
+        if slot.model.adapters:
+            what += f" + adapters {slot.model.adapters}"
+        out[name] = what + (" (frozen)" if learns and not slot.learn else "")
+    return out
+
+
+def team_label(config: ExperimentConfig) -> str:
+    """How a team's slots differ from the top-level settings, for row labels: ``agent_1:
+    scripted``, ``agent_0: openai:gpt-4o-mini (frozen)``; empty for a uniform team."""
+    parts = []
+    for name, slot in config.slots().items() if config.team else ():
+        differs = slot.kind != config.agents.kind or (slot.kind == "llm" and slot.model != config.model)
+        notes = [note for note, on in (("frozen", slot.kind == "llm" and not slot.learn
+                                        and config.learning.method != "none"), ("role", bool(slot.role))) if on]
+        if differs or notes:
+            what = [slot.plays] if differs else []
+            parts.append(f"{name}: " + " ".join(what + ([f"({', '.join(notes)})"] if notes else [])))
+    return ", ".join(parts)
+
+
+def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, world_text: str,
+                 models: dict[str, Any] | None = None) -> dict[str, LLMAgent]:
+    """One `LLMAgent` per LLM slot (a scripted slot has none), with its slot's settings and
+    chat model (``models``: agent -> model, from :func:`slot_models`; default ``model``)."""
     c = config
     memory_size = getattr(c.learning.options, "memory_size", 3)
-    selection = action_selection(c, model)
-    return {
-        name: LLMAgent(
+    agents = {}
+    for name, slot in c.slots().items():
+        if slot.kind != "llm":
+            continue
+        chat = (models or {}).get(name, model)
+        a, m = slot.agents, slot.model
+        agents[name] = LLMAgent(
             name,
-            model,
-            policy=c.agents.policies.get(name, c.agents.policy),
+            chat,
+            policy=a.policy,
             memory=ReflexionMemory(memory_size),
             prompts=prompts,
             n_agents=c.env.n_agents,
-            chain_of_thought=c.agents.chain_of_thought,
-            reprompt=c.agents.reprompt,
-            fallback_action=c.agents.fallback_action,
-            history=c.agents.history,
-            max_tokens=c.model.max_tokens,
-            message_max_tokens=c.model.message_max_tokens,
-            reflection_max_tokens=c.model.reflection_max_tokens,
-            sample_seeds=c.model.temperature > 0,
-            action_selection=selection,
+            chain_of_thought=a.chain_of_thought,
+            reprompt=a.reprompt,
+            fallback_action=a.fallback_action,
+            history=a.history,
+            max_tokens=m.max_tokens,
+            message_max_tokens=m.message_max_tokens,
+            reflection_max_tokens=m.reflection_max_tokens,
+            sample_seeds=m.temperature > 0,
+            action_selection=action_selection(c, chat, name),
             world=world_text,
-            calibration=c.agents.calibration,
+            calibration=a.calibration,
+            role=slot.role,
         )
-        for name in c.agent_names()
-    }
+    return agents
 
 
 def initial_policies(config: ExperimentConfig) -> dict[str, str]:
-    c = config
-    return {a: c.agents.policies.get(a, c.agents.policy) for a in c.agent_names()}
+    return {a: s.agents.policy for a, s in config.slots().items()}
 
 
 def check_play_back(config: ExperimentConfig) -> None:
@@ -175,29 +238,44 @@ def check_play_back(config: ExperimentConfig) -> None:
 
 
 def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, Any]) -> dict[str, str]:
-    """``model.adapters``: the agents act with trained adapters (those that have one)."""
-    spec = config.model.adapters
-    if not spec:
+    """``model.adapters`` (or a slot's ``adapters``): those agents act with trained adapters
+    (the ones that have one), loaded onto their slot's local model; one directory per model."""
+    wanted = {name: config.slot(name).model.adapters for name in agents}
+    if not any(wanted.values()):
         return {}
     from marlang.trainers.playback import attach_trained_adapters
 
-    engine = getattr(model, "engine", None)
-    if engine is None:
-        raise ConfigError(f"model.adapters needs a local model (local:... or hf:...), not {config.model.spec!r}")
-    try:
-        hashes = attach_trained_adapters(engine, spec, list(agents))
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    hashes: dict[str, str] = {}
+    engines: dict[int, tuple[Any, str, list[str]]] = {}
+    for name, spec in wanted.items():
+        if not spec:
+            continue
+        key = f"team.{name}.adapters" if name in config.team else "model.adapters"
+        engine = getattr(agents[name].model, "engine", None)
+        if engine is None:
+            raise ConfigError(f"{key} needs a local model (local:... or hf:...), not {config.slot(name).model.spec!r}")
+        held = engines.setdefault(id(engine), (engine, spec, []))
+        if held[1] != spec:
+            raise ConfigError(f"{key}: slots on one local model play back one adapters directory; "
+                              f"{held[2][0]} plays {held[1]} (put {name} on another model, or train them together)")
+        held[2].append(name)
+    for engine, spec, names in engines.values():
+        on_engine = [a for a in agents if getattr(agents[a].model, "engine", None) is engine]
+        try:
+            found = attach_trained_adapters(engine, spec, on_engine)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        hashes.update({a: h for a, h in found.items() if a in names})
     for name, agent in agents.items():
         agent.adapter = name if name in hashes else None
-    return {a: h for a, h in hashes.items() if a in agents}
+    return hashes
 
 
 # the learner --------------------------------------------------------------------------------
 def learning_method(config: ExperimentConfig) -> str:
     """The learner the run drives: the configured one, or ``none`` where nothing learns (a
     scripted team, a trained team played back with ``model.adapters``)."""
-    if config.agents.kind == "scripted" or config.plays_back:
+    if config.all_scripted or config.plays_back:
         return "none"
     return config.learning.method
 
@@ -212,7 +290,7 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
     method = learning_method(c)
     entry = learner_entry(method)
     options = c.learning.options if method == c.learning.method else entry.options_model()
-    if learner_model is None and chat and c.agents.kind != "scripted":
+    if learner_model is None and chat and not c.all_scripted:
         learning_model = getattr(options, "model", None)
         learner_model = build_chat_model(learning_model)[0] if learning_model is not None else model
     world_text = world(env) if env is not None else ""
@@ -229,6 +307,7 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
         stop=stop,
         config=c,
+        learning=c.learning_slots(),
         callbacks=list(callbacks),
         reward_hook=reward_hook,
     )
@@ -256,6 +335,8 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
     }
     if c.plays_back:
         out["played_back"] = c.learning.method
+    if c.team:
+        out["team"] = team_players(c, model_id)
     weights = getattr(model, "weights_id", None)
     if weights:
         out["weights_id"] = weights

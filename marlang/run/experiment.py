@@ -91,6 +91,8 @@ class Experiment:
         self.recorder: Any = None
         self.cache: Any = cache
         self.model: Any = None
+        self.slot_models: dict[str, Any] = {}
+        """Each LLM slot's chat model (``self.model`` for slots on the top-level section)."""
         self.learner: Learner | None = None
         self.agents: dict[str, Any] = {}
         self.runtime: RunLoop | None = None
@@ -105,7 +107,8 @@ class Experiment:
     # what the run is -------------------------------------------------------------------------
     @property
     def scripted(self) -> bool:
-        return self.config.agents.kind == "scripted"
+        """Whether every slot is the env's scripted agent (no model is loaded)."""
+        return self.config.all_scripted
 
     @property
     def model_id(self) -> str:
@@ -130,7 +133,8 @@ class Experiment:
             saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
             return saved or c.learning.label
         if not self.scripted:
-            return f"{c.protocol.label}, {c.learning_label}"
+            team = build.team_label(c)
+            return f"{c.protocol.label}, {c.learning_label}" + (f"; {team}" if team else "")
         return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
 
     def _make_env(self) -> Any:
@@ -200,7 +204,7 @@ class Experiment:
         """The local engines of the run's models (each honours the run's `StopFlag`)."""
         learner_model = getattr(getattr(self.learner, "context", None), "model", None)
         engines: list[Any] = []
-        for model in (self.model, self._learner_model, learner_model):
+        for model in (self.model, self._learner_model, learner_model, *self.slot_models.values()):
             engine = getattr(model, "engine", None)
             if hasattr(engine, "watching") and all(engine is not e for e in engines):
                 engines.append(engine)
@@ -246,7 +250,8 @@ class Experiment:
                 self.model = self._chat_model
             else:
                 self.model, self.cache = build.build_chat_model(c.model)
-            self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env))
+            self.slot_models = build.slot_models(c, self.model)
+            self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env), self.slot_models)
             adapters = build.play_back_adapters(c, self.model, self.agents)
             try:  # a model the learner cannot train fails here, before anything is created
                 entry.check_model(self.model, c.learning.options)

@@ -24,7 +24,7 @@ from langgraph.types import interrupt
 
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig
-from marlang.graphs.episode import run_episode, scripted_decider
+from marlang.graphs.episode import mixed_decider, run_episode, scripted_decider
 from marlang.run.commit import commit_candidate, review_payload
 from marlang.run.record import RunRecord, episode_metrics
 from marlang.rundir import EVAL_EPISODE_BASE
@@ -157,7 +157,13 @@ class RunLoop:
 
     @property
     def scripted(self) -> bool:
-        return self.config.agents.kind == "scripted"
+        """Whether every slot is the env's scripted agent."""
+        return self.config.all_scripted
+
+    @property
+    def scripted_slots(self) -> list[str]:
+        """The slots the env's scripted agent plays (all of them in a scripted team)."""
+        return [a for a, s in self.config.slots().items() if s.kind == "scripted"]
 
     def close(self) -> None:
         for env in self._envs:
@@ -314,15 +320,20 @@ class RunLoop:
             self._envs.append(env)
             self._free_envs.put_nowait(env)
 
+        scripted = self.scripted_slots
+
         async def play(episode: int, seed: int, group: int | None) -> None:
             env = await self._free_envs.get()
             try:
-                team = env.scripted_team() if self.scripted else None
+                team = env.scripted_team() if scripted else None
+                if self.scripted:
+                    decide = scripted_decider(team)
+                else:
+                    decide = mixed_decider(self.decide, team, scripted) if scripted else self.decide
                 ctx = CallContext(episode=episode, iteration=policy.iteration,
                                   salt=0 if group is None else episode, **self.ctx_base)
                 traj = await run_episode(
-                    self.episode_graph, env=env, episode=episode, seed=seed,
-                    decide=scripted_decider(team) if self.scripted else self.decide,
+                    self.episode_graph, env=env, episode=episode, seed=seed, decide=decide,
                     # Turn-based envs (one agent acts per step) count env.max_steps in turns.
                     ctx=ctx, max_steps=plan.max_steps,
                     env_id=c.env.id, protocol=self.setting, team=team,

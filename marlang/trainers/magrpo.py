@@ -87,6 +87,15 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             raise ValueError(
                 f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
                 "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
+        slots = config.slots()
+        first = config.learning_slots()[0] if config.learning_slots() else None
+        for agent, slot in slots.items():
+            if first is not None and (slot.kind != "llm" or slot.model.spec != slots[first].model.spec):
+                raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
+                                 f"on {first}'s local model; {agent} is played by {slot.plays}")
+            if server is not None and not slot.learn:
+                raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
+                                 f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
         n = config.env.n_agents
         if method == "grpo" and n != 1:
             raise ValueError(f"learning.method 'grpo' trains one agent; env.n_agents is {n} "
@@ -133,6 +142,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         await self.engine.run(self._publish, state)
         options = self.options
         for name, actor in self.context.actors.items():
+            if name not in self._chat_models:  # a frozen slot: no adapter to serve
+                continue
             base = self._chat_models[name]
             params = {"temperature": options.temperature if phase == "train" else 0.0,
                       "max_tokens": base.max_tokens, "seed": base.seed, "stop": base.stop}
@@ -153,7 +164,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 with self.engine.exclusive():  # the initial weights: prepare_rollout has loaded them
                     hashes = team.save(directory)
                 self._initial_refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]}
-                                      for a in self.context.agents}
+                                      for a in self.context.learning_agents}
             refs = self._initial_refs
         return server.publish({a: (team.adapter_for(a), ref["path"], ref["hash"]) for a, ref in refs.items()})
 
@@ -182,7 +193,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         samples: dict[str, list[TrainingSample]] = {}
         for root in roots:
             for agent, items in training_samples(root).items():
-                samples.setdefault(agent, []).extend(items)
+                if self.context.learns(agent):  # a frozen slot's answers are judged, not trained
+                    samples.setdefault(agent, []).extend(items)
         stats = await self.train(samples, state.iteration)  # epochs of minibatches, with `loss`
         trees = {k: v for k, v in tree_stats(roots).items() if v is not None}
         candidate = await self.save_candidate(state.iteration, stats, counters=trees)
@@ -277,7 +289,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
                     max_tokens=options.max_new_tokens, seed=self._seed(iteration, tree, node, k, g) % (2 ** 63),
                     logprobs=True, keep_cache=node.turn + 1 < cache_depth),
-                    adapter=team.adapter_for(agent), past=prior.past if prior is not None else None))
+                    adapter=team.adapter_for(agent) if agent in team.agents else None,  # frozen: the base model
+                    past=prior.past if prior is not None else None))
         outs = engine.generate(batch)
         G = options.num_generations
         return [[_completion(agent, prompt_ids, out.token_ids, out.text, extract_answer(out.text, form, entry),
@@ -366,7 +379,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     s.ref_logprobs = lp
         totals, steps, skipped = self.epochs(by_unit, iteration)
         records = []
-        for agent in self.context.agents:
+        for agent in self.context.learning_agents:
             acc = totals.get(self.unit_of(agent), {})
             n = acc.get("steps", 0.0)
             mine = samples.get(agent, [])

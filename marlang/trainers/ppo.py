@@ -141,9 +141,9 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
             last = traj.steps[-1] if traj.steps else None
             if last is None or not last.truncated or last.terminated:
                 continue
-            for agent in self.context.agents:
+            for agent in self.context.learning_agents:
                 boots[(traj.episode, agent)] = await self._bootstrap_value(traj, agent)
-        samples = build_samples(trajectories, self.context.agents, gamma=options.gamma,
+        samples = build_samples(trajectories, self.context.learning_agents, gamma=options.gamma,
                                 gae_lambda=options.gae_lambda,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
@@ -220,7 +220,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         if self.options.value == "central":
             self._fit_central(samples)
         records = []
-        for agent in self.context.agents:
+        for agent in self.context.learning_agents:
             acc = totals.get(self.unit_of(agent), {})
             n = acc.get("steps", 0.0)
             records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),

@@ -118,7 +118,8 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         actors = self.context.actors
         if not actors:
             raise ValueError(f"learning.method '{self.name}' needs LLM agents (agents.kind: llm)")
-        chat = next(iter(actors.values())).model
+        trained = self.context.learning_agents
+        chat = actors[trained[0]].model if trained and trained[0] in actors else next(iter(actors.values())).model
         engine = getattr(chat, "engine", None)
         if engine is None:
             raise ValueError(
@@ -133,7 +134,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         dtype = getattr(torch, options.dtype)
         base_id = f"{engine.model_id}@{engine.weights_id}"
         value_heads = self.value_heads()
-        self.team = TeamAdapters(engine.model, list(self.context.agents), base_id=base_id,
+        self.team = TeamAdapters(engine.model, list(trained), base_id=base_id,
                                  sharing=options.sharing, lora=options.lora, value_head=value_heads,
                                  dtype=dtype, device=device, seed=options.seed)
         if options.gradient_checkpointing:
@@ -176,6 +177,8 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         await self.engine.run(self._load_state, state)
         options = self.options
         for name, actor in self.context.actors.items():
+            if not self.context.learns(name):  # a frozen slot acts as configured, with no adapter
+                continue
             if name not in self._chat_models:
                 self._chat_models[name] = actor.model
             base = self._chat_models[name]
@@ -263,7 +266,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         hashes, path = await self.engine.run(self._save, directory)
         assert self.team is not None
         refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}
-                for a in self.context.agents}
+                for a in self.context.learning_agents}
         return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
                          counters={**(counters or {}), **stats["counters"]})
 

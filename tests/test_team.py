@@ -1,0 +1,270 @@
+"""Teams slot by slot (``team:``): each slot's settings resolved over the top-level ones,
+one-line errors, role instructions in prompts (and a protocol giving one speaker its own),
+mixed LLM + scripted teams under every protocol, frozen slots under every learner, and two
+different local base models in one team."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from marlang.config import ConfigError, build_config
+from marlang.experiment import Experiment
+from marlang.rundir import RunDirectory
+from tests.fakes import FakeRuleChatModel, babyai_rule, langmarl_rule
+
+
+def config(**sections):
+    data = {
+        "env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 3},
+        "model": {"cache": False},
+        "learning": {"method": "none"},
+        "run": {"episodes": 2, "parallel": 2, "progress": False},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict):
+            data.setdefault(key, {}).update(value)
+        else:
+            data[key] = value
+    return build_config(data)
+
+
+# ------------------------------------------------------------------------------ the config
+
+
+def test_a_slot_takes_the_top_level_settings_it_does_not_name():
+    c = config(agents={"policy": "team policy", "policies": {"agent_1": "own policy"}, "history": 3},
+               team={"agent_0": {"model": {"temperature": 0.7}, "role": "You lead.", "history": 1, "learn": False},
+                     "agent_1": {"kind": "scripted"}})
+    first, second = c.slot("agent_0"), c.slot("agent_1")
+    assert (first.kind, first.model.temperature, first.model.spec, first.role, first.learn) == \
+        ("llm", 0.7, "local:smollm2", "You lead.", False)
+    assert (first.agents.history, first.agents.policy) == (1, "team policy")
+    assert (second.kind, second.plays, second.agents.policy, second.agents.history) == \
+        ("scripted", "scripted", "own policy", 3)
+    assert c.mixed_team and not c.all_scripted
+    # a config without team: every slot is the top-level settings, as before
+    plain = config()
+    assert not plain.mixed_team and all(s.model == plain.model and s.kind == "llm" for s in plain.slots().values())
+
+
+@pytest.mark.parametrize("sections, message", [
+    ({"team": {"agent_7": {}}}, ("team: unknown slot 'agent_7'; env 'babyai/goto-obj' with env.n_agents 2 has "
+                                 "agent_0, agent_1")),
+    ({"team": {"agent_0": {"colour": "red"}}}, "unknown config key 'team.agent_0.colour'"),
+    ({"team": {"agent_0": {"model": {"spce": "x"}}}}, "unknown config key 'team.agent_0.model.spce'"),
+    ({"team": {"agent_0": {"model": {"spec": "nope"}}}}, "invalid value for 'team.agent_0.model.spec'"),
+    ({"team": {"agent_1": {"kind": "scripted", "role": "lead"}}}, "team.agent_1: a scripted slot acts as the env's"),
+    ({"learning": {"method": "reflexion"}, "team": {"agent_0": {"learn": False}, "agent_1": {"learn": False}}},
+     "learning.method 'reflexion' has no slot to update"),
+    ({"learning": {"method": "reflexion"}, "team": {"agent_0": {"kind": "scripted"}, "agent_1": {"learn": False}}},
+     "learning.method 'reflexion' has no slot to update"),
+    ({"learning": {"method": "ppo"}, "team": {"agent_1": {"model": {"spec": "openai:gpt-4o-mini"}}}},
+     "team.agent_1: learning.method 'ppo' trains local weights and its model.spec 'openai:gpt-4o-mini' has none"),
+    ({"learning": {"method": "ppo"}, "team": {"agent_1": {"model": {"spec": "hf:/models/other"}}}},
+     "team.agent_1: learning.method 'ppo' trains the slots that learn on one local model"),
+    ({"protocol": {"name": "unidirectional", "speakers": ["agent_1"]}, "team": {"agent_1": {"kind": "scripted"}}},
+     "protocol.speakers: 'agent_1' is a scripted slot, which says nothing"),
+])
+def test_a_team_the_env_or_the_learner_cannot_play_is_one_line(sections, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config(**sections)
+
+
+def test_a_bad_team_creates_nothing(tmp_path):
+    from marlang.cli import main
+
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {id: babyai/goto-obj}\nteam: {agent_9: {kind: scripted}}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------ roles
+
+
+def test_a_slots_role_is_in_its_prompts_and_a_protocol_can_give_one_speaker_its_own(tmp_path):
+    from marlang.graphs.protocols import _join, register_protocol
+    from marlang.registry import PROTOCOLS
+
+    def build_leader(agents, protocol_config=None):
+        """agent_0 speaks as the leader, whatever its slot's role; then everyone acts."""
+        from langchain_core.runnables import RunnableConfig
+        from langgraph.graph import END, START, StateGraph
+
+        from marlang.graphs.protocols import ProtocolState, call_context
+
+        async def lead(state: ProtocolState, config: RunnableConfig):
+            name = next(iter(agents))
+            msg = await agents[name].speak(state["observations"][name], [], call_context(config), role="LEADER-ROLE")
+            return {"transcript": [msg]}
+
+        async def act(state: ProtocolState, config: RunnableConfig):
+            decisions = {a: await agents[a].act(o, list(state["transcript"]), call_context(config))
+                         for a, o in state["observations"].items()}
+            return {"decisions": decisions}
+
+        g = StateGraph(ProtocolState)
+        g.add_node("lead", lead)
+        g.add_node("join", _join)
+        g.add_node("act", act)
+        g.add_edge(START, "lead")
+        g.add_edge("lead", "join")
+        g.add_edge("join", "act")
+        g.add_edge("act", END)
+        return g.compile()
+
+    register_protocol("test-leader", build_leader)
+    try:
+        model = FakeRuleChatModel(rule=babyai_rule)
+        c = config(protocol={"name": "test-leader"}, run={"episodes": 1, "parallel": 1},
+                   team={"agent_0": {"role": "SCOUT-ROLE"}, "agent_1": {"role": "CARRIER-ROLE"}})
+        Experiment(c, tmp_path / "run", chat_model=model).run()
+    finally:
+        PROTOCOLS._entries.pop("test-leader", None)
+    systems = [(str(m[0].content), str(m[-1].content)) for m in model.calls]
+    spoken = [s for s, user in systems if "Write a short message" in user]
+    assert spoken and all("Your role: LEADER-ROLE" in s and "SCOUT-ROLE" not in s for s in spoken)
+    acted = [s for s, user in systems if "Write a short message" not in user]
+    assert any(s.startswith("You are agent_0") and "Your role: SCOUT-ROLE" in s for s in acted)
+    assert any(s.startswith("You are agent_1") and "Your role: CARRIER-ROLE" in s for s in acted)
+
+
+def test_without_a_role_the_system_prompt_is_unchanged():
+    from marlang.agents.llm_agent import LLMAgent
+    from marlang.types import TextObservation
+
+    agent = LLMAgent("agent_0", FakeRuleChatModel(), policy="P", world="a grid")
+    obs = TextObservation(text="You see a wall.", mission="go to the ball", legal_actions=["go forward", "turn left"])
+    assert agent.system_prompt(obs) == ("You are agent_0, one of 2 agents acting together in a grid.\n"
+                                        "Team mission: go to the ball\nPossible actions: go forward, turn left.\n"
+                                        "Your policy: P")
+    assert agent.system_prompt(obs, role="Lead.").startswith(
+        "You are agent_0, one of 2 agents acting together in a grid. Your role: Lead.\n")
+
+
+# ------------------------------------------------------------------------------ mixed teams
+
+
+@pytest.mark.parametrize("protocol", ["none", "bidirectional", "unidirectional", "alternating-2"])
+def test_a_scripted_slot_says_nothing_and_acts_as_the_scripted_team_under_every_protocol(tmp_path, protocol):
+    model = FakeRuleChatModel(rule=babyai_rule)
+    c = config(protocol=protocol, team={"agent_1": {"kind": "scripted"}})
+    result = Experiment(c, tmp_path / "run", chat_model=model).run()
+    assert all(str(m[0].content).startswith("You are agent_0") for m in model.calls)  # no call for agent_1
+    rd = RunDirectory(result.run_dir)
+    episodes = rd.load_episode_dicts()
+    assert len(episodes) == 2
+    for d in episodes:
+        for step in d["steps"]:
+            assert step["decisions"]["agent_1"]["raw"] == "(scripted)"
+            assert step["decisions"]["agent_1"]["action"] in step["observations"]["agent_1"]["legal_actions"]
+            assert all(m["sender"] == "agent_0" for m in step["messages"])
+            assert step["messages"] or protocol == "none"
+    manifest = rd.read_json("manifest.json")
+    assert manifest["team"] == {"agent_0": "fake:rule", "agent_1": "scripted"}
+    summary = rd.read_json("summary.json")
+    assert summary["setting"].endswith("; agent_1: scripted")
+
+
+def test_the_scripted_slot_plays_what_the_whole_scripted_team_would(tmp_path):
+    """The same seed: the scripted slot's first action equals the scripted team's for it."""
+    import marlang
+
+    model = FakeRuleChatModel(rule=babyai_rule)
+    result = Experiment(config(team={"agent_1": {"kind": "scripted"}}), tmp_path / "run", chat_model=model).run()
+    first = RunDirectory(result.run_dir).load_episode_dicts()[0]
+    env = marlang.make_env("babyai/goto-obj", n_agents=2, max_steps=3)
+    observations, _ = env.reset(seed=first["seed"])
+    team = env.scripted_team()
+    team.reset()
+    assert team.act(observations)["agent_1"] == first["steps"][0]["decisions"]["agent_1"]["action"]
+
+
+# ------------------------------------------------------------------------------ frozen slots
+
+
+def test_langmarl_credits_a_frozen_slot_but_rewrites_only_the_slots_that_learn(tmp_path):
+    model = FakeRuleChatModel(rule=langmarl_rule)
+    c = config(env={"n_agents": 3}, learning={"method": "langmarl", "rollouts": 2, "iterations": 1},
+               team={"agent_1": {"learn": False}})
+    result = Experiment(c, tmp_path / "run", chat_model=model).run()
+    prompts = [str(m[-1].content) for m in model.calls]
+    critic = [p for p in prompts if "read a whole episode" in p]
+    assert critic and all("agent_1" in p for p in critic)  # the critic reads and credits every slot
+    gradients = [p for p in prompts if "Turn this assessment" in p]
+    assert len(gradients) == 2 * 2 and not any("CREDIT[agent_1]" in p for p in gradients)
+    rows = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    by_agent = {r["agent"]: r for r in rows}
+    assert by_agent["agent_1"]["trajectories"][0]["credit"].startswith("CREDIT[agent_1]")
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    assert state["policies"]["agent_1"] == c.slot("agent_1").agents.policy  # frozen: unchanged
+    assert "NEWPOLICY[agent_0]" in state["policies"]["agent_0"] and "NEWPOLICY[agent_2]" in state["policies"]["agent_2"]
+
+
+def test_reflexion_writes_memories_only_for_the_slots_that_learn(tmp_path):
+    model = FakeRuleChatModel(rule=babyai_rule)
+    c = config(learning={"method": "reflexion", "rollouts": 2, "iterations": 1}, team={"agent_0": {"learn": False}})
+    result = Experiment(c, tmp_path / "run", chat_model=model).run()
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    assert state["memories"]["agent_0"] == [] and len(state["memories"]["agent_1"]) == 2
+
+
+def test_ppo_trains_only_the_adapters_of_the_slots_that_learn(tmp_path):
+    from marlang.testing import tiny_chat_model
+
+    c = config(agents={"chain_of_thought": False, "action_selection": "score"},
+               learning={"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+                         "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+               team={"agent_1": {"learn": False}})
+    result = Experiment(c, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    adapters = sorted(p.name for p in (result.run_dir / "adapters" / "0").iterdir() if p.is_dir())
+    assert adapters == ["agent_0"]
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    assert set(state["adapters"]) == {"agent_0"}
+    rows = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert [r["agent"] for r in rows] == ["agent_0"] and rows[0]["decisions"] > 0
+    # the frozen slot still acted (greedily, with the base model) in every rollout
+    first = RunDirectory(result.run_dir).load_episode_dicts()[0]
+    assert first["steps"][0]["decisions"]["agent_1"]["sampled"] is False
+    assert first["steps"][0]["decisions"]["agent_0"]["sampled"] is True
+
+
+# ------------------------------------------------------------------------------ two base models
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from marlang.testing import tiny_llama, tiny_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny")
+    tok = tiny_tokenizer()
+    tiny_llama(len(tok), seed=0, eos_token_id=tok.eos_token_id).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.real_model
+def test_two_local_base_models_each_play_their_slot_loaded_once(tmp_path, tiny_dir):
+    """agent_0 on the embedded SmolLM2, agent_1 and agent_2 on a tiny random model (loaded
+    once for both); Reflexion learns on agent_0 only."""
+    c = config(env={"n_agents": 3, "max_steps": 2},
+               agents={"chain_of_thought": False},
+               learning={"method": "reflexion", "rollouts": 1, "iterations": 1},
+               run={"episodes": 1, "parallel": 1},
+               team={"agent_1": {"model": {"spec": f"hf:{tiny_dir}"}, "learn": False},
+                     "agent_2": {"model": {"spec": f"hf:{tiny_dir}"}, "learn": False}})
+    experiment = Experiment(c, tmp_path / "run")
+    result = experiment.run()
+    models = experiment.slot_models
+    assert models["agent_1"] is models["agent_2"] and models["agent_0"] is not models["agent_1"]
+    rd = RunDirectory(result.run_dir)
+    calls = rd.read_llm_calls()
+    by_agent = {(r["agent"], r["model"]) for r in calls if r["role"] == "actor"}
+    assert ("agent_0", "local:smollm2") in by_agent and all(
+        m != "local:smollm2" for a, m in by_agent if a in ("agent_1", "agent_2"))
+    assert rd.read_json("manifest.json")["team"]["agent_1"] == f"hf:{tiny_dir} (frozen)"
+    state = rd.read_json("learner_state.json")
+    assert state["memories"]["agent_1"] == [] and len(state["memories"]["agent_0"]) == 1
