@@ -268,3 +268,27 @@ def test_two_local_base_models_each_play_their_slot_loaded_once(tmp_path, tiny_d
     assert rd.read_json("manifest.json")["team"]["agent_1"] == f"hf:{tiny_dir} (frozen)"
     state = rd.read_json("learner_state.json")
     assert state["memories"]["agent_1"] == [] and len(state["memories"]["agent_0"]) == 1
+
+
+def test_magrpo_trains_only_the_slots_that_learn_and_refuses_a_slot_off_its_model(tmp_path):
+    from marlang.testing import tiny_chat_model
+
+    data = {"env": {"id": "code/humaneval", "n_agents": 2, "max_steps": 1,
+                    "kwargs": {"structure": "joint", "task_ids": ["HumanEval/0"]}},
+            "agents": {"chain_of_thought": False, "history": 0},
+            "learning": {"method": "magrpo", "iterations": 1, "rollouts": 1, "num_generations": 2,
+                         "max_new_tokens": 6, "epochs": 1, "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+            "run": {"parallel": 1, "progress": False}}
+    c = config(**{**data, "team": {"agent_1": {"learn": False}}})
+    result = Experiment(c, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    assert set(state["adapters"]) == {"agent_0"}
+    tree = [json.loads(line) for line in (result.run_dir / "trees" / "0.jsonl").read_text().splitlines()]
+    assert len(tree) == 2 and all(set(t["answers"]) == {"agent_0", "agent_1"} for t in tree)  # both answered
+    rows = RunDirectory(result.run_dir).read_iterations()
+    assert rows[0]["completions"] == 2  # agent_0's two completions only
+    from marlang.learners import learner_entry
+
+    scripted = config(**{**data, "team": {"agent_1": {"kind": "scripted"}}})
+    with pytest.raises(ValueError, match="team.agent_1: learning.method 'magrpo' samples every slot's answers"):
+        learner_entry("magrpo").check_config(scripted)
