@@ -14,7 +14,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -280,6 +282,11 @@ class RunConfig(_Section):
     episodes: int = Field(10, ge=1)
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
     seed: int = 0
+    seeds: list[StrictInt] | None = Field(
+        None,
+        description="Run every setting once per seed, each run with run.seed set to one of them "
+        "(one run directory per seed; tables pool the seeds). None: run.seed alone.",
+    )
     progress: bool = True
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         "auto",
@@ -301,6 +308,23 @@ class RunConfig(_Section):
                 raise ValueError(f"unknown logger {name!r}{did_you_mean(name, RUN_LOGGERS)}; "
                                  f"valid choices: {', '.join(RUN_LOGGERS)}")
         return list(dict.fromkeys(v))
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("give at least one seed, e.g. [0, 1, 2] (or leave run.seeds out: run.seed alone)")
+        twice = sorted({s for s in v if v.count(s) > 1})
+        if twice:
+            raise ValueError(f"seed {twice[0]} is listed twice; list each seed once")
+        seed = info.data.get("seed", 0)
+        if seed != 0 and seed not in v:
+            # run.seeds sets each run's run.seed: a run.seed outside them would be ignored.
+            raise ValueError(f"run.seed is {seed}, not one of run.seeds {v}; give the seeds in "
+                             "run.seeds alone (or run.seed as one of them)")
+        return v
 
 
 class SandboxConfig(_Section):
@@ -367,6 +391,12 @@ class ExperimentConfig(_Section):
         """The learner's name in tables: a play-back is named after the method that trained
         the team (``ppo (played back)``), not like an untrained run."""
         return f"{self.learning.method} (played back)" if self.plays_back else self.learning.label
+
+    @property
+    def scripted_label(self) -> str:
+        """The scripted team's name in tables: ``scripted``, or ``scripted, N steps`` under a
+        step cap."""
+        return "scripted" if self.env.max_steps is None else f"scripted, {self.env.max_steps} steps"
 
     @property
     def iterations_set(self) -> bool:

@@ -131,7 +131,7 @@ class Experiment:
             return saved or c.learning.label
         if not self.scripted:
             return f"{c.protocol.label}, {c.learning_label}"
-        return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
+        return c.scripted_label
 
     def _make_env(self) -> Any:
         return build.build_env(self.config)
