@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"marlang {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run one experiment config (every setting of its grid: section, if any)")
+    r = sub.add_parser("run", help="run one experiment config (every setting of its grid: section and "
+                                   "every seed of run.seeds, if any)")
     r.add_argument("config", nargs="?", help="YAML config (optional with --resume)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set run.episodes=5 (repeatable)")
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a key the config sets")
     c.add_argument("--out", help="comparison directory (default: runs/<run.name>-compare); rerun to resume")
+    c.add_argument("--seeds", metavar="S1,S2", help="run every setting once per seed, e.g. --seeds 0,1,2 "
+                   "(sets run.seeds; the table pools each setting's seeds)")
     c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
 
     rev = sub.add_parser("review", help="review a paused update (learning.review: true), then continue the run")
@@ -239,9 +242,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
         saved = run_dir / "config.yaml"
+        if not saved.is_file() and (run_dir / "comparison.yaml").is_file():
+            raise ConfigError(f"--resume {run_dir}: a set of runs (a grid or run.seeds); rerun the command "
+                              "that ran them, with --out, to continue it")
         if not saved.is_file():
             raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a marlang run directory?")
         config = load_config(saved, args.overrides, args.unset)
+        if config.run.seeds is not None:
+            raise ConfigError(f"--resume {run_dir} continues one run, which has one seed (run.seed); "
+                              "for run.seeds, rerun the command that ran them (marlang run CONFIG --out DIR)")
         if args.config:
             # The config named with --resume must be the run's (up to what a resume may change).
             given = load_config(args.config, args.overrides, args.unset)
@@ -254,8 +263,9 @@ def _run(args: argparse.Namespace) -> int:
         if not args.config:
             raise ConfigError("run needs a CONFIG file (or --resume DIR)")
         config = load_config(args.config, args.overrides, args.unset)
-        if config.grid:
-            # A config with a grid is a set of runs: run each setting, print one table.
+        if config.grid or config.run.seeds is not None:
+            # A config with a grid or seeds is a set of runs: run each setting and seed, print
+            # one table (a rerun resumes it).
             out = Path(args.out or f"runs/{config.run.name}")
             _check_out(out)
             grid = [(k, list(v)) for k, v in config.grid.items()]
@@ -379,23 +389,27 @@ def _count_episodes(run_dir: Path) -> int:
     return len(RunDirectory(run_dir).load_episode_dicts())
 
 
-def _load_base(config_path: str, overrides: list[str], unset: list[str] = ()) -> dict:
-    from marlang.config import apply_overrides, build_config, read_config_file
+def _load_base(config_path: str, overrides: list[str], unset: list[str] = (), seeds: list[int] | None = None) -> dict:
+    from marlang.config import apply_override, apply_overrides, build_config, read_config_file
 
     base = apply_overrides(read_config_file(config_path), overrides, list(unset))
+    if seeds is not None:
+        apply_override(base, "run.seeds", seeds)
     build_config(base)  # validates the base before any setting runs
     return base
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from marlang.compare import parse_grid
+    from marlang.compare import parse_grid, parse_seeds
     from marlang.config import ConfigError, build_config
 
-    base = _load_base(args.config, args.overrides, args.unset)
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    base = _load_base(args.config, args.overrides, args.unset, seeds)
     cfg = build_config(base)
     grid = parse_grid(args.grid) if args.grid else [(k, list(v)) for k, v in cfg.grid.items()]
-    if not grid:
-        raise ConfigError("compare needs --grid KEY=V1,V2 or a 'grid:' section in the config")
+    if not grid and cfg.run.seeds is None:
+        raise ConfigError("compare needs --grid KEY=V1,V2, a 'grid:' section in the config, or seeds "
+                          "(--seeds 0,1,2)")
     out = Path(args.out or f"runs/{cfg.run.name}-compare")
     _check_out(out)
     return _run_grid(base, grid, out, reference=not args.no_reference)

@@ -2,6 +2,8 @@
 
 Each setting is an ordinary run directory under the comparison folder, so a comparison
 is resumable setting by setting; the env's scripted team is added as a reference row.
+Seeds (``run.seeds``) are the grid's last axis, over ``run.seed``: one run per setting and
+seed, pooled into one row per setting in the table.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
-from marlang.report import markdown_table, plot_iteration_curves, policies_text, pool_seeds
+from marlang.report import (
+    SEED_PART,
+    markdown_table,
+    plot_iteration_curves,
+    policies_text,
+    pool_seeds,
+    pool_summaries,
+)
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
 logger = logging.getLogger(__name__)
@@ -39,6 +48,9 @@ class Setting:
     config: ExperimentConfig
     group: str
     """Settings in one group share a table (one group per environment)."""
+    label: str | None = None
+    """The run's row name (its summary's ``setting``); None: the run's own (a scripted team's
+    ``scripted, N steps``)."""
 
 
 @dataclass
@@ -59,18 +71,46 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
     return grid
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` (``--seeds``) -> ``[0, 1, 2]``."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r} must be integers separated by commas, e.g. --seeds 0,1,2") from None
+
+
+def seeds_axis(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+    """``grid`` with ``run.seeds`` of ``base`` (validated) as its last axis, over ``run.seed``:
+    a setting runs once per seed, named ``..., run.seed=N`` as a grid over ``run.seed`` names it."""
+    run = base.get("run")
+    if not isinstance(run, dict) or run.get("seeds") is None:
+        return grid
+    seeds = build_config({"run": copy.deepcopy(run)}).run.seeds
+    keys = [k for k, _ in grid]
+    if "run.seed" in keys or "run.seeds" in keys:
+        raise ConfigError("seeds are given twice: run.seeds (or --seeds) and a grid over run.seed; give them once")
+    return [*grid, ("run.seed", list(seeds))]
+
+
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
 
 
 def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], reference: bool = True) -> list[Setting]:
     """Every combination of the grid values applied to ``base`` (validated), plus one scripted
-    reference setting per environment when ``reference``."""
+    reference setting per environment when ``reference`` (unless its settings are all scripted
+    teams). With ``run.seeds`` every setting
+    runs once per seed; the reference runs on the first seed only (the scripted team is a
+    fixed yardstick, not what the seeds measure)."""
+    seeded = isinstance(base.get("run"), dict) and base["run"].get("seeds") is not None
+    grid = seeds_axis(base, grid)
     keys = [k for k, _ in grid]
     settings: list[Setting] = []
     method_keys = _method_keys(base, grid)
     for combo in itertools.product(*[vals for _, vals in grid]) if grid else [()]:
         data = copy.deepcopy(base)
+        if seeded:
+            del data["run"]["seeds"]  # each run is one seed of them
         names: list[str] = []
         for k, v in zip(keys, combo):
             if k == SETTING_KEY:
@@ -81,18 +121,30 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             _drop_other_methods_keys(data, method_keys)
         cfg = build_config(data)
         group = cfg.env.id
+        kind = "scripted" if cfg.all_scripted else cfg.agents.kind
         head = {"llm": [cfg.protocol.label, cfg.learning_label], "neural": [cfg.learning.label]}.get(
-            cfg.agents.kind, ["scripted"])
+            kind, ["scripted"])
+        if kind == "llm" and cfg.team_label:
+            head[-1] += f"; {cfg.team_label}"
         label_parts = [*names] if names else head
         label_parts += [
             f"{k}={v}" for k, v in zip(keys, combo)
             if k not in ("protocol", "env.id", "learning", SETTING_KEY) and not k.startswith("learning.")]
-        settings.append(Setting(", ".join(label_parts), cfg, group))
+        name = ", ".join(label_parts)
+        label = name
+        if cfg.all_scripted:
+            # A scripted team keeps its own name; its seeds stay apart by their seed part.
+            seed = SEED_PART.search(name)
+            label = f"{cfg.scripted_label}, {seed.group(0).strip(' ,')}" if seed else None
+        settings.append(Setting(name, cfg, group, label))
     if reference:
         for group in dict.fromkeys(s.group for s in settings):
+            if all(s.config.all_scripted for s in settings if s.group == group):
+                continue  # the settings are the scripted team already: a reference would repeat them
             first = next(s for s in settings if s.group == group)
             data = first.config.model_dump(mode="json")
             data["agents"]["kind"] = "scripted"
+            data["team"] = {}  # every slot the env's scripted agent
             data["protocol"] = {"name": "none"}
             data["model"]["adapters"] = None  # the scripted team acts with no model
             settings.append(Setting("scripted (reference)", build_config(data), group))
@@ -201,8 +253,7 @@ def run_comparison(
         if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
             kwargs = {"chat_model": shared_model, "cache": shared_cache, "model_id": s.config.model.spec}
         logger.info("setting %s -> %s", s.name, run_path)
-        label = s.name if s.config.agents.kind != "scripted" else None
-        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=label, notify=notify,
+        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=s.label, notify=notify,
                    **kwargs).run()
     atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
         {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
@@ -216,6 +267,8 @@ def _can_share(config: Any, shared: Any) -> bool:
     its adapters to the model it gets) nor plays adapters back. Other settings load their own,
     so no setting's adapters reach another's model."""
     if shared is None or config.agents.kind != "llm" or config.model != shared.model or config.model.adapters:
+        return False
+    if any(s.model.adapters for s in config.slots().values()):  # a slot's adapters attach to its model
         return False
     return not trains_weights(config.learning.method)
 
@@ -239,13 +292,15 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
         name = summary.get("setting", run_path.name)
         groups.setdefault(group, {})[name] = summary
         curves.setdefault(group, {})[name] = RunDirectory(run_path).read_iterations()
-    parts, summaries = [], {}
+    parts, summaries, runs_of = [], {}, {}
     groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     for group, by_name in groups.items():
         ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
-        summaries[group] = ordered
+        runs_of[group] = ordered
+        # One row per setting: its seeds pooled (each seed's own summary kept under "seeds").
+        summaries[group] = pool_summaries(ordered)
     rows = {group: next(iter(by_name.values())) for group, by_name in summaries.items()}
-    if len(groups) > 1 and all(len(by_name) == 1 for by_name in groups.values()) and \
+    if len(groups) > 1 and all(len(by_name) == 1 for by_name in summaries.values()) and \
             len({(s.get("setting"), s.get("model")) for s in rows.values()}) == 1:
         # One setting on many environments (e.g. a scripted team on every layout): one table.
         setting = next(iter(rows.values())).get("setting", "?")
@@ -256,7 +311,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
             model = next((s.get("model") for s in ordered.values() if s.get("model") != "scripted"),
                          next(iter(ordered.values())).get("model", "?"))
             parts.append(markdown_table(ordered, title=f"{group} (model: {model})"))
-    for group, ordered in summaries.items():
+    for group, ordered in runs_of.items():
         for name, s in ordered.items():
             if s.get("policies"):
                 parts.append(policies_text(s["policies"], heading=f"### {group}: {name}"))
@@ -268,13 +323,14 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
     atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
         suffix = "" if i == 0 else f"_{_slug(group)}"
-        neural = {k: v for k, v in by_name.items() if v and summaries[group][k].get("agents") == "neural"}
+        of_run = runs_of[group]  # the curves are each run's; pool_seeds pools them
+        neural = {k: v for k, v in by_name.items() if v and of_run[k].get("agents") == "neural"}
         llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v and k not in neural}
         # A scripted team is a reference only under the LLM settings' own step cap.
-        caps = {summaries[group][k].get("max_steps") for k in llm}
-        ref = {f"{k}: mean return": summaries[group][k]["return"]["mean"] for k in by_name
-               if _is_scripted(k) and summaries[group][k].get("max_steps") in caps
-               and summaries[group][k]["return"].get("mean") is not None} or None
+        caps = {of_run[k].get("max_steps") for k in llm}
+        ref = {f"{k}: mean return": of_run[k]["return"]["mean"] for k in by_name
+               if _is_scripted(k) and of_run[k].get("max_steps") in caps
+               and of_run[k]["return"].get("mean") is not None} or None
         # Seeds of one setting are drawn as one curve (their mean, with the interval over seeds).
         if llm:
             plot_iteration_curves(pool_seeds(llm)[0], out / f"learning_curve{suffix}.png", reference=ref)
@@ -283,11 +339,11 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
                                   out / f"learning_curve{suffix}.png")
         if neural:
             # Neural learners against frames, with their closing greedy evaluation.
-            final = {k: (summaries[group][k]["frames"], summaries[group][k]["return"]["mean"]) for k in neural
-                     if summaries[group][k].get("frames") is not None
-                     and (summaries[group][k].get("return") or {}).get("mean") is not None}
+            final = {k: (of_run[k]["frames"], of_run[k]["return"]["mean"]) for k in neural
+                     if of_run[k].get("frames") is not None
+                     and (of_run[k].get("return") or {}).get("mean") is not None}
             name = f"learning_curve{suffix}.png" if not llm else f"learning_curve_frames{suffix}.png"
-            success = any(summaries[group][k].get("success_defined", True) for k in neural)
+            success = any(of_run[k].get("success_defined", True) for k in neural)
             pooled, pooled_final = pool_seeds(neural, final)
             plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
     return ComparisonResult(out, summaries, table)

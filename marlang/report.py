@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,8 @@ def _pm(stat: dict[str, Any], digits: int = 1) -> str:
 
 
 def _rate(stat: dict[str, Any]) -> str:
+    if "ci95" in stat:  # a pooled row's: the mean over seeds with its t-interval
+        return _pm(stat, 2)
     if stat.get("n", 1) == 0 or not _defined(stat.get("mean"), stat.get("low"), stat.get("high")):
         return "-"
     return f"{stat['mean']:.2f} [{stat['low']:.2f}, {stat['high']:.2f}]"
@@ -231,6 +233,10 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
             note += (f"; {EVAL_SUCCESS_HEADER}: its solved episodes (success rate), and the change in "
                      "success over the same held-out seeds with its 95% interval (paired)")
         note += " (compare learners by these)."
+    if any("seeds" in s for s in summaries.values()):
+        note += (" A row named (N seeds) pools its setting's runs: each figure is the mean over the "
+                 "seeds of each seed's own mean, ± the 95% t-interval over seeds (the success rate "
+                 "too); episodes: of all its seeds.")
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 
 
@@ -291,6 +297,84 @@ SEED_PART = re.compile(r"(^|,\s*)run\.seed=[^,]*")
 """The seed part of a grid setting's name (``ippo+lca-heuristic, run.seed=2``)."""
 
 
+def seed_groups(names: Iterable[str]) -> dict[str, list[str]]:
+    """Names that differ only in their seed part, under their pooled name ``NAME (N seeds)``
+    (a name without others of its setting stays as it is)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(SEED_PART.sub("", name).strip(" ,"), []).append(name)
+    return {(f"{base or 'all'} ({len(found)} seeds)" if len(found) > 1 else found[0]): found
+            for base, found in groups.items()}
+
+
+def seed_of(name: str) -> str:
+    """The seed in a setting's name (``ippo, run.seed=2`` -> ``2``), else the name itself."""
+    found = SEED_PART.search(name)
+    return found.group(0).strip(" ,").partition("=")[2].strip() if found else name
+
+
+POOLED_STATS = ("steps", "steps_when_solved", "return", "llm_calls_per_episode", "tokens_per_episode")
+"""Statistics of a summary that a pooled row gives as the mean over seeds of each seed's mean."""
+
+SETTING_KEYS = ("env_id", "model", "learner", "max_steps", "agents", "success_defined", "frames",
+                "critic", "reward_hook")
+"""Keys that say what a setting is (the same for each of its seeds): a pooled row keeps them."""
+
+
+def _over_seeds(stats: Sequence[Any]) -> dict[str, float | None]:
+    """:func:`mean_ci` of the seeds' means (seeds whose statistic is undefined are left out)."""
+    means = [float(s["mean"]) for s in stats if isinstance(s, dict) and _defined(s.get("mean"))]
+    return mean_ci(means)
+
+
+def _pooled_evaluation(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {"iteration": max(int(r.get("iteration") or 0) for r in runs),
+            "episodes": sum(int(r.get("episodes") or 0) for r in runs),
+            "return": _over_seeds([r.get("return") for r in runs]),
+            "success_rate": _over_seeds([r.get("success_rate") for r in runs])}
+
+
+def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One row per setting over its seeds, named as :func:`pool_seeds` names its curve: settings
+    whose names differ only in ``run.seed`` become ``NAME (N seeds)``, whose statistics (return,
+    success rate, steps, LLM calls, tokens, the held-out evaluation and its paired change) are
+    the mean over seeds of each seed's mean, with the 95% t-interval over seeds (``n``: the
+    seeds); ``episodes`` counts every seed's. ``seeds`` keeps each seed's own summary, by seed.
+    Settings with one seed are kept as they are."""
+    pooled: dict[str, dict[str, Any]] = {}
+    for label, names in seed_groups(summaries).items():
+        runs = [summaries[n] for n in names]
+        if len(names) == 1:
+            pooled[label] = runs[0]
+            continue
+        row: dict[str, Any] = {"setting": label, "episodes": sum(int(r.get("episodes") or 0) for r in runs)}
+        row.update({k: runs[0][k] for k in SETTING_KEYS if k in runs[0]})
+        row["success_rate"] = _over_seeds([r.get("success_rate") for r in runs])
+        for key in POOLED_STATS:
+            row[key] = _over_seeds([r.get(key) for r in runs])
+        invalid = [r.get("invalid_action_rate") or {} for r in runs]
+        row["invalid_action_rate"] = {**_over_seeds(invalid),
+                                      "invalid": sum(int(i.get("invalid") or 0) for i in invalid),
+                                      "decisions": sum(int(i.get("decisions") or 0) for i in invalid)}
+        for key in ("evaluation", "evaluation_initial"):
+            found = [_held_out(r, key) for r in runs]
+            if all(found):
+                row[key] = _pooled_evaluation(found)
+            elif isinstance(runs[0].get(key), str):  # a neural run's names its kind
+                row[key] = runs[0][key]
+        changes = [r.get("evaluation_change") for r in runs]
+        if all(isinstance(c, dict) for c in changes):
+            row["evaluation_change"] = {
+                "episodes": sum(int(c.get("episodes") or 0) for c in changes),
+                "success": _over_seeds([c.get("success") for c in changes]),
+                "return": _over_seeds([c.get("return") for c in changes]),
+                "gained": sum(int(c.get("gained") or 0) for c in changes),
+                "lost": sum(int(c.get("lost") or 0) for c in changes)}
+        row["seeds"] = {seed_of(n): r for n, r in zip(names, runs, strict=True)}
+        pooled[label] = row
+    return pooled
+
+
 def pool_seeds(curves: dict[str, list[dict[str, Any]]],
                final: dict[str, tuple[float, float]] | None = None
                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[float, float]] | None]:
@@ -299,18 +383,14 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
     over the seeds that reached it of the return (``return_ci95``: the 95% t-interval of those
     seeds' returns), success rate and greedy evaluation return; ``final`` (closing greedy
     evaluations) is averaged too. Curves with one seed are kept as they are."""
-    groups: dict[str, list[str]] = {}
-    for name in curves:
-        groups.setdefault(SEED_PART.sub("", name).strip(" ,"), []).append(name)
     pooled: dict[str, list[dict[str, Any]]] = {}
     pooled_final: dict[str, tuple[float, float]] = {}
-    for base, names in groups.items():
+    for label, names in seed_groups(curves).items():
         if len(names) == 1:
             pooled[names[0]] = curves[names[0]]
             if final and names[0] in final:
                 pooled_final[names[0]] = final[names[0]]
             continue
-        label = f"{base or 'all'} ({len(names)} seeds)"
         x_key = "frames" if all(r.get("frames") is not None for n in names for r in curves[n]) else "iteration"
         at: dict[float, list[dict[str, Any]]] = {}
         for n in names:

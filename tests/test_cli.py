@@ -169,3 +169,40 @@ def test_report_of_a_finished_run_reads_its_summary_without_the_run_machinery(tm
     assert main(["report", str(out)]) == 0
     assert "| scripted" in capsys.readouterr().out
     assert summary.stat().st_mtime_ns > stale
+
+
+def test_run_with_seeds_runs_each_seed_and_pools_them_and_report_rebuilds_the_table(tmp_path, capsys):
+    config = tmp_path / "seeds.yaml"
+    config.write_text("env: {id: babyai/goto-obj, max_steps: 8}\nagents: {kind: scripted}\n"
+                      "run: {name: seeds, episodes: 2, progress: false, seeds: [0, 1]}\n")
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| scripted, 8 steps (2 seeds) " in printed
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "scripted--run.seed-0", "scripted--run.seed-1"]
+    assert main(["report", str(out)]) == 0
+    assert "| scripted, 8 steps (2 seeds) " in capsys.readouterr().out
+    assert main(["run", "--resume", str(out)]) == 2  # a set of runs resumes by its own command
+    assert "rerun the command" in capsys.readouterr().err
+    # A config without run.seeds writes one run directory, as ever.
+    single = tmp_path / "single"
+    assert main(["run", str(config), "--unset", "run.seeds", "--out", str(single)]) == 0
+    assert (single / "episodes.jsonl").is_file() and (single / "config.yaml").is_file()
+
+
+def test_compare_seeds_option(tmp_path, capsys):
+    config = tmp_path / "one.yaml"
+    config.write_text("env: {id: babyai/goto-obj}\nagents: {kind: scripted}\nrun: {name: one, episodes: 1}\n")
+    out = tmp_path / "cmp"
+    assert main(["compare", str(config), "--seeds", "3,4", "--out", str(out)]) == 0
+    assert "| scripted (2 seeds) " in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["scripted--run.seed-3", "scripted--run.seed-4"]
+    for bad, expected in [("3,x", "--seeds '3,x' must be integers"), ("3,3", "'run.seeds': seed 3 is listed twice")]:
+        assert main(["compare", str(config), "--seeds", bad, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0]
+    assert main(["compare", str(config), "--seeds", "0,1", "--set", "run.seed=5", "--out", str(out)]) == 2
+    assert "run.seed is 5, not one of run.seeds [0, 1]" in capsys.readouterr().err
+    assert main(["compare", str(config), "--seeds", "0,1", "--grid", "run.seed=0,1", "--out", str(out)]) == 2
+    assert "seeds are given twice" in capsys.readouterr().err

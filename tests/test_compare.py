@@ -170,3 +170,95 @@ def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
     shared, *own = built
     assert len(own) == 2  # one model per PPO row, loaded by its run
     assert shared.engine.adapters is None  # the untrained row's model never got adapters
+
+
+def test_seeds_are_the_grids_last_axis_over_run_seed_and_the_reference_runs_once():
+    import pytest
+
+    from marlang.compare import parse_seeds
+    from marlang.config import ConfigError
+
+    base = _base(3)
+    base["run"]["seeds"] = [4, 7]
+    settings = expand_grid(base, [("protocol", ["none", "alternating-2"])])
+    assert [(s.name, s.config.run.seed) for s in settings] == [
+        ("none, reflexion, run.seed=4", 4), ("none, reflexion, run.seed=7", 7),
+        ("alternating-2, reflexion, run.seed=4", 4), ("alternating-2, reflexion, run.seed=7", 7),
+        ("scripted (reference)", 4), ("scripted (level's step limit)", 4)]
+    assert all(s.config.run.seeds is None for s in settings)  # each run is one seed
+    # The same settings as a grid over run.seed: one mechanism.
+    plain = expand_grid(_base(3), [("protocol", ["none", "alternating-2"]), ("run.seed", [4, 7])])
+    assert [(s.name, s.config) for s in plain] == [(s.name, s.config) for s in settings]
+    with pytest.raises(ConfigError, match="seeds are given twice"):
+        expand_grid(base, [("run.seed", [0, 1])])
+    with pytest.raises(ConfigError, match="'run.seeds': seed 4 is listed twice"):
+        expand_grid({**base, "run": {**base["run"], "seeds": [4, 4]}}, [])
+    assert parse_seeds("0,1, 2") == [0, 1, 2]
+    with pytest.raises(ConfigError, match="--seeds '0,x' must be integers separated by commas"):
+        parse_seeds("0,x")
+
+
+def _scripted_seeds(tmp_path):
+    from marlang.compare import run_comparison
+
+    base = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},
+            "run": {"episodes": 3, "progress": False, "seeds": [0, 1]}}
+    return run_comparison(base, [("env.max_steps", [8, 12])], tmp_path / "cmp")
+
+
+def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
+    import json
+
+    from marlang.report import mean_ci
+
+    result = _scripted_seeds(tmp_path)
+    out = tmp_path / "cmp"
+    # 2 settings x 2 seeds, and no reference: the settings are the scripted team already
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "scripted--env.max_steps-12--run.seed-0", "scripted--env.max_steps-12--run.seed-1",
+        "scripted--env.max_steps-8--run.seed-0", "scripted--env.max_steps-8--run.seed-1"]
+    rows = result.summaries["babyai/goto-obj"]
+    assert set(rows) == {"scripted, 8 steps (2 seeds)", "scripted, 12 steps (2 seeds)"}
+    for steps in (8, 12):
+        row = rows[f"scripted, {steps} steps (2 seeds)"]
+        own = {seed: json.loads((out / f"scripted--env.max_steps-{steps}--run.seed-{seed}" / "summary.json")
+                                .read_text()) for seed in (0, 1)}
+        assert set(row["seeds"]) == {"0", "1"} and row["seeds"]["1"] == own[1]
+        for key in ("return", "steps", "success_rate"):
+            assert row[key] == mean_ci([own[0][key]["mean"], own[1][key]["mean"]]), key  # over seeds
+        assert row["episodes"] == 6
+        mean, ci = row["return"]["mean"], row["return"]["ci95"]
+        line = next(r for r in result.table.splitlines() if r.startswith(f"| scripted, {steps} steps (2 seeds) "))
+        assert f"{mean:.3f} ± {ci:.3f}" in line
+    assert own[0]["return"]["mean"] != own[1]["return"]["mean"]  # the seeds differ: a real interval
+    written = json.loads((out / "summary.json").read_text())["babyai/goto-obj"]
+    assert written["scripted, 12 steps (2 seeds)"]["seeds"]["0"]["setting"] == "scripted, 12 steps, run.seed=0"
+    assert (out / "learning_curve.png").is_file()
+
+    # Rerunning the same comparison repeats nothing: every seed's run has finished.
+    episodes = {p: p.read_text() for p in out.glob("*/episodes.jsonl")}
+    again = _scripted_seeds(tmp_path)
+    assert {p: p.read_text() for p in out.glob("*/episodes.jsonl")} == episodes
+    assert again.summaries == result.summaries
+
+    # The viewer lists the seeds' runs in the table's order.
+    from marlang.view.collect import find_runs
+
+    runs, table = find_runs(out)
+    assert [p.name for p in runs][:2] == ["scripted--env.max_steps-12--run.seed-0",
+                                          "scripted--env.max_steps-12--run.seed-1"]
+    assert "(2 seeds)" in table
+
+
+def test_llm_settings_pool_their_seeds_beside_a_reference_run_once(tmp_path, monkeypatch):
+    import marlang.compare as compare_module
+    from tests.fakes import FakeRuleChatModel, babyai_rule
+
+    monkeypatch.setattr(compare_module, "build_chat_model", lambda cfg: (FakeRuleChatModel(rule=babyai_rule), None))
+    base = {"env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2}, "learning": {"method": "none"},
+            "model": {"cache": False}, "run": {"episodes": 2, "progress": False, "seeds": [0, 1]}}
+    result = compare_module.run_comparison(base, [("protocol", ["none", "alternating-1"])], tmp_path / "cmp")
+    rows = result.summaries["babyai/goto-obj"]
+    assert list(rows) == ["none, static (2 seeds)", "alternating-1, static (2 seeds)", "scripted", "scripted, 2 steps"]
+    assert "seeds" not in rows["scripted"] and rows["none, static (2 seeds)"]["llm_calls_per_episode"]["n"] == 2
+    assert "| none, static (2 seeds) " in result.table

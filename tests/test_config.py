@@ -226,3 +226,27 @@ SECTIONS = {
     "mappo": {"agents": {"kind": "neural"}},
     "qmix": {"agents": {"kind": "neural"}},
 }
+
+
+def test_run_seeds_are_a_list_of_distinct_ints():
+    assert build_config({"run": {"seeds": [0, 1, 2]}}).run.seeds == [0, 1, 2]
+    assert build_config({}).run.seeds is None  # run.seed alone
+    assert build_config({"run": {"seed": 1, "seeds": [0, 1]}}).run.seeds == [0, 1]  # run.seed among them
+
+
+@pytest.mark.parametrize(
+    ("seeds", "seed", "expected"),
+    [
+        ([], 0, "invalid value for 'run.seeds': give at least one seed"),
+        ([0, 1, 1], 0, "invalid value for 'run.seeds': seed 1 is listed twice"),
+        ([0, "one"], 0, "invalid value for 'run.seeds.1': Input should be a valid integer"),
+        ([0, 1.5], 0, "invalid value for 'run.seeds.1'"),
+        ([True], 0, "invalid value for 'run.seeds.0'"),
+        (3, 0, "invalid value for 'run.seeds': Input should be a valid list"),
+        ([0, 1, 2], 5, "invalid value for 'run.seeds': run.seed is 5, not one of run.seeds [0, 1, 2]"),
+    ],
+)
+def test_bad_run_seeds_are_one_line_naming_the_key(seeds, seed, expected):
+    with pytest.raises(ConfigError) as info:
+        build_config({"run": {"seed": seed, "seeds": seeds}})
+    assert expected in str(info.value) and "\n" not in str(info.value)

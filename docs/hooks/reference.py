@@ -56,8 +56,12 @@ NOTES: dict[str, str] = {
     "`runs/<run.name>-compare`).",
     "run.episodes": "Training episodes; with `learning.iterations` set it follows: iterations x K "
     "(see [Learners](../concepts/learners.md#iterations-and-episodes)).",
-    "run.seed": "Run seed: episode `e` uses environment seed `run.seed + e`; a grid over "
-    "`run.seed` runs one row per seed (see [Compare settings and seeds](../howto/many-seeds.md)).",
+    "run.seed": "Run seed: episode `e` uses environment seed `run.seed + e`; to run several, "
+    "give `run.seeds` (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
+    "run.seeds": "E.g. `[0, 1, 2]`, distinct; the same as a grid over `run.seed`. A table row is "
+    "the mean over seeds with its 95% t-interval over seeds. `marlang compare --seeds 0,1,2` sets "
+    "it; a `run.seed` other than 0 must be one of them. See "
+    "[Compare settings and seeds](../howto/many-seeds.md#seeds).",
     "run.progress": "Show a progress bar of the episodes.",
     "run.loggers": "Another name is refused, listing the valid ones; may change on resume "
     "(`tensorboard --logdir runs`).",
@@ -139,6 +143,8 @@ def format_type(annotation: Any) -> str:
         return "null"
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # constraints (strict, ge=1) are the description's to say
+        return format_type(args[0])
     if origin is Literal:
         return " \\| ".join(json.dumps(a) if not isinstance(a, str) else f"'{a}'" for a in args)
     if origin in (Union, types.UnionType):

@@ -14,7 +14,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -332,6 +334,11 @@ class RunConfig(_Section):
     episodes: int = Field(10, ge=1)
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
     seed: int = 0
+    seeds: list[StrictInt] | None = Field(
+        None,
+        description="Run every setting once per seed, each run with run.seed set to one of them "
+        "(one run directory per seed; tables pool the seeds). None: run.seed alone.",
+    )
     progress: bool = True
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         "auto",
@@ -353,6 +360,23 @@ class RunConfig(_Section):
                 raise ValueError(f"unknown logger {name!r}{did_you_mean(name, RUN_LOGGERS)}; "
                                  f"valid choices: {', '.join(RUN_LOGGERS)}")
         return list(dict.fromkeys(v))
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("give at least one seed, e.g. [0, 1, 2] (or leave run.seeds out: run.seed alone)")
+        twice = sorted({s for s in v if v.count(s) > 1})
+        if twice:
+            raise ValueError(f"seed {twice[0]} is listed twice; list each seed once")
+        seed = info.data.get("seed", 0)
+        if seed != 0 and seed not in v:
+            # run.seeds sets each run's run.seed: a run.seed outside them would be ignored.
+            raise ValueError(f"run.seed is {seed}, not one of run.seeds {v}; give the seeds in "
+                             "run.seeds alone (or run.seed as one of them)")
+        return v
 
 
 class SandboxConfig(_Section):
@@ -428,6 +452,12 @@ class ExperimentConfig(_Section):
         return f"{self.learning.method} (played back)" if self.plays_back else self.learning.label
 
     @property
+    def scripted_label(self) -> str:
+        """The scripted team's name in tables: ``scripted``, or ``scripted, N steps`` under a
+        step cap."""
+        return "scripted" if self.env.max_steps is None else f"scripted, {self.env.max_steps} steps"
+
+    @property
     def iterations_set(self) -> bool:
         """Whether ``learning.iterations`` decides the run's length (not in a play-back)."""
         return self.learning.iterations is not None and not self.plays_back
@@ -479,6 +509,20 @@ class ExperimentConfig(_Section):
     def all_scripted(self) -> bool:
         """Whether every slot is the env's scripted agent (a scripted reference team)."""
         return all(s.kind == "scripted" for s in self.slots().values())
+
+    @property
+    def team_label(self) -> str:
+        """How the slots differ from the top-level settings, for row labels: ``agent_1:
+        scripted``, ``agent_0: openai:gpt-4o-mini (frozen)``; empty for a uniform team."""
+        parts = []
+        for name, slot in self.slots().items() if self.team else ():
+            differs = slot.kind != self.agents.kind or (slot.kind == "llm" and slot.model != self.model)
+            notes = [note for note, on in (("frozen", slot.kind == "llm" and not slot.learn
+                                            and self.learning.method != "none"), ("role", bool(slot.role))) if on]
+            if differs or notes:
+                what = [slot.plays] if differs else []
+                parts.append(f"{name}: " + " ".join(what + ([f"({', '.join(notes)})"] if notes else [])))
+        return ", ".join(parts)
 
     def learning_slots(self) -> list[str]:
         """The LLM slots a learner updates (``learn`` not false)."""

@@ -176,20 +176,6 @@ def team_players(config: ExperimentConfig, model_id: str) -> dict[str, str]:
     return out
 
 
-def team_label(config: ExperimentConfig) -> str:
-    """How a team's slots differ from the top-level settings, for row labels: ``agent_1:
-    scripted``, ``agent_0: openai:gpt-4o-mini (frozen)``; empty for a uniform team."""
-    parts = []
-    for name, slot in config.slots().items() if config.team else ():
-        differs = slot.kind != config.agents.kind or (slot.kind == "llm" and slot.model != config.model)
-        notes = [note for note, on in (("frozen", slot.kind == "llm" and not slot.learn
-                                        and config.learning.method != "none"), ("role", bool(slot.role))) if on]
-        if differs or notes:
-            what = [slot.plays] if differs else []
-            parts.append(f"{name}: " + " ".join(what + ([f"({', '.join(notes)})"] if notes else [])))
-    return ", ".join(parts)
-
-
 def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, world_text: str,
                  models: dict[str, Any] | None = None) -> dict[str, LLMAgent]:
     """One `LLMAgent` per LLM slot (a scripted slot has none), with its slot's settings and

@@ -133,9 +133,8 @@ class Experiment:
             saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
             return saved or c.learning.label
         if not self.scripted:
-            team = build.team_label(c)
-            return f"{c.protocol.label}, {c.learning_label}" + (f"; {team}" if team else "")
-        return "scripted" if c.env.max_steps is None else f"scripted, {c.env.max_steps} steps"
+            return f"{c.protocol.label}, {c.learning_label}" + (f"; {c.team_label}" if c.team_label else "")
+        return c.scripted_label
 
     def _make_env(self) -> Any:
         return build.build_env(self.config)

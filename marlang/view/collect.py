@@ -43,7 +43,13 @@ def find_runs(path: Path) -> tuple[list[Path], str | None]:
     order: list[str] = []
     summary = _read_json(path / "summary.json")
     if isinstance(summary, dict):  # a comparison's summary: {env group: {setting: summary}}
-        order = [name for group in summary.values() if isinstance(group, dict) for name in group]
+        for group in summary.values():
+            for name, row in (group.items() if isinstance(group, dict) else ()):
+                seeds = row.get("seeds") if isinstance(row, dict) else None
+                if isinstance(seeds, dict):  # a setting's seeds pooled: its runs, seed by seed
+                    order += [s.get("setting") for s in seeds.values() if isinstance(s, dict)]
+                else:
+                    order.append(name)
     by_setting = {(_read_json(p / "summary.json") or {}).get("setting", p.name): p for p in runs}
     ordered = [by_setting[name] for name in order if name in by_setting]
     ordered += [p for p in runs if p not in ordered]
