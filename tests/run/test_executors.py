@@ -127,7 +127,8 @@ def test_ctrl_c_stops_the_ray_tasks_and_exits_130(ray_instance, tmp_path, capsys
     assert ray.available_resources().get("CPU", 0) == 2
 
 
-def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
+def test_bad_input_is_one_line_and_the_local_executor_needs_no_ray(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed: importing it fails
     config = _config(tmp_path, ROOM)
     args = ["compare", config, "--grid", "env.max_steps=3", "--no-reference", "--out", str(tmp_path / "cmp")]
     assert main([*args, "--set", "run.resources.memory=lots", "--executor", "ray"]) == 2
@@ -135,8 +136,9 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
     assert "\n" not in err and "'run.resources.memory'" in err and "4GB" in err
     assert main([*args, "--address", "auto"]) == 2
     assert "with --executor ray" in capsys.readouterr().err
-    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
     assert main([*args, "--executor", "ray"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and 'pip install "marlang[ray]"' in err
     assert not (tmp_path / "cmp").exists()
+    assert main(args) == 0  # the default executor runs without Ray
+    assert (tmp_path / "cmp" / "table.md").is_file()
