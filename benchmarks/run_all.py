@@ -16,6 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import bench_compare_executors
 import bench_credit
 import bench_envs_marl
 import bench_envs_overcooked
@@ -37,6 +38,8 @@ BENCHMARKS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
     ("MAGRPO: batched sampling with per-row adapters, shared-prompt training", bench_magrpo.main,
      {"new_tokens": 16, "repeats": 1, "warmup": 0}),
     ("parallel episodes", bench_parallel.main, {"episodes": 8, "max_steps": 2}),
+    ("comparison grid: Ray executor vs local (4 settings)", bench_compare_executors.main,
+     {"episodes": 60, "settings": 4}),
     ("Overcooked text env", bench_envs_overcooked.main, {"ticks": 1000, "repeats": 1}),
     ("Pistonball text env", bench_envs_pistonball.main,
      {"cycles": 500, "package_cycles": 50, "repeats": 1}),

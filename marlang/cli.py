@@ -17,6 +17,7 @@ from typing import Any
 EXIT_CONFIG = 2
 EXIT_MODEL = 3
 EXIT_INTERRUPTED = 130
+EXIT_FAILED_RUNS = 4  # a comparison finished, but some of its runs ended in an error
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 
 
@@ -47,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seeds", metavar="S1,S2", help="run every setting once per seed, e.g. --seeds 0,1,2 "
                    "(sets run.seeds; the table pools each setting's seeds)")
     c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
+    c.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: every setting in this process, one after another (settings share one "
+                        "model where they can); ray: each setting a Ray task with its run.resources "
+                        '(pip install "marlang[ray]")')
+    c.add_argument("--address", metavar="auto|HOST:PORT",
+                   help="the Ray cluster to join (--executor ray; default: RAY_ADDRESS, else a Ray "
+                        "instance started on this machine)")
 
     rev = sub.add_parser("review", help="review a paused update (learning.review: true), then continue the run")
     rev.add_argument("run_dir")
@@ -412,15 +420,22 @@ def _compare(args: argparse.Namespace) -> int:
                           "(--seeds 0,1,2)")
     out = Path(args.out or f"runs/{cfg.run.name}-compare")
     _check_out(out)
-    return _run_grid(base, grid, out, reference=not args.no_reference)
+    if args.address and args.executor != "ray":
+        raise ConfigError("--address names a Ray cluster: use it with --executor ray")
+    executor = None
+    if args.executor == "ray":
+        from marlang.run.executors import RayExecutor
+
+        executor = RayExecutor(address=args.address)
+    return _run_grid(base, grid, out, reference=not args.no_reference, executor=executor)
 
 
-def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
+def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any = None) -> int:
     from marlang.compare import run_comparison
     from marlang.config import build_config
 
     try:
-        result = run_comparison(base, grid, out, reference=reference, notify=_notify)
+        result = run_comparison(base, grid, out, reference=reference, notify=_notify, executor=executor)
     except KeyboardInterrupt:
         message, code = "interrupted", EXIT_INTERRUPTED
     except Exception as exc:
@@ -438,6 +453,11 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool) -> int:
         return code
     print(result.table)
     print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png)")
+    if result.failed:
+        print(f"marlang: {len(result.failed)} run(s) failed: " + "; ".join(
+            f"{name}: {reason}" for name, reason in result.failed.items())
+            + "; rerun the same command to retry them", file=sys.stderr)
+        return EXIT_FAILED_RUNS
     return 0
 
 

@@ -58,6 +58,8 @@ class ComparisonResult:
     out_dir: Path
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     table: str = ""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Runs that ended in an error, each with its reason."""
 
 
 def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
@@ -229,36 +231,37 @@ def build_chat_model(model_config: Any) -> tuple[Any, Any]:
 
 def run_comparison(
     base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
-    notify: Callable[[str], None] | None = None,
+    notify: Callable[[str], None] | None = None, executor: Any = None,
 ) -> ComparisonResult:
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
-    ``learning_curve.png`` into ``out_dir``."""
+    ``learning_curve.png`` into ``out_dir``. ``executor`` runs the settings
+    (`marlang.run.executors`: in this process, one after another, by default)."""
     # Imported here: rebuilding a table (write_comparison, marlang report) needs no run machinery.
-    from marlang.run import Experiment
+    from marlang.run.executors import LocalExecutor, RunJob
 
+    executor = executor if executor is not None else LocalExecutor()
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
     shared_model: Any = None
     shared_cache: Any = None
-    shares_model = not any(k.startswith("model") for k, _ in grid)
+    shares_model = executor.shares_model and not any(k.startswith("model") for k, _ in grid)
     first_llm = next((s for s in settings if _can_share(s.config, s.config)), None)
     if first_llm is not None and shares_model:
         # The model loads before anything is written: a spec that cannot load leaves nothing.
         shared_model, shared_cache = build_chat_model(first_llm.config.model)
     multi_group = len({s.group for s in settings}) > 1
     names = [_slug(f"{s.group}__{s.name}" if multi_group else s.name) for s in settings]
+    jobs = []
     for s, name in zip(settings, names):
-        run_path = out / name
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"label": s.label}
         if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
-            kwargs = {"chat_model": shared_model, "cache": shared_cache, "model_id": s.config.model.spec}
-        logger.info("setting %s -> %s", s.name, run_path)
-        Experiment(s.config, run_path, resume=RunDirectory(run_path).exists(), label=s.label, notify=notify,
-                   **kwargs).run()
+            kwargs.update(chat_model=shared_model, cache=shared_cache, model_id=s.config.model.spec)
+        jobs.append(RunJob(name, s.config, kwargs))
+    failed = executor.run(jobs, out, notify=notify)
     atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
         {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
         sort_keys=False))
-    return write_comparison(out, runs=names)
+    return write_comparison(out, runs=names, failed=failed)
 
 
 def _can_share(config: Any, shared: Any) -> bool:
@@ -273,10 +276,12 @@ def _can_share(config: Any, shared: Any) -> bool:
     return not trains_weights(config.learning.method)
 
 
-def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> ComparisonResult:
+def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
+                     failed: dict[str, str] | None = None) -> ComparisonResult:
     """(Re)build the comparison table and plot from the run directories under ``out_dir``:
     those named in ``runs`` (a grid's settings; the others there are named in a note below
-    the table), or every one when ``runs`` is None."""
+    the table), or every one when ``runs`` is None. ``failed``: runs that ended in an error,
+    each with its reason (a note below the table, and ``failed_runs`` in summary.json)."""
     out = Path(out_dir)
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -318,9 +323,13 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
     if others:
         parts.append(f"Not in this grid (earlier runs in {out}, shown by marlang report {out}): "
                      f"{', '.join(others)}\n")
+    if failed:
+        parts.append("Failed runs (rerun the same command to retry them):\n\n" + "".join(
+            f"- {name}: {reason}\n" for name, reason in failed.items()))
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
-    atomic_write_text(out / "summary.json", dumps_json(summaries, indent=2) + "\n")
+    record = {**summaries, "failed_runs": dict(failed)} if failed else summaries
+    atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
         suffix = "" if i == 0 else f"_{_slug(group)}"
         of_run = runs_of[group]  # the curves are each run's; pool_seeds pools them
@@ -346,7 +355,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None) -> Comp
             success = any(of_run[k].get("success_defined", True) for k in neural)
             pooled, pooled_final = pool_seeds(neural, final)
             plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
-    return ComparisonResult(out, summaries, table)
+    return ComparisonResult(out, summaries, table, dict(failed or {}))
 
 
 _ORDER = ["none", "bidirectional", "unidirectional"]

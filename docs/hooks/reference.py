@@ -266,7 +266,8 @@ def render_config_reference() -> str:
         if doc:
             out.append(" ".join(doc.split()) + "\n")
         out += TABLE_HEAD
-        out += _rows(model, name, lambda key, section=name: NOTES.get(f"{section}.{key}"))
+        out += _rows(model, name, lambda key, section=name: NOTES.get(f"{section}.{key}"),
+                     expand=("resources",))  # run.resources: its own keys, each a row
         out.append("")
         if name == "env":
             out.append("Registered environment ids (`env.id`):\n")

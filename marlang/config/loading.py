@@ -175,6 +175,7 @@ RESUME_MAY_CHANGE = (
     "run.name",
     "run.loggers",
     "run.threads",
+    "run.resources",
     "learning.iterations",
     "model.max_concurrency",
     "model.timeout",

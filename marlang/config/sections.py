@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -327,6 +328,39 @@ RUN_LOGGERS = ("csv", "tensorboard")
 adds its rows as scalars (see :mod:`marlang.scalars`)."""
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(value: Any) -> int | None:
+    """Bytes from ``4GB``, ``512MiB``, ``1.5gb`` or a whole number of bytes (None stays None);
+    a ``ValueError`` saying what a size looks like otherwise."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value)) if not isinstance(value, bool) else None
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS or float(match.group(1)) <= 0:
+        raise ValueError(f"{value!r} is not a size; give bytes or a number with a unit, e.g. 4GB, 512MiB")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+class ResourcesConfig(_Section):
+    """What one run asks of a Ray cluster (``marlang compare --executor ray``): its task starts
+    on a node with this much free; the local executor runs every setting in-process and reads
+    none of it."""
+
+    cpus: float = Field(1.0, ge=0, description="CPU cores the run's task reserves.")
+    gpus: float = Field(0.0, ge=0, description="GPUs the run's task reserves (e.g. 1 for a PPO or MAGRPO "
+                        "setting; a fraction shares one GPU); a scripted team reserves none.")
+    memory: int | None = Field(None, description="Memory the run's task reserves: bytes or a size such as "
+                               "4GB or 512MiB; None reserves none.")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> int | None:
+        return parse_size(v)
+
+
 class RunConfig(_Section):
     """How many episodes, how many at once, seeds and naming."""
 
@@ -350,6 +384,10 @@ class RunConfig(_Section):
         default_factory=lambda: ["csv"],
         description="Where each iteration's row goes: csv (iterations.csv, always written) and "
         "tensorboard (scalars under RUN/tensorboard/).",
+    )
+    resources: ResourcesConfig = Field(
+        default_factory=ResourcesConfig,
+        description="CPUs, GPUs and memory the run reserves on a Ray cluster (compare --executor ray).",
     )
 
     @field_validator("loggers")

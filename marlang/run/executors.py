@@ -1,0 +1,240 @@
+"""Where a comparison's runs execute: `LocalExecutor` plays them one after another in this
+process (settings that can share one chat model share it), `RayExecutor` runs each as a task
+on a Ray cluster with the resources its config declares (``run.resources``).
+
+Both take a plain list of `RunJob` (run name, validated config, `Experiment` keyword
+arguments) and write each run into ``OUT/<run name>``; the comparison directory is the
+record, so rerunning a grid resumes it run by run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from marlang.config import ConfigError, ExperimentConfig, redact_secrets
+from marlang.report import SUMMARY_INPUTS
+from marlang.rundir import RunDirectory
+
+logger = logging.getLogger(__name__)
+
+RAY_INSTALL = 'pip install "marlang[ray]"'
+
+CANCEL_GRACE_S = 30.0
+"""How long a Ctrl-C waits for the cancelled runs to stop at their next step (keeping what is
+finished) before their workers are killed."""
+
+
+class RunJob(NamedTuple):
+    """One run of a comparison: ``OUT/<name>`` is its run directory."""
+
+    name: str
+    config: ExperimentConfig
+    kwargs: dict[str, Any]
+    """Keyword arguments of `Experiment` (``label``; the shared ``chat_model`` and ``cache``
+    where the executor shares one model)."""
+
+
+class Executor(Protocol):
+    """Runs (or resumes) every job into ``out_dir``; returns the runs that failed, each with a
+    one-line reason (a finished run is in ``out_dir / name`` when this returns)."""
+
+    shares_model: bool
+    """Whether jobs may carry one chat model built by the caller (only in-process)."""
+
+    def run(self, jobs: Sequence[RunJob], out_dir: Path,
+            notify: Callable[[str], None] | None = None) -> dict[str, str]: ...
+
+
+def _run_job(config: ExperimentConfig, path: Path, kwargs: dict[str, Any],
+             notify: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run or resume one job in this process (a directory that exists is resumed)."""
+    from marlang.run.experiment import Experiment
+
+    result = Experiment(config, path, resume=RunDirectory(path).exists(), notify=notify, **kwargs).run()
+    return {"episodes_run": result.episodes_run, "paused": result.paused,
+            "already_finished": result.already_finished}
+
+
+class LocalExecutor:
+    """Every run in this process, one after another; an error stops the grid (and Ctrl-C
+    stops the run in progress, keeping what it finished)."""
+
+    shares_model = True
+
+    def run(self, jobs: Sequence[RunJob], out_dir: Path,
+            notify: Callable[[str], None] | None = None) -> dict[str, str]:
+        for job in jobs:
+            logger.info("setting %s -> %s", job.kwargs.get("label") or job.name, out_dir / job.name)
+            _run_job(job.config, out_dir / job.name, job.kwargs, notify)
+        return {}
+
+
+def finished_run(path: Path, config: ExperimentConfig) -> bool:
+    """Whether ``path`` holds a finished run of ``config``: its summary written after every
+    file the run writes before it (the training checkpoint included), under the same config.
+    A run cut short, or resumed and extended since, has files newer than its summary."""
+    summary = path / "summary.json"
+    try:
+        if (path / "config.yaml").read_text() != redact_secrets(config.to_yaml()):
+            return False
+        written = summary.stat().st_mtime_ns
+    except OSError:
+        return False
+    names = (*SUMMARY_INPUTS, "checkpoints.sqlite", "checkpoints.sqlite-wal", "llm_calls.csv", "metrics.csv")
+    return not any((path / n).is_file() and (path / n).stat().st_mtime_ns > written for n in names)
+
+
+def _ray_task(config: ExperimentConfig, path: str, kwargs: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """The body of one Ray task: relative paths in the config (prompt files, data) mean what
+    they mean to the command that started the grid, where the worker sees that folder."""
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
+    return _run_job(config, Path(path), kwargs)
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line `ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--executor ray needs Ray, which is not installed: {RAY_INSTALL}") from None
+    return ray
+
+
+class RayExecutor:
+    """Each run a Ray task reserving its ``run.resources`` (a scripted team: its CPUs only),
+    retried once if its worker dies. Workers write run directories themselves: the
+    comparison directory must be on storage every node sees at the same path.
+
+    ``address``: a cluster (``auto``, ``HOST:PORT``, ``ray://...``); None joins the one
+    ``RAY_ADDRESS`` names, or starts a Ray instance on this machine when neither is given.
+    A Ray already initialised in this process is used as it is."""
+
+    shares_model = False
+
+    def __init__(self, address: str | None = None) -> None:
+        self.ray = import_ray()
+        self.address = address
+        self.submitted: list[str] = []
+        """The runs this executor sent to the cluster (finished runs are not sent)."""
+        self.skipped: list[str] = []
+        """The runs found finished and not sent."""
+
+    def _connect(self) -> bool:
+        """Join (or start) the cluster; True if this call did, so the run ends the connection."""
+        ray = self.ray
+        if ray.is_initialized():
+            return False
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            logger.warning("no Ray cluster named (--address, RAY_ADDRESS): starting a local Ray instance "
+                           "on this machine")
+        local = {"include_dashboard": False} if address is None else {}
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, **local)
+        except ConnectionError as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"cannot join the Ray cluster at {address}: {first}") from None
+        return True
+
+    def _options(self, config: ExperimentConfig) -> dict[str, Any]:
+        res = config.run.resources
+        scripted = config.agents.kind == "scripted"
+        options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": 0 if scripted else res.gpus,
+                                   "max_retries": 1}
+        if res.memory is not None and not scripted:
+            options["memory"] = res.memory
+        return options
+
+    def run(self, jobs: Sequence[RunJob], out_dir: Path,
+            notify: Callable[[str], None] | None = None) -> dict[str, str]:
+        ray = self.ray
+        out = Path(out_dir).resolve()
+        todo = []
+        for job in jobs:
+            if job.kwargs.get("chat_model") is not None:
+                raise ValueError("a Ray task builds its own model: a job cannot carry one")
+            if finished_run(out / job.name, job.config):
+                logger.info("%s is finished: not sent again", out / job.name)
+                self.skipped.append(job.name)
+            else:
+                todo.append(job)
+        if not todo:
+            return {}
+        started = self._connect()
+        try:
+            task = ray.remote(_ray_task)
+            refs: dict[Any, RunJob] = {}
+            cwd = os.getcwd()
+            for job in todo:
+                ref = task.options(**self._options(job.config)).remote(job.config, str(out / job.name),
+                                                                         job.kwargs, cwd)
+                refs[ref] = job
+                self.submitted.append(job.name)
+                logger.info("setting %s -> %s (Ray task)", job.kwargs.get("label") or job.name, out / job.name)
+            return self._collect(refs, notify)
+        finally:
+            if started:
+                ray.shutdown()
+
+    def _collect(self, refs: dict[Any, RunJob], notify: Callable[[str], None] | None) -> dict[str, str]:
+        ray = self.ray
+        failed: dict[str, str] = {}
+        pending = list(refs)
+        try:
+            while pending:
+                # A timeout, so a Ctrl-C reaches this process within a second.
+                done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+                for ref in done:
+                    name = refs[ref].name
+                    try:
+                        ray.get(ref)
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - the run is reported, the grid goes on
+                        failed[name] = task_failure(exc)
+                        logger.warning("run %s failed: %s", name, failed[name])
+        except KeyboardInterrupt:
+            self._cancel(pending, notify or logger.warning)
+            raise
+        return failed
+
+    def _cancel(self, pending: list[Any], notify: Callable[[str], None]) -> None:
+        """Ctrl-C: each running task is interrupted as a Ctrl-C interrupts a local run (it
+        keeps what is finished); tasks still running after the grace period, or after a
+        second Ctrl-C, are killed with their workers. A rerun resumes every one."""
+        ray = self.ray
+        if not pending:
+            return
+        notify(f"interrupted: stopping {len(pending)} Ray task(s) (Ctrl-C again to kill them at once)")
+        for ref in pending:
+            ray.cancel(ref, force=False)
+        try:
+            deadline = time.monotonic() + CANCEL_GRACE_S
+            while pending and time.monotonic() < deadline:
+                _, pending = ray.wait(pending, num_returns=len(pending), timeout=1.0)
+        except KeyboardInterrupt:
+            pass
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception as exc:  # noqa: BLE001 - a task that ended meanwhile
+                logger.debug("cancel: %s", exc)
+
+
+def task_failure(exc: BaseException) -> str:
+    """One line saying why a Ray task failed: the run's own error, or its worker's death."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and not type(exc).__name__.startswith(("Worker", "OutOfMemory")):
+        text = str(cause).strip()
+        return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())
+    if name in ("WorkerCrashedError", "OutOfMemoryError", "NodeDiedError", "RaySystemError"):
+        return f"{name} (retried once): {text[:300]}"
+    return f"{name}: {text[:300]}"
