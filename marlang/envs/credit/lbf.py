@@ -57,6 +57,11 @@ class LBFScenario:
     coop: bool = False
 
     @property
+    def agents(self) -> int:
+        """The agent count (``players``)."""
+        return self.players
+
+    @property
     def description(self) -> str:
         view = "whole grid in view" if self.sight is None else f"sight {self.sight}"
         mode = ", every food needs the team (coop)" if self.coop else ""
@@ -108,23 +113,12 @@ class LevelBasedForagingEnv(ScenarioEnv):
     metadata: ClassVar[dict[str, Any]] = env_metadata("level_based_foraging_v0")
     world_description: ClassVar[str] = "a grid field where agents with levels load food together"
 
-    def __init__(
-        self,
-        scenario: LBFScenario,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = LBF_MAX_STEPS,
-        shared_reward: bool = False,
-        env_id: str = "lbf",
-    ):
-        super().__init__(
-            scenario,
-            scenario.players,
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            shared_reward=shared_reward,
-            env_id=env_id,
-        )
+    default_max_steps: ClassVar[int] = LBF_MAX_STEPS
+    default_env_id: ClassVar[str] = "lbf"
+    scenario: LBFScenario
+
+    def _open_package(self) -> None:
+        scenario = self.scenario
         self.sight = scenario.size if scenario.sight is None else scenario.sight
         self.lbf = ForagingEnv(
             players=scenario.players,
@@ -463,4 +457,4 @@ def _first_move(start: Cell, goals: set[Cell], blocked: set[Cell], size: int) ->
 def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
     scenario = find_scenario(env_id, LBF_SCENARIOS, "LBF")
-    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv, scenario.players, LBF_MAX_STEPS)
+    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv)

@@ -115,23 +115,12 @@ class RoboticWarehouseEnv(ScenarioEnv):
     metadata: ClassVar[dict[str, Any]] = env_metadata("robotic_warehouse_v0")
     world_description: ClassVar[str] = "a warehouse where robots carry requested shelves to goals"
 
-    def __init__(
-        self,
-        scenario: RWAREScenario,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = RWARE_MAX_STEPS,
-        shared_reward: bool = False,
-        env_id: str = "rware",
-    ):
-        super().__init__(
-            scenario,
-            scenario.agents,
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            shared_reward=shared_reward,
-            env_id=env_id,
-        )
+    default_max_steps: ClassVar[int] = RWARE_MAX_STEPS
+    default_env_id: ClassVar[str] = "rware"
+    scenario: RWAREScenario
+
+    def _open_package(self) -> None:
+        scenario = self.scenario
         # No time limit inside the package: the base class truncates at max_steps (the
         # package would report its own limit as termination).
         self.warehouse = Warehouse(
@@ -446,4 +435,4 @@ def _plan(
 def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
     scenario = find_scenario(env_id, RWARE_SCENARIOS, "RWARE")
-    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv, scenario.agents, RWARE_MAX_STEPS)
+    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv)
