@@ -85,7 +85,7 @@ class BabyAINumericEnv(NumericTextEnv):
         limit = babyai._max_steps_override or int(babyai.level.max_steps or 0)
         if not limit:
             # Some levels set their step limit only when generated: generate one to learn it.
-            babyai._restart(0, None)
+            babyai._start_episode(0, None)
             limit = babyai.max_steps
         super().__init__(
             babyai.possible_agents,
@@ -180,7 +180,7 @@ class BabyAINumericEnv(NumericTextEnv):
         return BabyAINumericTeam(self)
 
     def _reset_world(self, seed: int | None, options: dict[str, Any] | None) -> None:
-        self.babyai._restart(seed, options)
+        self.babyai._start_episode(seed, options)
         self._max_steps = self.babyai.max_steps
         self._reached.clear()
         # A go-to target in view from the start is no subgoal reached by acting.

@@ -55,8 +55,9 @@ class MultiAgentEnv(ParallelEnv):
 
     Subclasses call ``super().__init__(n_agents, render_mode=..., env_id=...)`` after checking
     their own arguments, give each agent an action space with :meth:`_set_action_spaces` (or
-    override ``action_space``), and implement ``reset``/``step``/``observe``, building a step's
-    five dicts with :meth:`_step_result`; ``render`` draws through :meth:`_render_frame`.
+    override ``action_space``), start episodes in :meth:`_start_episode` (``reset`` calls it,
+    with :meth:`_first_info` for the infos) and implement ``step``/``observe``, building a
+    step's five dicts with :meth:`_step_result`; ``render`` draws through :meth:`_render_frame`.
     Observations are ``TextObservation`` records (``TextObservationSpace``) unless
     ``observation_space`` says otherwise. All agents end an episode together.
     """
@@ -109,6 +110,25 @@ class MultiAgentEnv(ParallelEnv):
             logger.warning(
                 "%s.reset ignores unknown options %s", type(self).__name__, sorted(options)
             )
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """Start a new episode (``_start_episode``; ``reset(seed=s)`` always gives the same
+        one) and return every agent's first observation and its ``_first_info``. Agent i's
+        action space is seeded with ``seed + i``."""
+        self._start_episode(seed, options)
+        self._seed_action_spaces(seed)
+        return self._observe_all(self.agents), {a: self._first_info(a) for a in self.agents}
+
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        """Set up a new episode (seeded when ``seed`` is given, as ``options`` say) and make
+        every agent live (``_started``, ``agents``); no observations."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _start_episode")
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        """``agent``'s info as ``reset`` returns it."""
+        return {"success": False}
 
     def _observe_all(self, agents: Sequence[str]) -> dict[str, Any]:
         """Every named agent's observation now (what ``reset``/``step`` return)."""

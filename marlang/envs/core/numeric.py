@@ -249,18 +249,14 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
             space = self._action_spaces[agent] = Discrete(len(self.action_names(agent)))
         return space
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """Start a new episode; ``reset(seed=s)`` always gives the same one."""
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self._reset_world(seed, options)
-        self._seed_action_spaces(seed)
         self._t = 0
         self._started = True
         self.agents = list(self.possible_agents)
-        observations = self._observe_all(self.agents)
-        infos = {agent: {"success": False, "step": 0} for agent in self.agents}
-        return observations, infos
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return {"success": False, "step": 0}
 
     def step(
         self, actions: Mapping[str, Any]

@@ -191,16 +191,10 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Drop a new ball on new piston heights; ``reset(seed=s)`` gives the same episode."""
         self._warn_unknown_options(options)
         self._restart(seed)
-        self._seed_action_spaces(seed)
-        observations = self._observe_all(self.agents)
-        infos = {agent: self._info(success=False, illegal=False) for agent in self.agents}
-        return observations, infos
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """Apply one joint action (one entry per live agent): one Pistonball cycle."""
@@ -400,6 +394,9 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
             legal_actions=list(PISTONBALL_ACTIONS),
             data=data,
         )
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return self._info(success=False, illegal=False)
 
     def _info(self, success: bool, illegal: bool) -> dict[str, Any]:
         return {"success": success, "illegal_action": illegal, "cycle": self._t}

@@ -160,16 +160,13 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Pose problem ``seed % len(problems)`` (or ``options["problem"]``) and start turn 1."""
         options = dict(options or {})
         choice = options.pop("problem", None)
         self._warn_unknown_options(options)
         if seed is not None:
             self._rng.seed(int(seed))
-        self._seed_action_spaces(seed)
         if choice is not None:
             self._index = self._problem_index(choice)
         elif seed is not None:
@@ -187,18 +184,15 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
         self._started = True
         self.invalid_counts = dict.fromkeys(self.possible_agents, 0)
         self.agents = list(self.possible_agents)
-        observations = self._observe_all(self.agents)
-        infos = {
-            agent: {
-                "success": False,
-                "task_id": str(self.current_problem.task_id),
-                "turn": 1,
-                "max_turns": self._max_turns,
-                "role": self.role(agent),
-            }
-            for agent in self.agents
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return {
+            "success": False,
+            "task_id": str(self.current_problem.task_id),
+            "turn": 1,
+            "max_turns": self._max_turns,
+            "role": self.role(agent),
         }
-        return observations, infos
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """One agent's answer (sequential) or every agent's (joint); judges the team's answer
