@@ -62,13 +62,19 @@ def env_parameters(env_class: type) -> list[inspect.Parameter]:
     return [p for parameters in reversed(chain) for p in parameters]
 
 
+SOURCE_PARAMETERS: tuple[inspect.Parameter, ...] = tuple(
+    p for p in inspect.signature(load_problems).parameters.values() if p.kind is p.KEYWORD_ONLY
+)
+"""The dataset options of a task factory: ``load_problems``'s (``split``, ``dataset``, ...)."""
+
+
 @dataclass(frozen=True)
 class TaskFactory:
     """Builds a task env (``env_class``) over one dataset (problems loaded once per process).
 
     Its signature is ``n_agents``, the env's own parameters (but ``problems`` and ``env_id``,
-    which the factory sets, and ``unused``), then the dataset's (``split`` ... ``task_ids``):
-    the registry checks a config's keys against it."""
+    which the factory sets, and ``unused``), then the dataset's (``SOURCE_PARAMETERS``,
+    ``task_ids``): the registry checks a config's keys against it."""
 
     env_id: str
     task: str
@@ -81,31 +87,21 @@ class TaskFactory:
 
     @property
     def __signature__(self) -> inspect.Signature:
-        own = list(inspect.signature(self.__call__).parameters.values())
-        n_agents, source = own[0], own[1:-1]
+        n_agents, task_ids, _ = inspect.signature(self.__call__).parameters.values()
         fixed = ("problems", "n_agents", "env_id", *self.unused)
         env = [p for p in env_parameters(self.env_class()) if p.name not in fixed]
-        return inspect.Signature([n_agents, *env, *source], return_annotation="ParallelEnv")
+        return inspect.Signature(
+            [n_agents, *env, *SOURCE_PARAMETERS, task_ids], return_annotation="ParallelEnv"
+        )
 
     def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        split: str | None = None,
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        data_files: Any = None,
-        limit: int | None = None,
-        task_ids: Sequence[str | int] | None = None,
-        **options: Any,
+        self, n_agents: int = 2, *, task_ids: Sequence[str | int] | None = None, **options: Any
     ) -> ParallelEnv:
         for name in options:
             if name in self.unused or name in ("problems", "env_id"):
                 raise TypeError(f"{self.env_id} factory got an unexpected keyword argument {name!r}")
-        problems = problem_loader(
-            self.task, task_ids, split=split, dataset=dataset, dataset_config=dataset_config,
-            data_files=data_files, limit=limit,
-        )
+        source = {p.name: options.pop(p.name) for p in SOURCE_PARAMETERS if p.name in options}
+        problems = problem_loader(self.task, task_ids, **source)
         return self.env_class()(problems, n_agents=n_agents, env_id=self.env_id, **options)
 
 
