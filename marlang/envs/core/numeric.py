@@ -334,3 +334,22 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
         if self.observation_mode == "numeric":
             return self.numeric_observation(agent)
         return self.text_observation(agent)
+
+
+class TextEnvView(NumericTextEnv):
+    """A ``NumericTextEnv`` that serves a text env (``text_env``, set by the subclass before
+    ``super().__init__``) through the numeric/text API: the mission and the text observations
+    are the text env's own; subclasses add the numeric side."""
+
+    text_env: Any
+
+    @property
+    def mission(self) -> str:
+        return self.text_env.mission
+
+    def ego_text(self, agent: str) -> str:
+        return self.text_env.observe(agent).text
+
+    def text_observation(self, agent: str) -> TextObservation:
+        self._require_started("text_observation")
+        return self.text_env.observe(agent)

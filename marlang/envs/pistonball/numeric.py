@@ -15,8 +15,8 @@ from gymnasium.spaces import Box
 
 from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import (
-    NumericTextEnv,
     StepOutcome,
+    TextEnvView,
     check_agent_count,
     check_max_steps,
     rank_sign,
@@ -26,7 +26,6 @@ from marlang.envs.pistonball.text import (
     PISTONBALL_ACTIONS,
     PistonballTextEnv,
 )
-from marlang.types import TextObservation
 
 NUMERIC_FEATURES: tuple[str, ...] = (
     "height",
@@ -61,7 +60,7 @@ class PistonballSnapshot:
     wall_distance: float
 
 
-class PistonballNumericEnv(NumericTextEnv):
+class PistonballNumericEnv(TextEnvView):
     """Pistonball with ``agent_i`` as piston i (``agent_0`` next to the left wall).
 
     The text observations are ``PistonballTextEnv``'s; the numeric ones are the 11 values of
@@ -85,7 +84,7 @@ class PistonballNumericEnv(NumericTextEnv):
         random_rotate: bool = True,
         env_id: str = "pistonball/n5-sparse",
     ):
-        self.pistons = PistonballTextEnv(
+        self.pistons = self.text_env = PistonballTextEnv(
             n_pistons,
             max_steps=max_steps,
             env_id=env_id,
@@ -144,19 +143,8 @@ class PistonballNumericEnv(NumericTextEnv):
         ]
         return np.concatenate([heights, np.asarray(extra, dtype=np.float32)])
 
-    @property
-    def mission(self) -> str:
-        return self.pistons.mission
-
-    def ego_text(self, agent: str) -> str:
-        return self.pistons.observe(agent).text
-
     def observation_data(self, agent: str) -> dict[str, Any]:
         return self.pistons.observe(agent).data
-
-    def text_observation(self, agent: str) -> TextObservation:
-        self._require_started("text_observation")
-        return self.pistons.observe(agent)
 
     def snapshot(self) -> PistonballSnapshot:
         self._require_started("snapshot")
