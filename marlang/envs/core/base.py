@@ -187,3 +187,26 @@ class MultiAgentEnv(ParallelEnv):
 
     def close(self) -> None:
         self.agents = []
+
+
+class StatelessTeam:
+    """A scripted team (``env.scripted_team()``) that keeps no state between steps: each live
+    agent's action is ``choose(agent, observation)``; teams that read the env itself
+    override ``act``."""
+
+    def __init__(self, env: Any):
+        self.env = env
+
+    def reset(self) -> None:
+        """Stateless; here for the scripted-team interface."""
+
+    def act(self, observations: Mapping[str, Any]) -> dict[str, str]:
+        """Joint action (one action name per live agent)."""
+        live = set(self.env.agents)
+        return {
+            agent: self.choose(agent, obs) for agent, obs in observations.items() if agent in live
+        }
+
+    def choose(self, agent: str, observation: Any) -> str:
+        """``agent``'s action given its observation."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement choose")

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.base import env_metadata
+from marlang.envs.core.base import StatelessTeam, env_metadata
 from marlang.envs.core.numeric import (
     StepOutcome,
     TextEnvView,
@@ -233,17 +233,13 @@ its column. With 5 pistons and seeds 0..99, 0.1 reaches the wall every time; 0 (
 left edge, as ``PistonballRuleTeam``) can leave the ball resting on one flat piston."""
 
 
-class PistonballSlopeTeam:
+class PistonballSlopeTeam(StatelessTeam):
     """Reference team: pistons whose column (but for its leftmost tenth, ``RISE_MARK``) lies
     right of the ball's centre rise, the others sink, so the pistons form a slope down toward
     the wall. It reads the physics. With 5 pistons it reaches the wall on every one of seeds
     0..99, in 10.1 cycles on average (mean sparse return -0.01: +1 minus 0.1 per cycle)."""
 
-    def __init__(self, env: PistonballNumericEnv):
-        self.env = env
-
-    def reset(self) -> None:
-        """Stateless; here for the scripted-team interface."""
+    env: PistonballNumericEnv
 
     def act(self, observations: Any) -> dict[str, str]:
         pistons = self.env.pistons

@@ -18,6 +18,7 @@ from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
 from marlang.envs.core.base import (
     MultiAgentEnv,
+    StatelessTeam,
     StepLimited,
     check_optional_max_steps,
     env_metadata,
@@ -410,7 +411,7 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
         return None
 
 
-class PistonballRuleTeam:
+class PistonballRuleTeam(StatelessTeam):
     """A rule-based reference team: pistons right of the ball rise, the others sink.
 
     Each piston moves up when the ball's centre is left of its column (``ball_relative ==
@@ -423,17 +424,7 @@ class PistonballRuleTeam:
     ``env.step(team.act(obs))`` until the episode ends.
     """
 
-    def __init__(self, env: PistonballTextEnv):
-        self.env = env
+    env: PistonballTextEnv
 
-    def reset(self) -> None:
-        """The rule keeps no state; here for the scripted-team interface."""
-
-    def act(self, observations: Mapping[str, TextObservation]) -> dict[str, str]:
-        """Joint action (one legal action string per live agent) for the current cycle."""
-        live = set(self.env.agents)
-        return {
-            agent: "move up" if obs.data["ball_relative"] == "left" else "move down"
-            for agent, obs in observations.items()
-            if agent in live
-        }
+    def choose(self, agent: str, observation: TextObservation) -> str:
+        return "move up" if observation.data["ball_relative"] == "left" else "move down"

@@ -16,7 +16,12 @@ from typing import Any, ClassVar
 
 from gymnasium.spaces import Text
 
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.base import (
+    MultiAgentEnv,
+    StatelessTeam,
+    check_optional_max_steps,
+    env_metadata,
+)
 from marlang.envs.core.spaces import (
     StepResult,
     check_joint_action,
@@ -460,7 +465,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------ reference team
 
 
-class ReferenceTaskTeam:
+class ReferenceTaskTeam(StatelessTeam):
     """The reference team: every acting agent answers with the canonical solution (coding;
     split into helper and main parts under ``structure="joint"``) or the reference answer
     (math, QA), and waiting agents wait. It solves every problem whose reference is right.
@@ -469,16 +474,9 @@ class ReferenceTaskTeam:
     ``env.step(team.act(obs))`` until the episode ends.
     """
 
-    def __init__(self, env: CooperativeTaskEnv):
-        self.env = env
+    env: CooperativeTaskEnv
 
-    def reset(self) -> None:
-        """The team keeps no state; here for the scripted-team interface."""
-
-    def act(self, observations: Mapping[str, TextObservation]) -> dict[str, str]:
-        live = set(self.env.agents)
-        return {
-            agent: obs.legal_actions[0] if obs.legal_actions else self.env.reference_answer(agent)
-            for agent, obs in observations.items()
-            if agent in live
-        }
+    def choose(self, agent: str, observation: TextObservation) -> str:
+        if observation.legal_actions:
+            return observation.legal_actions[0]
+        return self.env.reference_answer(agent)
