@@ -21,7 +21,7 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ def _forage_score(i: int, snapshot: LBFSnapshot) -> tuple[float, int, int]:
     return (round(snapshot.scores[i], 9), -len(snapshot.foods), -distance)
 
 
-class LBFGreedyTeam:
+class LBFGreedyTeam(ScenarioTeam):
     """Reference team: groups go to the nearest food they can load together and load it.
 
     Every step it plans from the true state: foods are taken in turn by the cheapest group
@@ -322,15 +322,11 @@ class LBFGreedyTeam:
     0.98).
     """
 
-    def __init__(self, env: LevelBasedForagingEnv, seed: int = 0):
-        self.env = env
-        self._rng = np.random.default_rng(seed)
-        self._stuck: dict[int, int] = {}
-        self._last: dict[int, Cell] = {}
+    env: LevelBasedForagingEnv
 
     def reset(self) -> None:
-        self._stuck.clear()
-        self._last.clear()
+        self._stuck: dict[int, int] = {}
+        self._last: dict[int, Cell] = {}
 
     def act(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live agents."""

@@ -21,7 +21,7 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ def _warehouse_score(i: int, snapshot: RWARESnapshot) -> tuple[float, int, int]:
     return (robot.deliveries, stage, -distance)
 
 
-class RWAREHeuristicTeam:
+class RWAREHeuristicTeam(ScenarioTeam):
     """Reference team: each robot fetches the nearest requested shelf no teammate has
     claimed, carries it to a goal cell, then returns it to the nearest empty shelf spot.
 
@@ -323,17 +323,13 @@ class RWAREHeuristicTeam:
     random actions: 0 on all three).
     """
 
-    def __init__(self, env: RoboticWarehouseEnv, seed: int = 0):
-        self.env = env
-        self._rng = np.random.default_rng(seed)
+    env: RoboticWarehouseEnv
+
+    def reset(self) -> None:
         self._progress: dict[int, tuple[frozenset[Cell], int, int]] = {}
         """Per robot: its goal cells, the shortest path length to them seen so far, and the
         steps since that length last shrank."""
         self._wander: dict[int, int] = {}
-
-    def reset(self) -> None:
-        self._progress.clear()
-        self._wander.clear()
 
     def act(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live robots."""

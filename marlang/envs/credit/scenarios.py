@@ -90,6 +90,21 @@ class ScenarioEnv(NumericTextEnv):
         )
 
 
+class ScenarioTeam:
+    """Base of a ``ScenarioEnv``'s reference team: it reads the env's true state, draws its
+    random moves from its own generator (``seed``) and keeps per-agent progress notes that
+    ``reset`` (called here too) starts afresh."""
+
+    def __init__(self, env: Any, seed: int = 0):
+        self.env = env
+        self._rng = np.random.default_rng(seed)
+        self.reset()
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Start the progress notes of a new episode."""
+
+
 @dataclass(frozen=True)
 class ScenarioFactory:
     """Builds ``env_class(scenario, ...)`` for ``env_id``, with the scenario's agent count."""
