@@ -189,19 +189,27 @@ class MultiAgentEnv(ParallelEnv):
         self.agents = []
 
 
-class StatelessTeam:
-    """A scripted team (``env.scripted_team()``) that keeps no state between steps: each live
-    agent's action is ``choose(agent, observation)``; teams that read the env itself
-    override ``act``."""
+class ScriptedTeam:
+    """Base of a scripted team (``env.scripted_team()``) over ``env``. ``reset`` starts the
+    notes it keeps over an episode (none by default; construction calls it too); ``act``
+    gives nothing once the episode is over, else ``_joint_action``: by default each live
+    agent's ``choose(agent, observation)``, while teams that plan from the env's state
+    override ``_joint_action``."""
 
     def __init__(self, env: Any):
         self.env = env
+        self.reset()
 
     def reset(self) -> None:
-        """Stateless; here for the scripted-team interface."""
+        """Start a new episode (a team that keeps no notes has nothing to forget)."""
 
-    def act(self, observations: Mapping[str, Any]) -> dict[str, str]:
-        """Joint action (one action name per live agent)."""
+    def act(self, observations: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """Joint action: one action name per live agent."""
+        if not self.env.agents:
+            return {}
+        return self._joint_action(observations)
+
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         live = set(self.env.agents)
         return {
             agent: self.choose(agent, obs) for agent, obs in observations.items() if agent in live

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
+from marlang.envs.core.base import ScriptedTeam
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
@@ -90,19 +91,13 @@ class ScenarioEnv(NumericTextEnv):
         )
 
 
-class ScenarioTeam:
-    """Base of a ``ScenarioEnv``'s reference team: it reads the env's true state, draws its
-    random moves from its own generator (``seed``) and keeps per-agent progress notes that
-    ``reset`` (called here too) starts afresh."""
+class ScenarioTeam(ScriptedTeam):
+    """Base of a ``ScenarioEnv``'s reference team: it reads the env's true state and draws
+    its random moves from its own generator (``seed``)."""
 
     def __init__(self, env: Any, seed: int = 0):
-        self.env = env
         self._rng = np.random.default_rng(seed)
-        self.reset()
-
-    @abstractmethod
-    def reset(self) -> None:
-        """Start the progress notes of a new episode."""
+        super().__init__(env)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from marlang.envs.core.base import env_metadata
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
@@ -396,24 +396,20 @@ def plan_switches(env: TwoSwitchEnv) -> SwitchPlan:
     return min(plans, key=lambda entry: entry[0])[1]
 
 
-class ScriptedTwoSwitchTeam:
+class ScriptedTwoSwitchTeam(ScriptedTeam):
     """The reference team: it follows ``plan_switches`` (kept once chosen; one switch each
     when that is as fast, else one agent takes both): agents walk to their switches, face
     them and toggle; an agent with no switch left waits by the door; once the door opens the
     agent nearer the goal walks there. Reads the env, so it works in both observation modes;
     actions are names."""
 
-    def __init__(self, env: TwoSwitchEnv):
-        self.env = env
-        self.plan: SwitchPlan | None = None
+    env: TwoSwitchEnv
 
     def reset(self) -> None:
-        self.plan = None
+        self.plan: SwitchPlan | None = None
 
-    def act(self, observations: dict[str, Any] | None = None) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        if not env.agents:
-            return {}
         n = len(env.possible_agents)
         queues = self._queues()
         if not env.door_open and not any(queues):

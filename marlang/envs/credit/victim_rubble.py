@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from marlang.envs.core.base import env_metadata
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
@@ -356,22 +356,16 @@ def victim_rubble_rank_key(snapshot: VictimRubbleSnapshot, index: int) -> tuple[
     return (blocking_cleared, sum(snapshot.cleared), -min(steps, UNREACHABLE) if left else 0)
 
 
-class ScriptedVictimRubbleTeam:
+class ScriptedVictimRubbleTeam(ScriptedTeam):
     """The reference team: the healer heals the nearest victim it can reach and then has right
     of way (while none is reachable it waits as near the cut-off victim as it can, out of the
     clearer's way); the clearer clears the nearest reachable blocking rubble first, then the
     rest. Reads the env, so it works in both observation modes; actions are names."""
 
-    def __init__(self, env: VictimRubbleEnv):
-        self.env = env
+    env: VictimRubbleEnv
 
-    def reset(self) -> None:
-        """Nothing to forget: each step is planned from the env's state."""
-
-    def act(self, observations: dict[str, Any] | None = None) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        if not env.agents:
-            return {}
         healer = MoveIntent(weight=3.0)
         from_healer = bfs_distances(env.layout, [env.positions[HEALER]], env.passable)
         waiting = [v for v, h in zip(VICTIMS, env.healed, strict=True) if not h]

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.base import StatelessTeam, env_metadata
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.core.numeric import (
     StepOutcome,
     TextEnvView,
@@ -233,7 +233,7 @@ its column. With 5 pistons and seeds 0..99, 0.1 reaches the wall every time; 0 (
 left edge, as ``PistonballRuleTeam``) can leave the ball resting on one flat piston."""
 
 
-class PistonballSlopeTeam(StatelessTeam):
+class PistonballSlopeTeam(ScriptedTeam):
     """Reference team: pistons whose column (but for its leftmost tenth, ``RISE_MARK``) lies
     right of the ball's centre rise, the others sink, so the pistons form a slope down toward
     the wall. It reads the physics. With 5 pistons it reaches the wall on every one of seeds
@@ -241,7 +241,7 @@ class PistonballSlopeTeam(StatelessTeam):
 
     env: PistonballNumericEnv
 
-    def act(self, observations: Any) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         pistons = self.env.pistons
         raw = pistons.raw
         ball_x = float(raw.ball.position[0])

@@ -18,7 +18,7 @@ from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
 from marlang.envs.core.base import (
     MultiAgentEnv,
-    StatelessTeam,
+    ScriptedTeam,
     StepLimited,
     check_optional_max_steps,
     env_metadata,
@@ -411,7 +411,7 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
         return None
 
 
-class PistonballRuleTeam(StatelessTeam):
+class PistonballRuleTeam(ScriptedTeam):
     """A rule-based reference team: pistons right of the ball rise, the others sink.
 
     Each piston moves up when the ball's centre is left of its column (``ball_relative ==

@@ -18,7 +18,7 @@ from gymnasium.spaces import Text
 
 from marlang.envs.core.base import (
     MultiAgentEnv,
-    StatelessTeam,
+    ScriptedTeam,
     check_optional_max_steps,
     env_metadata,
 )
@@ -465,7 +465,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------ reference team
 
 
-class ReferenceTaskTeam(StatelessTeam):
+class ReferenceTaskTeam(ScriptedTeam):
     """The reference team: every acting agent answers with the canonical solution (coding;
     split into helper and main parts under ``structure="joint"``) or the reference answer
     (math, QA), and waiting agents wait. It solves every problem whose reference is right.
