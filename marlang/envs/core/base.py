@@ -84,6 +84,11 @@ class MultiAgentEnv(ParallelEnv):
         self._observation_space: Space = TextObservationSpace()
         self._started = False
 
+    @property
+    def n_agents(self) -> int:
+        """The team size (``len(possible_agents)``)."""
+        return len(self.possible_agents)
+
     # ----------------------------------------------------------------- spaces
 
     def _set_action_spaces(self, make_space: Callable[[], Space]) -> None:

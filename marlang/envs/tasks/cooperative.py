@@ -292,10 +292,6 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
     # ----------------------------------------------------------------- marlang API
 
     @property
-    def n_agents(self) -> int:
-        return len(self.possible_agents)
-
-    @property
     def max_steps(self) -> int:
         """The number of turns of an episode."""
         return self._max_turns
