@@ -25,8 +25,8 @@ import torch
 
 from marlang.credit.bradley_terry import StateScorer, potential_rewards, train_scorer
 from marlang.credit.difference import default_action, team_reward
-from marlang.credit.rankers import Ranker, RankQuery, critic_usage
-from marlang.credit.records import StepRecords
+from marlang.credit.rankers import Ranker, RankQuery, critic_usage, usage_rates
+from marlang.credit.records import RecordingCritic, StepRecords
 from marlang.rundir import appending
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def ranker_prompts(prompts: Any, env: Any, text_env: Any, groups: Mapping[str, S
     return preamble, prompts.get(f"lca_rank_{dependence}"), dependence
 
 
-class LCACritic:
+class LCACritic(RecordingCritic):
     """``learning.critic: lca`` (see the module docstring). ``env`` is a numeric-mode env of the
     run's id (for action names, observation sizes and the heuristic); ``ranker`` answers the
     queries; ``groups`` maps a group name to its agents."""
@@ -143,39 +143,26 @@ class LCACritic:
         """Files written into ``credit/`` with the first ranking (the LLM ranker's preamble)."""
         self.batches = 0
         self.last: dict[str, Any] = {}
-        self.ranked: dict[int, dict[str, Any]] = {}
-        """The rankings of each position of the last batch (``annotations``)."""
+        self.annotated: dict[int, dict[str, Any]] = {}
+        """The rankings of each position of the last batch that was ranked (``annotations``)."""
         self.last_accuracy: float | None = None
         if resume:
             self._restore()
 
     # the Critic interface -----------------------------------------------------------------------
-    def observers(self) -> list[Any]:
-        return [self.records.observer()]
-
     def __call__(self, batch: TensorDictBase) -> torch.Tensor:
         index = self.batches
         self.batches += 1
-        self.ranked = {}
+        self.annotated = {}
         frames = int(batch.numel())
-        self.last = {"credit_accuracy": self.last_accuracy, "critic_calls_per_kframe": 0.0,
-                     "critic_tokens_per_kframe": 0.0}
+        self.last = {"credit_accuracy": self.last_accuracy, **usage_rates(0, 0, frames)}
         if index % self.options.critic_every == 0:
             calls, tokens = self.update(batch, index)
-            self.last.update({"credit_accuracy": self.last_accuracy,
-                              "critic_calls_per_kframe": round(1000 * calls / frames, 3),
-                              "critic_tokens_per_kframe": round(1000 * tokens / frames, 3)})
+            self.last.update({"credit_accuracy": self.last_accuracy, **usage_rates(calls, tokens, frames)})
         credit = self.credit(batch)
         self.last["credit_mean"] = float(credit.mean())
         reward = batch.get(REWARD_KEY)
         return reward + credit.unsqueeze(-1).to(reward)
-
-    def metrics(self) -> dict[str, Any]:
-        return dict(self.last)
-
-    def annotations(self) -> dict[int, dict[str, Any]]:
-        """Per flat position of the last batch that was ranked: each agent's ranker answers."""
-        return dict(self.ranked)
 
     def manifest(self) -> dict[str, Any]:
         o = self.options
@@ -250,7 +237,7 @@ class LCACritic:
                        "obs": [round(x, 6) for x in obs[p, i].tolist()],
                        "next_obs": [round(x, 6) for x in next_obs[p, i].tolist()]}
                 fh.write(json.dumps(row) + "\n")
-                self.ranked.setdefault(p, {"rankings": {}})["rankings"][query.agent] = answer
+                self.annotated.setdefault(p, {"rankings": {}})["rankings"][query.agent] = answer
                 if conf is not None:
                     self.data[row["group"]].append((row["obs"], row["next_obs"], conf))
                     new[row["group"]] += 1

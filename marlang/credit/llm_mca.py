@@ -40,8 +40,8 @@ import numpy as np
 import torch
 
 from marlang.credit.mca_parsing import normalize, parse_step_credits
-from marlang.credit.rankers import critic_usage
-from marlang.credit.records import StepRecords
+from marlang.credit.rankers import critic_usage, usage_rates
+from marlang.credit.records import RecordingCritic, StepRecords
 from marlang.rundir import appending
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class TokenCounter:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-class LLMCreditCritic:
+class LLMCreditCritic(RecordingCritic):
     """``learning.critic: llm_mca`` (see the module docstring), or ``llm_taca`` with
     ``task_size`` > 0. ``env`` is an env of the run's id (for action names and prompts);
     ``model`` the critic's chat model; ``usage`` the ``UsageRecorder`` its calls report to."""
@@ -144,8 +144,9 @@ class LLMCreditCritic:
         self.system = self._system_prompt(env, templates)
         self.batches = 0
         self.last: dict[str, Any] = {}
-        self.said: dict[int, dict[str, Any]] = {}
-        """What the critic said about each position of the last batch (``annotations``)."""
+        self.annotated: dict[int, dict[str, Any]] = {}
+        """What the critic said about each position of the last batch it read (its ``why``
+        and the agents it missed; ``annotations``)."""
         self.tasks: dict[int, dict[str, list[int]]] = {}
         """LLM-TACA: the tasks of each position of the last batch the critic read."""
         if resume:
@@ -185,17 +186,13 @@ class LLMCreditCritic:
         return [SystemMessage(self.system), HumanMessage("\n".join(chunk.lines))]
 
     # the Critic interface -----------------------------------------------------------------------
-    def observers(self) -> list[Any]:
-        return [self.records.observer()]
-
     def __call__(self, batch: TensorDictBase) -> torch.Tensor:
         index = self.batches
         self.batches += 1
-        self.said = {}
+        self.annotated = {}
         reward = batch.get(REWARD_KEY)
         frames = int(batch.numel())
-        self.last = {"critic_failures": 0, "critic_steps_read": 0, "critic_calls_per_kframe": 0.0,
-                     "critic_tokens_per_kframe": 0.0}
+        self.last = {"critic_failures": 0, "critic_steps_read": 0, **usage_rates(0, 0, frames)}
         if self.task_size:
             self.last.update({"task_missing": 0, "task_inputs": 0})
         if index % self.options.critic_every != 0:  # between critic calls: the even split
@@ -204,18 +201,9 @@ class LLMCreditCritic:
             credit, calls, tokens = self.annotate(batch, index)
             if self.task_size:
                 self.assign_tasks(batch, index)
-        self.last.update({"critic_calls_per_kframe": round(1000 * calls / frames, 3),
-                          "critic_tokens_per_kframe": round(1000 * tokens / frames, 3),
-                          "credit_mean": float(credit.mean())})
+        self.last.update({**usage_rates(calls, tokens, frames), "credit_mean": float(credit.mean())})
         self._save_state()
         return credit.reshape(reward.shape).to(reward)
-
-    def metrics(self) -> dict[str, Any]:
-        return dict(self.last)
-
-    def annotations(self) -> dict[int, dict[str, Any]]:
-        """Per flat position of the last batch the critic read: its ``why`` and the agents it missed."""
-        return dict(self.said)
 
     def manifest(self) -> dict[str, Any]:
         o = self.options
@@ -341,7 +329,7 @@ class LLMCreditCritic:
                         self.tasks[p] = tasks
                         row["tasks"] = note["tasks"] = tasks
                     steps_fh.write(json.dumps(row) + "\n")
-                    self.said[p] = note
+                    self.annotated[p] = note
         if failures:
             logger.info("LLM-MCA batch %d: the critic missed %d of %d timestep credits (even split instead)",
                         index, failures, read_steps * n)

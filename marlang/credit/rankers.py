@@ -131,6 +131,13 @@ def critic_usage(usage: Any) -> tuple[int, int]:
     return int(totals.get("calls", 0)), int(totals.get("input_tokens", 0) + totals.get("output_tokens", 0))
 
 
+def usage_rates(calls: int, tokens: int, frames: int) -> dict[str, float]:
+    """The ``iterations.csv`` columns of a batch of ``frames``: critic calls and tokens per
+    1,000 frames."""
+    return {"critic_calls_per_kframe": round(1000 * calls / frames, 3),
+            "critic_tokens_per_kframe": round(1000 * tokens / frames, 3)}
+
+
 class LLMRanker:
     """Asks ``model`` (role ``critic``) whether the agent's action helped the team. A model
     that can score choices answers by comparing log p("Yes") and log p("No") (always

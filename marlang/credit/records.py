@@ -115,3 +115,24 @@ class RecordingObserver:
                    rewards: Mapping[str, float]) -> dict[str, dict[str, float]]:
         return self._record(env)
 
+
+
+class RecordingCritic:
+    """What the critics that read recorded steps (LCA, LLM-MCA) share of the ``Critic``
+    interface: their step observers feed ``records``, ``last`` holds the batch's
+    ``iterations.csv`` columns and ``annotated`` what the critic said about each position
+    of the last batch it read."""
+
+    records: StepRecords
+    last: dict[str, Any]
+    annotated: dict[int, dict[str, Any]]
+
+    def observers(self) -> list[Any]:
+        return [self.records.observer()]
+
+    def metrics(self) -> dict[str, Any]:
+        return dict(self.last)
+
+    def annotations(self) -> dict[int, dict[str, Any]]:
+        """Per flat position of the last batch the critic read: what it said there."""
+        return dict(self.annotated)

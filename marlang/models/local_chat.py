@@ -125,13 +125,13 @@ class LocalChatModel(BaseChatModel):
             "model_id": self.model_id,
             # The spec alone would replay a retrained hf:PATH model's stale answers.
             "weights_id": self.weights_id,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
+            **self._call_defaults(),
             "stop": self.stop,
         }
+
+    def _call_defaults(self) -> dict[str, Any]:
+        """This model's own value of each ``CALL_PARAMS`` entry (what a call may override)."""
+        return {name: getattr(self, name) for name in CALL_PARAMS}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = LangSmithParams(
@@ -176,7 +176,7 @@ class LocalChatModel(BaseChatModel):
                 f"Unsupported call parameter(s) {sorted(unknown)} for {self.model_id}; "
                 f"supported: {', '.join(CALL_PARAMS)}, stop, prefill, adapter, response_format"
             )
-        params = {name: getattr(self, name) for name in CALL_PARAMS}
+        params = self._call_defaults()
         # An explicit None keeps the default, except for seed where None means "unseeded".
         params.update(
             {k: v for k, v in kwargs.items() if k in CALL_PARAMS and (v is not None or k == "seed")}

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 
 class LoraOptions(BaseModel):
@@ -24,19 +24,15 @@ class LoraOptions(BaseModel):
     """LoRA on the last ``layers`` transformer layers only (None: every layer). Nothing below
     the lowest adapted layer needs gradients, so backward stops there: a cheaper update."""
 
-    @field_validator("r")
+    @field_validator("r", "alpha", "layers")
     @classmethod
-    def _check_r(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"lora.r is the LoRA rank and must be >= 1 (e.g. 16); got {value}")
-        return value
-
-    @field_validator("alpha")
-    @classmethod
-    def _check_alpha(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"lora.alpha must be >= 1 (scale is alpha / r, e.g. 32); got {value}")
-        return value
+    def _check_positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        rule = {
+            "r": "is the LoRA rank and must be >= 1 (e.g. 16)",
+            "alpha": "must be >= 1 (scale is alpha / r, e.g. 32)",
+            "layers": "must be >= 1 (the last N layers) or null (all)",
+        }[info.field_name]
+        return at_least_one(value, f"lora.{info.field_name} {rule}")
 
     @field_validator("dropout")
     @classmethod
@@ -54,13 +50,6 @@ class LoraOptions(BaseModel):
             )
         if len(set(value)) != len(value):
             raise ValueError(f"lora.targets has duplicates: {value}")
-        return value
-
-    @field_validator("layers")
-    @classmethod
-    def _check_layers(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(f"lora.layers must be >= 1 (the last N layers) or null (all); got {value}")
         return value
 
 
@@ -82,9 +71,14 @@ class ValueHeadOptions(BaseModel):
     @field_validator("width")
     @classmethod
     def _check_width(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(f"value_head.width must be >= 1 or null (hidden size); got {value}")
-        return value
+        return at_least_one(value, "value_head.width must be >= 1 or null (hidden size)")
+
+
+def at_least_one(value: int | None, rule: str) -> int | None:
+    """``value`` when it is None or at least 1, else a ``ValueError``: ``rule``, then the value."""
+    if value is not None and value < 1:
+        raise ValueError(f"{rule}; got {value}")
+    return value
 
 
 def linear_module_names(model: torch.nn.Module) -> list[str]:

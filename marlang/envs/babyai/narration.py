@@ -13,7 +13,6 @@ from marlang.envs.core.narrator import (
     Narrator,
     action_of,
     agents_of,
-    message_lines,
     mission_of,
     plural,
     reward_and_words,
@@ -52,25 +51,23 @@ class BabyAINarrator(Narrator):
         parts += reward_and_words(step, agent)
         return "; ".join(parts)
 
-    def _step_line(self, step: Step, after: After) -> str:
-        cells = []
-        for agent, obs in step.observations.items():
-            cell = f"{agent} {_babyai_pose(obs.data, long=False)}"
-            front = _babyai_front(obs.data)
-            if front:
-                cell += f" facing {front}"
-            cell += f": {action_of(step, agent)}{_babyai_result(step, agent, after)}"
-            cells.append(cell)
-        line = f"step {step.t}: " + "; ".join(cells)
+    _step_line = Narrator._cells_line
+
+    def _agent_cell(self, step: Step, agent: str, obs: Any, after: After) -> str:
+        cell = f"{agent} {_babyai_pose(obs.data, long=False)}"
+        front = _babyai_front(obs.data)
+        if front:
+            cell += f" facing {front}"
+        return cell + f": {action_of(step, agent)}{_babyai_result(step, agent, after)}"
+
+    def _step_events(self, step: Step, after: After) -> str:
         reward = team_reward(step)
-        if reward:
-            done_by = next(
-                (i.get("completed_by") for i in step.infos.values() if i.get("completed_by")), None
-            )
-            line += f"; reward {reward:.2f}" + (
-                f" (mission completed by {done_by})" if done_by else ""
-            )
-        return "\n".join([line, *message_lines(step)])
+        if not reward:
+            return ""
+        done_by = next(
+            (i.get("completed_by") for i in step.infos.values() if i.get("completed_by")), None
+        )
+        return f"; reward {reward:.2f}" + (f" (mission completed by {done_by})" if done_by else "")
 
     def agent_summary(self, trajectory: Trajectory, agent: str) -> list[str]:
         infos = [s.infos.get(agent, {}) for s in trajectory.steps]

@@ -20,7 +20,7 @@ from marlang.envs.babyai.agent import ACTIONS
 from marlang.envs.babyai.levels import BABYAI_LEVELS
 from marlang.envs.babyai.text import BabyAITextEnv
 from marlang.envs.core.base import env_metadata
-from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, rank_sign
+from marlang.envs.core.numeric import StepOutcome, TextEnvView, rank_sign
 from marlang.types import TextObservation
 
 PSEUDO_REWARD = 0.1
@@ -52,7 +52,7 @@ class BabyAISnapshot:
     distances: tuple[int, ...]
 
 
-class BabyAINumericEnv(NumericTextEnv):
+class BabyAINumericEnv(TextEnvView):
     """A ``BabyAITextEnv`` (``self.babyai``) served through the numeric/text base API.
 
     Text observations are the BabyAI-Text ones. Numeric ones (``NUMERIC_SIZE`` values) are
@@ -80,12 +80,12 @@ class BabyAINumericEnv(NumericTextEnv):
             raise ValueError(f"pseudo_reward must be True or False, got {pseudo_reward!r}")
         if babyai.level.agent_view_size != VIEW_SIZE:
             raise ValueError(f"the level's agent_view_size must be {VIEW_SIZE}")
-        self.babyai = babyai
+        self.babyai = self.text_env = babyai
         self.pseudo_reward = pseudo_reward
         limit = babyai._max_steps_override or int(babyai.level.max_steps or 0)
         if not limit:
             # Some levels set their step limit only when generated: generate one to learn it.
-            babyai._restart(0, None)
+            babyai._start_episode(0, None)
             limit = babyai.max_steps
         super().__init__(
             babyai.possible_agents,
@@ -129,23 +129,12 @@ class BabyAINumericEnv(NumericTextEnv):
         self._require_started("state")
         return self.babyai.state().astype(np.float32).reshape(-1)
 
-    @property
-    def mission(self) -> str:
-        return self.babyai.mission
-
-    def ego_text(self, agent: str) -> str:
-        return self.babyai.observe(agent).text
-
     def observation_data(self, agent: str) -> dict[str, Any]:
         # goal_distance is a training-time oracle for reward shaping: LLM critics (state_text)
         # judge from what the agents could know, not from it
         data = dict(self.babyai.observe(agent).data)
         data.pop("goal_distance", None)
         return data
-
-    def text_observation(self, agent: str) -> TextObservation:
-        self._require_started("text_observation")
-        return self.babyai.observe(agent)
 
     def narrator(self) -> Any:
         return self.babyai.narrator()
@@ -180,7 +169,7 @@ class BabyAINumericEnv(NumericTextEnv):
         return BabyAINumericTeam(self)
 
     def _reset_world(self, seed: int | None, options: dict[str, Any] | None) -> None:
-        self.babyai._restart(seed, options)
+        self.babyai._start_episode(seed, options)
         self._max_steps = self.babyai.max_steps
         self._reached.clear()
         # A go-to target in view from the start is no subgoal reached by acting.

@@ -148,21 +148,6 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
-        """Generate a new level; ``reset(seed=s)`` always gives the same episode.
-
-        ``options={"agent_starts": {"agent_1": {"position": (x, y), "direction": "east"}}}``
-        places the named agents explicitly (any agent, agent_0 included); the others start
-        as usual: agent_0 at the level's own start, the rest on random free cells of its room.
-        """
-        self._restart(seed, options)
-        self._seed_action_spaces(seed)
-        observations = self._observe_all(self.agents)
-        infos = {agent: self._info(success=False) for agent in self.agents}
-        return observations, infos
-
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """Apply one joint action (one entry per live agent)."""
         check_joint_action(self.agents, actions)
@@ -172,9 +157,14 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
             agents, self._observe_all(agents), reward, terminated, truncated, infos
         )
 
-    def _restart(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
+    def _start_episode(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
         """Generate a new level and place the agents (no observations: numeric wrappers use
-        it); ``options`` as for ``reset``."""
+        it); ``reset(seed=s)`` always gives the same episode.
+
+        ``options={"agent_starts": {"agent_1": {"position": (x, y), "direction": "east"}}}``
+        places the named agents explicitly (any agent, agent_0 included); the others start
+        as usual: agent_0 at the level's own start, the rest on random free cells of its room.
+        """
         options = dict(options or {})
         starts = options.pop("agent_starts", None) or {}
         self._warn_unknown_options(options)
@@ -334,6 +324,9 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
         others = {name: s for name, s in self._states.items() if name != agent}
         with self.embodied(agent) as level:
             return observe(level, others)
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return self._info(success=False)
 
     def _info(
         self, success: bool, completed_by: str | None = None, **details: bool

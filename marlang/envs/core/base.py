@@ -55,8 +55,9 @@ class MultiAgentEnv(ParallelEnv):
 
     Subclasses call ``super().__init__(n_agents, render_mode=..., env_id=...)`` after checking
     their own arguments, give each agent an action space with :meth:`_set_action_spaces` (or
-    override ``action_space``), and implement ``reset``/``step``/``observe``, building a step's
-    five dicts with :meth:`_step_result`; ``render`` draws through :meth:`_render_frame`.
+    override ``action_space``), start episodes in :meth:`_start_episode` (``reset`` calls it,
+    with :meth:`_first_info` for the infos) and implement ``step``/``observe``, building a
+    step's five dicts with :meth:`_step_result`; ``render`` draws through :meth:`_render_frame`.
     Observations are ``TextObservation`` records (``TextObservationSpace``) unless
     ``observation_space`` says otherwise. All agents end an episode together.
     """
@@ -82,6 +83,11 @@ class MultiAgentEnv(ParallelEnv):
         self._action_spaces: dict[str, Space] = {}
         self._observation_space: Space = TextObservationSpace()
         self._started = False
+
+    @property
+    def n_agents(self) -> int:
+        """The team size (``len(possible_agents)``)."""
+        return len(self.possible_agents)
 
     # ----------------------------------------------------------------- spaces
 
@@ -109,6 +115,25 @@ class MultiAgentEnv(ParallelEnv):
             logger.warning(
                 "%s.reset ignores unknown options %s", type(self).__name__, sorted(options)
             )
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """Start a new episode (``_start_episode``; ``reset(seed=s)`` always gives the same
+        one) and return every agent's first observation and its ``_first_info``. Agent i's
+        action space is seeded with ``seed + i``."""
+        self._start_episode(seed, options)
+        self._seed_action_spaces(seed)
+        return self._observe_all(self.agents), {a: self._first_info(a) for a in self.agents}
+
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        """Set up a new episode (seeded when ``seed`` is given, as ``options`` say) and make
+        every agent live (``_started``, ``agents``); no observations."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _start_episode")
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        """``agent``'s info as ``reset`` returns it."""
+        return {"success": False}
 
     def _observe_all(self, agents: Sequence[str]) -> dict[str, Any]:
         """Every named agent's observation now (what ``reset``/``step`` return)."""
@@ -167,3 +192,34 @@ class MultiAgentEnv(ParallelEnv):
 
     def close(self) -> None:
         self.agents = []
+
+
+class ScriptedTeam:
+    """Base of a scripted team (``env.scripted_team()``) over ``env``. ``reset`` starts the
+    notes it keeps over an episode (none by default; construction calls it too); ``act``
+    gives nothing once the episode is over, else ``_joint_action``: by default each live
+    agent's ``choose(agent, observation)``, while teams that plan from the env's state
+    override ``_joint_action``."""
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new episode (a team that keeps no notes has nothing to forget)."""
+
+    def act(self, observations: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """Joint action: one action name per live agent."""
+        if not self.env.agents:
+            return {}
+        return self._joint_action(observations)
+
+    def _joint_action(self, observations: Any) -> dict[str, str]:
+        live = set(self.env.agents)
+        return {
+            agent: self.choose(agent, obs) for agent, obs in observations.items() if agent in live
+        }
+
+    def choose(self, agent: str, observation: Any) -> str:
+        """``agent``'s action given its observation."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement choose")

@@ -71,6 +71,26 @@ class Narrator:
             line += f"; reward {reward:g}"
         return "\n".join([line, *message_lines(step)])
 
+    def _cells_line(self, step: Step, after: After) -> str:
+        """A ``_step_line`` of one cell per agent: ``_step_label``, each agent's
+        ``_agent_cell``, then ``_step_events`` and the step's messages."""
+        cells = "; ".join(
+            self._agent_cell(step, agent, obs, after) for agent, obs in step.observations.items()
+        )
+        line = f"{self._step_label(step)}: {cells}{self._step_events(step, after)}"
+        return "\n".join([line, *message_lines(step)])
+
+    def _step_label(self, step: Step) -> str:
+        return f"step {step.t}"
+
+    def _agent_cell(self, step: Step, agent: str, obs: Any, after: After) -> str:
+        """What ``agent`` saw and did in ``step`` (``_cells_line``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _agent_cell")
+
+    def _step_events(self, step: Step, after: After) -> str:
+        """What happened to the team in ``step``, after the agents' cells (``_cells_line``)."""
+        return ""
+
     def summary(self, trajectory: Trajectory) -> list[str]:
         return []
 

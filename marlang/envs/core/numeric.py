@@ -249,18 +249,14 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
             space = self._action_spaces[agent] = Discrete(len(self.action_names(agent)))
         return space
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """Start a new episode; ``reset(seed=s)`` always gives the same one."""
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self._reset_world(seed, options)
-        self._seed_action_spaces(seed)
         self._t = 0
         self._started = True
         self.agents = list(self.possible_agents)
-        observations = self._observe_all(self.agents)
-        infos = {agent: {"success": False, "step": 0} for agent in self.agents}
-        return observations, infos
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return {"success": False, "step": 0}
 
     def step(
         self, actions: Mapping[str, Any]
@@ -338,3 +334,22 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
         if self.observation_mode == "numeric":
             return self.numeric_observation(agent)
         return self.text_observation(agent)
+
+
+class TextEnvView(NumericTextEnv):
+    """A ``NumericTextEnv`` that serves a text env (``text_env``, set by the subclass before
+    ``super().__init__``) through the numeric/text API: the mission and the text observations
+    are the text env's own; subclasses add the numeric side."""
+
+    text_env: Any
+
+    @property
+    def mission(self) -> str:
+        return self.text_env.mission
+
+    def ego_text(self, agent: str) -> str:
+        return self.text_env.observe(agent).text
+
+    def text_observation(self, agent: str) -> TextObservation:
+        self._require_started("text_observation")
+        return self.text_env.observe(agent)

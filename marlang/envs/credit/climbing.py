@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.base import env_metadata
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.core.numeric import (
     NumericTextEnv,
     StepOutcome,
@@ -188,17 +188,13 @@ class ClimbingGameEnv(NumericTextEnv):
         return (float(self.payoff[snapshot.last]), int(snapshot.last[mine] == optimum[mine]))
 
 
-class ClimbingOptimalTeam:
+class ClimbingOptimalTeam(ScriptedTeam):
     """Reference team: both agents always play their part of the optimal joint action (11 per
     step, 275 per 25-step episode)."""
 
-    def __init__(self, env: ClimbingGameEnv):
-        self.env = env
+    env: ClimbingGameEnv
 
-    def reset(self) -> None:
-        """Stateless; here for the scripted-team interface."""
-
-    def act(self, observations: Any) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         row, column = optimal_joint_action(self.env.payoff)
         choice = {"agent_0": CLIMBING_ACTIONS[row], "agent_1": CLIMBING_ACTIONS[column]}
         return {agent: choice[agent] for agent in self.env.agents}

@@ -9,14 +9,14 @@ from __future__ import annotations
 import functools
 import logging
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count
+from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count, rank_sign
 from marlang.envs.credit.grid import (
     DIRECTION_NAMES,
     DIRECTIONS,
@@ -81,6 +81,25 @@ class FeatureSpaces:
     @property
     def state_space(self) -> Box:
         return self._feature_spaces[1]
+
+
+class RankedByKey:
+    """``rank_states`` of an env whose snapshots are ``snapshot_type`` and whose reference
+    heuristic is a per-agent rank key of a snapshot (``_rank_key``: the larger, the better)."""
+
+    snapshot_type: ClassVar[type]
+    agent_index: Callable[[str], int]
+
+    @abstractmethod
+    def _rank_key(self, snapshot: Any, index: int) -> Any:
+        """Agent ``index``'s rank key of ``snapshot``."""
+
+    def rank_states(self, agent: str, a: Any, b: Any) -> int:
+        """+1 if ``b`` is better than ``a`` for ``agent``, -1 if worse, 0 if tied (by
+        ``_rank_key``); a ``TypeError`` unless both are ``snapshot_type``."""
+        index = self.agent_index(agent)
+        check_snapshots(self.snapshot_type, a=a, b=b)
+        return rank_sign(self._rank_key(b, index), self._rank_key(a, index))
 
 
 class FacingGridEnv(NumericTextEnv):
@@ -169,6 +188,15 @@ class FacingGridEnv(NumericTextEnv):
     @abstractmethod
     def _task_done(self) -> bool:
         """Whether the team finished the task (the episode then terminates with success)."""
+
+    @abstractmethod
+    def _world_flags(self) -> list[float]:
+        """The world's own state (switches triggered, victims healed, ...) as floats."""
+
+    @abstractmethod
+    def _world_features(self, index: int) -> list[float]:
+        """What agent ``index``'s numeric observation holds of the world's objects (after its
+        own and its teammates' features, before the time)."""
 
     # ----------------------------------------------------------------- shared mechanics
 
@@ -287,6 +315,20 @@ class FacingGridEnv(NumericTextEnv):
     def _time_feature(self) -> float:
         return self.step_count / self.max_steps
 
+    def numeric_observation(self, agent: str) -> np.ndarray:
+        """The agent's own and its teammates' features (``_agent_features``), then the
+        world's (``_world_features``), then step / max_steps."""
+        index = self.agent_index(agent)
+        features = self._agent_features(index) + self._world_features(index)
+        features.append(self._time_feature())
+        return np.asarray(features, dtype=np.float32)
+
+    def state(self) -> np.ndarray:
+        """Every agent's position and facing, the world's flags, then step / max_steps."""
+        features = self._agents_state() + self._world_flags()
+        features.append(self._time_feature())
+        return np.asarray(features, dtype=np.float32)
+
     def _describe_agent(self, index: int, viewer: int) -> str:
         agent = self.possible_agents[index]
         cell = self.positions[index]
@@ -345,6 +387,7 @@ __all__ = [
     "GridEvent",
     "GridLayout",
     "MoveIntent",
+    "RankedByKey",
     "approach_intent",
     "bfs_distances",
     "check_snapshots",

@@ -21,7 +21,7 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,11 @@ class LBFScenario:
     foods: int
     sight: int | None = None
     coop: bool = False
+
+    @property
+    def agents(self) -> int:
+        """The agent count (``players``)."""
+        return self.players
 
     @property
     def description(self) -> str:
@@ -108,23 +113,12 @@ class LevelBasedForagingEnv(ScenarioEnv):
     metadata: ClassVar[dict[str, Any]] = env_metadata("level_based_foraging_v0")
     world_description: ClassVar[str] = "a grid field where agents with levels load food together"
 
-    def __init__(
-        self,
-        scenario: LBFScenario,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = LBF_MAX_STEPS,
-        shared_reward: bool = False,
-        env_id: str = "lbf",
-    ):
-        super().__init__(
-            scenario,
-            scenario.players,
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            shared_reward=shared_reward,
-            env_id=env_id,
-        )
+    default_max_steps: ClassVar[int] = LBF_MAX_STEPS
+    default_env_id: ClassVar[str] = "lbf"
+    scenario: LBFScenario
+
+    def _open_package(self) -> None:
+        scenario = self.scenario
         self.sight = scenario.size if scenario.sight is None else scenario.sight
         self.lbf = ForagingEnv(
             players=scenario.players,
@@ -315,7 +309,7 @@ def _forage_score(i: int, snapshot: LBFSnapshot) -> tuple[float, int, int]:
     return (round(snapshot.scores[i], 9), -len(snapshot.foods), -distance)
 
 
-class LBFGreedyTeam:
+class LBFGreedyTeam(ScenarioTeam):
     """Reference team: groups go to the nearest food they can load together and load it.
 
     Every step it plans from the true state: foods are taken in turn by the cheapest group
@@ -328,15 +322,11 @@ class LBFGreedyTeam:
     0.98).
     """
 
-    def __init__(self, env: LevelBasedForagingEnv, seed: int = 0):
-        self.env = env
-        self._rng = np.random.default_rng(seed)
-        self._stuck: dict[int, int] = {}
-        self._last: dict[int, Cell] = {}
+    env: LevelBasedForagingEnv
 
     def reset(self) -> None:
-        self._stuck.clear()
-        self._last.clear()
+        self._stuck: dict[int, int] = {}
+        self._last: dict[int, Cell] = {}
 
     def act(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live agents."""
@@ -463,4 +453,4 @@ def _first_move(start: Cell, goals: set[Cell], blocked: set[Cell], size: int) ->
 def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
     scenario = find_scenario(env_id, LBF_SCENARIOS, "LBF")
-    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv, scenario.players, LBF_MAX_STEPS)
+    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv)

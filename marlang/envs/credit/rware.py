@@ -21,7 +21,7 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, find_scenario
+from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
 
 logger = logging.getLogger(__name__)
 
@@ -115,23 +115,12 @@ class RoboticWarehouseEnv(ScenarioEnv):
     metadata: ClassVar[dict[str, Any]] = env_metadata("robotic_warehouse_v0")
     world_description: ClassVar[str] = "a warehouse where robots carry requested shelves to goals"
 
-    def __init__(
-        self,
-        scenario: RWAREScenario,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = RWARE_MAX_STEPS,
-        shared_reward: bool = False,
-        env_id: str = "rware",
-    ):
-        super().__init__(
-            scenario,
-            scenario.agents,
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            shared_reward=shared_reward,
-            env_id=env_id,
-        )
+    default_max_steps: ClassVar[int] = RWARE_MAX_STEPS
+    default_env_id: ClassVar[str] = "rware"
+    scenario: RWAREScenario
+
+    def _open_package(self) -> None:
+        scenario = self.scenario
         # No time limit inside the package: the base class truncates at max_steps (the
         # package would report its own limit as termination).
         self.warehouse = Warehouse(
@@ -322,7 +311,7 @@ def _warehouse_score(i: int, snapshot: RWARESnapshot) -> tuple[float, int, int]:
     return (robot.deliveries, stage, -distance)
 
 
-class RWAREHeuristicTeam:
+class RWAREHeuristicTeam(ScenarioTeam):
     """Reference team: each robot fetches the nearest requested shelf no teammate has
     claimed, carries it to a goal cell, then returns it to the nearest empty shelf spot.
 
@@ -334,17 +323,13 @@ class RWAREHeuristicTeam:
     random actions: 0 on all three).
     """
 
-    def __init__(self, env: RoboticWarehouseEnv, seed: int = 0):
-        self.env = env
-        self._rng = np.random.default_rng(seed)
+    env: RoboticWarehouseEnv
+
+    def reset(self) -> None:
         self._progress: dict[int, tuple[frozenset[Cell], int, int]] = {}
         """Per robot: its goal cells, the shortest path length to them seen so far, and the
         steps since that length last shrank."""
         self._wander: dict[int, int] = {}
-
-    def reset(self) -> None:
-        self._progress.clear()
-        self._wander.clear()
 
     def act(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live robots."""
@@ -446,4 +431,4 @@ def _plan(
 def factory(env_id: str) -> ScenarioFactory:
     """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
     scenario = find_scenario(env_id, RWARE_SCENARIOS, "RWARE")
-    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv, scenario.agents, RWARE_MAX_STEPS)
+    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv)

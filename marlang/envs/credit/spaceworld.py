@@ -12,14 +12,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from marlang.envs.core.base import env_metadata
-from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count, rank_sign
+from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count
 from marlang.envs.credit.gridworld import (
     DIRECTION_NAMES,
     MOVE_ACTIONS,
     Cell,
     FeatureSpaces,
     GridLayout,
-    check_snapshots,
+    RankedByKey,
     collisions,
     format_cell,
     manhattan,
@@ -49,7 +49,7 @@ NUMERIC_SIZE = 19
 STATE_SIZE = 20
 
 
-class SpaceworldEnv(FeatureSpaces, NumericTextEnv):
+class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
     """Spaceworld (two satellites on a ``grid_size`` x ``grid_size`` grid, default 10x10).
 
     Satellite ``agent_i`` (blue, red) should bring mirror segment ``i`` (its own colour) to
@@ -86,6 +86,7 @@ class SpaceworldEnv(FeatureSpaces, NumericTextEnv):
     )
     numeric_size = NUMERIC_SIZE
     state_size = STATE_SIZE
+    snapshot_type = SpaceworldSnapshot
 
     def __init__(
         self,
@@ -415,19 +416,13 @@ class SpaceworldEnv(FeatureSpaces, NumericTextEnv):
         self._require_started("snapshot")
         return self.snapshot_now()
 
-    def rank_states(self, agent: str, a: Any, b: Any) -> int:
-        """+1 if ``b`` is better than ``a`` for ``agent``, -1 if worse, 0 if tied.
-
-        The reference heuristic: a collision is worst; then more parts delivered; then fewer
+    def _rank_key(self, snapshot: SpaceworldSnapshot, index: int) -> tuple[int, int, int, int]:
+        """The reference heuristic: a collision is worst; then more parts delivered; then fewer
         steps for the team to finish (the best split of the remaining parts, as in
         ``min_steps``); then fewer steps for the ego's own share in that split. The team
         estimate counts only the slower satellite, so the ego's moves count when it is the
-        slower one, its own share otherwise.
-        """
-        index = self.agent_index(agent)
-        check_snapshots(SpaceworldSnapshot, a=a, b=b)
-        better, worse = spaceworld_rank_key(b, index), spaceworld_rank_key(a, index)
-        return rank_sign(better, worse)
+        slower one, its own share otherwise."""
+        return spaceworld_rank_key(snapshot, index)
 
     def scripted_team(self) -> ScriptedSpaceworldTeam:
         return ScriptedSpaceworldTeam(self)

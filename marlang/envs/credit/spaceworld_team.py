@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from marlang.envs.core.base import ScriptedTeam
 from marlang.envs.credit.gridworld import (
     Cell,
     MoveIntent,
@@ -92,23 +93,17 @@ def spaceworld_rank_key(snapshot: SpaceworldSnapshot, index: int) -> tuple[int, 
     return (1, sum(snapshot.delivered), -team, -ego)
 
 
-class ScriptedSpaceworldTeam:
+class ScriptedSpaceworldTeam(ScriptedTeam):
     """The reference team: the best split of the parts (``plan_steps``, kept once chosen),
     each satellite on Manhattan paths, every joint move checked to be collision-free, the
     satellite with more work left having right of way. Reads the env, so it works in both
     observation modes; actions are names."""
 
-    def __init__(self, env: Any):
-        self.env = env
+    def reset(self) -> None:
         self._parts: list[list[int]] | None = None
 
-    def reset(self) -> None:
-        self._parts = None
-
-    def act(self, observations: dict[str, Any] | None = None) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        if not env.agents:
-            return {}
         snapshot = env.snapshot()
         if self._parts is None or self._broken(snapshot):
             self._parts = [list(p) for p in plan_steps(snapshot)[2]]

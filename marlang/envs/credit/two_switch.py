@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-import numpy as np
-
-from marlang.envs.core.base import env_metadata
-from marlang.envs.core.numeric import rank_sign
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
@@ -27,9 +24,9 @@ from marlang.envs.credit.gridworld import (
     GridLayout,
     GridWorldFactory,
     MoveIntent,
+    RankedByKey,
     bfs_distances,
     capitalized,
-    check_snapshots,
     choose_joint_moves,
     direction_between,
     facing_cost_to_go,
@@ -86,7 +83,7 @@ class TwoSwitchSnapshot:
         return all(self.triggered)
 
 
-class TwoSwitchEnv(FeatureSpaces, FacingGridEnv):
+class TwoSwitchEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
     """LCA's Two-Switch grid world (two agents, 9x9; see ``TWO_SWITCH_MAP``).
 
     Agents start at distinct random cells of the upper room facing random ways. An agent
@@ -125,6 +122,7 @@ class TwoSwitchEnv(FeatureSpaces, FacingGridEnv):
     default_env_id = "gridworld/two-switch"
     numeric_size = NUMERIC_SIZE
     state_size = STATE_SIZE
+    snapshot_type = TwoSwitchSnapshot
 
     # ----------------------------------------------------------------- world
 
@@ -182,21 +180,15 @@ class TwoSwitchEnv(FeatureSpaces, FacingGridEnv):
             "in the lower room, in as few steps as possible."
         )
 
-    def numeric_observation(self, agent: str) -> np.ndarray:
-        index = self.agent_index(agent)
+    def _world_flags(self) -> list[float]:
+        return [float(self.triggered[0]), float(self.triggered[1]), float(self.door_open)]
+
+    def _world_features(self, index: int) -> list[float]:
         me = self.positions[index]
-        features = self._agent_features(index)
+        features: list[float] = []
         for cell in (*SWITCHES, DOOR, GOAL):
             features += self.layout.offset(me, cell)
-        features += [float(self.triggered[0]), float(self.triggered[1]), float(self.door_open)]
-        features.append(self._time_feature())
-        return np.asarray(features, dtype=np.float32)
-
-    def state(self) -> np.ndarray:
-        features = self._agents_state()
-        features += [float(self.triggered[0]), float(self.triggered[1]), float(self.door_open)]
-        features.append(self._time_feature())
-        return np.asarray(features, dtype=np.float32)
+        return features + self._world_flags()
 
     def ego_text(self, agent: str) -> str:
         index = self.agent_index(agent)
@@ -271,21 +263,15 @@ class TwoSwitchEnv(FeatureSpaces, FacingGridEnv):
             step=self.step_count,
         )
 
-    def rank_states(self, agent: str, a: Any, b: Any) -> int:
-        """+1 if ``b`` is better than ``a`` for ``agent``, -1 if worse, 0 if tied.
-
-        The reference heuristic (after the LCA prompt): the goal reached beats everything,
+    def _rank_key(self, snapshot: TwoSwitchSnapshot, index: int) -> tuple[int, int, int, int]:
+        """The reference heuristic (after the LCA prompt): the goal reached beats everything,
         then more switches triggered; then fewer estimated team steps to the next milestone,
         then fewer steps for the ego to its own target. Before any switch is triggered the
         team's plan is the switch assignment with the smaller slower-agent time (the ego's
         target is its switch in the best such plan); with one switch left the agent nearer to
         it takes it and the other heads for the door; once the door is open the target is
-        the goal. Distances are shortest-path steps (to be next to a switch).
-        """
-        index = self.agent_index(agent)
-        check_snapshots(TwoSwitchSnapshot, a=a, b=b)
-        better, worse = two_switch_rank_key(b, index), two_switch_rank_key(a, index)
-        return rank_sign(better, worse)
+        the goal. Distances are shortest-path steps (to be next to a switch)."""
+        return two_switch_rank_key(snapshot, index)
 
     def scripted_team(self) -> ScriptedTwoSwitchTeam:
         return ScriptedTwoSwitchTeam(self)
@@ -410,24 +396,20 @@ def plan_switches(env: TwoSwitchEnv) -> SwitchPlan:
     return min(plans, key=lambda entry: entry[0])[1]
 
 
-class ScriptedTwoSwitchTeam:
+class ScriptedTwoSwitchTeam(ScriptedTeam):
     """The reference team: it follows ``plan_switches`` (kept once chosen; one switch each
     when that is as fast, else one agent takes both): agents walk to their switches, face
     them and toggle; an agent with no switch left waits by the door; once the door opens the
     agent nearer the goal walks there. Reads the env, so it works in both observation modes;
     actions are names."""
 
-    def __init__(self, env: TwoSwitchEnv):
-        self.env = env
-        self.plan: SwitchPlan | None = None
+    env: TwoSwitchEnv
 
     def reset(self) -> None:
-        self.plan = None
+        self.plan: SwitchPlan | None = None
 
-    def act(self, observations: dict[str, Any] | None = None) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        if not env.agents:
-            return {}
         n = len(env.possible_agents)
         queues = self._queues()
         if not env.door_open and not any(queues):

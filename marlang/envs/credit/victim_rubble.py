@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-import numpy as np
-
-from marlang.envs.core.base import env_metadata
-from marlang.envs.core.numeric import rank_sign
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.credit.gridworld import (
     UNREACHABLE,
     Cell,
@@ -26,9 +23,9 @@ from marlang.envs.credit.gridworld import (
     GridLayout,
     GridWorldFactory,
     MoveIntent,
+    RankedByKey,
     approach_intent,
     bfs_distances,
-    check_snapshots,
     choose_joint_moves,
     format_cell,
     reach_steps,
@@ -107,7 +104,7 @@ class VictimRubbleSnapshot:
     step: int
 
 
-class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
+class VictimRubbleEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
     """LCA's Victim-Rubble grid world (two agents, 11x6; see ``VICTIM_RUBBLE_MAP``).
 
     ``agent_0`` (green) heals victims with ``heal``; ``agent_1`` (orange) clears rubble with
@@ -142,6 +139,7 @@ class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
     default_env_id = "gridworld/victim-rubble"
     numeric_size = NUMERIC_SIZE
     state_size = STATE_SIZE
+    snapshot_type = VictimRubbleSnapshot
 
     # ----------------------------------------------------------------- world
 
@@ -201,23 +199,18 @@ class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
             "and facing it. Two pieces of rubble block the only way to one victim."
         )
 
-    def numeric_observation(self, agent: str) -> np.ndarray:
-        index = self.agent_index(agent)
+    def _world_flags(self) -> list[float]:
+        return [float(h) for h in self.healed] + [float(c) for c in self.cleared]
+
+    def _world_features(self, index: int) -> list[float]:
         me = self.positions[index]
-        features = self._agent_features(index)
+        features: list[float] = []
         for cell, done in (
             *zip(VICTIMS, self.healed, strict=True),
             *zip(RUBBLE, self.cleared, strict=True),
         ):
             features += [*self.layout.offset(me, cell), float(done)]
-        features.append(self._time_feature())
-        return np.asarray(features, dtype=np.float32)
-
-    def state(self) -> np.ndarray:
-        features = self._agents_state() + [float(h) for h in self.healed]
-        features += [float(c) for c in self.cleared]
-        features.append(self._time_feature())
-        return np.asarray(features, dtype=np.float32)
+        return features
 
     def ego_text(self, agent: str) -> str:
         index = self.agent_index(agent)
@@ -284,20 +277,14 @@ class VictimRubbleEnv(FeatureSpaces, FacingGridEnv):
             step=self.step_count,
         )
 
-    def rank_states(self, agent: str, a: Any, b: Any) -> int:
-        """+1 if ``b`` is better than ``a`` for ``agent``, -1 if worse, 0 if tied.
-
-        The reference heuristic (LCA's human ranking heuristic): the healer ranks by victims
+    def _rank_key(self, snapshot: VictimRubbleSnapshot, index: int) -> tuple[int, ...]:
+        """The reference heuristic (LCA's human ranking heuristic): the healer ranks by victims
         healed, then by fewer steps to the nearest victim it can reach now (the free victim
         first; with none reachable, the nearest victim as if the rubble were gone); the
         clearer ranks by blocking rubble cleared, then rubble cleared, then fewer steps to the
         nearest reachable blocking rubble (any rubble once none blocks). Only the agent's own
-        kind of progress counts, so a teammate's work does not rank the ego's state higher.
-        """
-        index = self.agent_index(agent)
-        check_snapshots(VictimRubbleSnapshot, a=a, b=b)
-        better, worse = victim_rubble_rank_key(b, index), victim_rubble_rank_key(a, index)
-        return rank_sign(better, worse)
+        kind of progress counts, so a teammate's work does not rank the ego's state higher."""
+        return victim_rubble_rank_key(snapshot, index)
 
     def scripted_team(self) -> ScriptedVictimRubbleTeam:
         return ScriptedVictimRubbleTeam(self)
@@ -369,22 +356,16 @@ def victim_rubble_rank_key(snapshot: VictimRubbleSnapshot, index: int) -> tuple[
     return (blocking_cleared, sum(snapshot.cleared), -min(steps, UNREACHABLE) if left else 0)
 
 
-class ScriptedVictimRubbleTeam:
+class ScriptedVictimRubbleTeam(ScriptedTeam):
     """The reference team: the healer heals the nearest victim it can reach and then has right
     of way (while none is reachable it waits as near the cut-off victim as it can, out of the
     clearer's way); the clearer clears the nearest reachable blocking rubble first, then the
     rest. Reads the env, so it works in both observation modes; actions are names."""
 
-    def __init__(self, env: VictimRubbleEnv):
-        self.env = env
+    env: VictimRubbleEnv
 
-    def reset(self) -> None:
-        """Nothing to forget: each step is planned from the env's state."""
-
-    def act(self, observations: dict[str, Any] | None = None) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        if not env.agents:
-            return {}
         healer = MoveIntent(weight=3.0)
         from_healer = bfs_distances(env.layout, [env.positions[HEALER]], env.passable)
         waiting = [v for v, h in zip(VICTIMS, env.healed, strict=True) if not h]

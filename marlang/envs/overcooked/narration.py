@@ -15,7 +15,6 @@ from marlang.envs.core.narrator import (
     action_of,
     agents_of,
     first_data,
-    message_lines,
     plural,
     said_by,
     team_reward,
@@ -74,25 +73,27 @@ class OvercookedNarrator(Narrator):
         parts += said_by(step, agent)
         return "; ".join(parts)
 
-    def _step_line(self, step: Step, after: After) -> str:
-        cooks = []
-        for agent, obs in step.observations.items():
-            info = step.infos.get(agent, {})
-            cell = f"{agent} [{obs.data.get('held') or '-'}] {_cook_choice(step, agent)}"
-            cell += _cook_end(step, agent, after)
-            if info.get("illegal_action"):
-                cell += f" (ILLEGAL '{action_of(step, agent)}')"
-            if info.get("shaped_reward"):
-                cell += f" +{info['shaped_reward']:g} shaped"
-            cooks.append(cell)
+    _step_line = Narrator._cells_line
+
+    def _step_label(self, step: Step) -> str:
+        return f"step {step.t} ({_ticks(step)})"
+
+    def _agent_cell(self, step: Step, agent: str, obs: Any, after: After) -> str:
+        info = step.infos.get(agent, {})
+        cell = f"{agent} [{obs.data.get('held') or '-'}] {_cook_choice(step, agent)}"
+        cell += _cook_end(step, agent, after)
+        if info.get("illegal_action"):
+            cell += f" (ILLEGAL '{action_of(step, agent)}')"
+        if info.get("shaped_reward"):
+            cell += f" +{info['shaped_reward']:g} shaped"
+        return cell
+
+    def _step_events(self, step: Step, after: After) -> str:
         events = _kitchen_changes(step, after)
         for agent, info in step.infos.items():
             if info.get("sparse_reward"):
                 events.append(f"{agent} delivered soup +{info['sparse_reward']:g}")
-        line = f"step {step.t} ({_ticks(step)}): " + "; ".join(cooks)
-        if events:
-            line += ". " + "; ".join(events)
-        return "\n".join([line, *message_lines(step)])
+        return ". " + "; ".join(events) if events else ""
 
     def agent_summary(self, trajectory: Trajectory, agent: str) -> list[str]:
         chosen = ended = gave_up = illegal = 0

@@ -157,15 +157,12 @@ class OvercookedTextEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Start a new episode in the layout's start state (or, with ``random_start``, on cells
         drawn with ``seed``). ``options={"state": OvercookedState}`` starts from a given state."""
         options = dict(options or {})
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-        self._seed_action_spaces(seed)
         state = options.pop("state", None)
         self._warn_unknown_options(options)
         if state is None:
@@ -179,9 +176,9 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._statuses = [CookStatus() for _ in self.possible_agents]
         self._started = True
         self.agents = list(self.possible_agents)
-        observations = self._observe_all(self.agents)
-        infos = {agent: self._info() for agent in self.agents}
-        return observations, infos
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return self._info()
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """One decision point: a tick in primitive mode, the ticks until some cook's subgoal

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 
-from marlang.envs.core.base import env_metadata
+from marlang.envs.core.base import ScriptedTeam, env_metadata
 from marlang.envs.core.numeric import (
-    NumericTextEnv,
     StepOutcome,
+    TextEnvView,
     check_agent_count,
     check_max_steps,
     rank_sign,
@@ -26,7 +26,6 @@ from marlang.envs.pistonball.text import (
     PISTONBALL_ACTIONS,
     PistonballTextEnv,
 )
-from marlang.types import TextObservation
 
 NUMERIC_FEATURES: tuple[str, ...] = (
     "height",
@@ -61,7 +60,7 @@ class PistonballSnapshot:
     wall_distance: float
 
 
-class PistonballNumericEnv(NumericTextEnv):
+class PistonballNumericEnv(TextEnvView):
     """Pistonball with ``agent_i`` as piston i (``agent_0`` next to the left wall).
 
     The text observations are ``PistonballTextEnv``'s; the numeric ones are the 11 values of
@@ -85,7 +84,7 @@ class PistonballNumericEnv(NumericTextEnv):
         random_rotate: bool = True,
         env_id: str = "pistonball/n5-sparse",
     ):
-        self.pistons = PistonballTextEnv(
+        self.pistons = self.text_env = PistonballTextEnv(
             n_pistons,
             max_steps=max_steps,
             env_id=env_id,
@@ -144,19 +143,8 @@ class PistonballNumericEnv(NumericTextEnv):
         ]
         return np.concatenate([heights, np.asarray(extra, dtype=np.float32)])
 
-    @property
-    def mission(self) -> str:
-        return self.pistons.mission
-
-    def ego_text(self, agent: str) -> str:
-        return self.pistons.observe(agent).text
-
     def observation_data(self, agent: str) -> dict[str, Any]:
         return self.pistons.observe(agent).data
-
-    def text_observation(self, agent: str) -> TextObservation:
-        self._require_started("text_observation")
-        return self.pistons.observe(agent)
 
     def snapshot(self) -> PistonballSnapshot:
         self._require_started("snapshot")
@@ -245,19 +233,15 @@ its column. With 5 pistons and seeds 0..99, 0.1 reaches the wall every time; 0 (
 left edge, as ``PistonballRuleTeam``) can leave the ball resting on one flat piston."""
 
 
-class PistonballSlopeTeam:
+class PistonballSlopeTeam(ScriptedTeam):
     """Reference team: pistons whose column (but for its leftmost tenth, ``RISE_MARK``) lies
     right of the ball's centre rise, the others sink, so the pistons form a slope down toward
     the wall. It reads the physics. With 5 pistons it reaches the wall on every one of seeds
     0..99, in 10.1 cycles on average (mean sparse return -0.01: +1 minus 0.1 per cycle)."""
 
-    def __init__(self, env: PistonballNumericEnv):
-        self.env = env
+    env: PistonballNumericEnv
 
-    def reset(self) -> None:
-        """Stateless; here for the scripted-team interface."""
-
-    def act(self, observations: Any) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         pistons = self.env.pistons
         raw = pistons.raw
         ball_x = float(raw.ball.position[0])

@@ -18,6 +18,7 @@ from pettingzoo.butterfly.pistonball.pistonball import raw_env
 
 from marlang.envs.core.base import (
     MultiAgentEnv,
+    ScriptedTeam,
     StepLimited,
     check_optional_max_steps,
     env_metadata,
@@ -191,16 +192,10 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Drop a new ball on new piston heights; ``reset(seed=s)`` gives the same episode."""
         self._warn_unknown_options(options)
         self._restart(seed)
-        self._seed_action_spaces(seed)
-        observations = self._observe_all(self.agents)
-        infos = {agent: self._info(success=False, illegal=False) for agent in self.agents}
-        return observations, infos
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """Apply one joint action (one entry per live agent): one Pistonball cycle."""
@@ -401,6 +396,9 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
             data=data,
         )
 
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return self._info(success=False, illegal=False)
+
     def _info(self, success: bool, illegal: bool) -> dict[str, Any]:
         return {"success": success, "illegal_action": illegal, "cycle": self._t}
 
@@ -413,7 +411,7 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
         return None
 
 
-class PistonballRuleTeam:
+class PistonballRuleTeam(ScriptedTeam):
     """A rule-based reference team: pistons right of the ball rise, the others sink.
 
     Each piston moves up when the ball's centre is left of its column (``ball_relative ==
@@ -426,17 +424,7 @@ class PistonballRuleTeam:
     ``env.step(team.act(obs))`` until the episode ends.
     """
 
-    def __init__(self, env: PistonballTextEnv):
-        self.env = env
+    env: PistonballTextEnv
 
-    def reset(self) -> None:
-        """The rule keeps no state; here for the scripted-team interface."""
-
-    def act(self, observations: Mapping[str, TextObservation]) -> dict[str, str]:
-        """Joint action (one legal action string per live agent) for the current cycle."""
-        live = set(self.env.agents)
-        return {
-            agent: "move up" if obs.data["ball_relative"] == "left" else "move down"
-            for agent, obs in observations.items()
-            if agent in live
-        }
+    def choose(self, agent: str, observation: TextObservation) -> str:
+        return "move up" if observation.data["ball_relative"] == "left" else "move down"

@@ -16,7 +16,12 @@ from typing import Any, ClassVar
 
 from gymnasium.spaces import Text
 
-from marlang.envs.core.base import MultiAgentEnv, check_optional_max_steps, env_metadata
+from marlang.envs.core.base import (
+    MultiAgentEnv,
+    ScriptedTeam,
+    check_optional_max_steps,
+    env_metadata,
+)
 from marlang.envs.core.spaces import (
     StepResult,
     check_joint_action,
@@ -160,16 +165,13 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
 
     # ----------------------------------------------------------------- PettingZoo API
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, TextObservation], dict[str, dict[str, Any]]]:
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> None:
         """Pose problem ``seed % len(problems)`` (or ``options["problem"]``) and start turn 1."""
         options = dict(options or {})
         choice = options.pop("problem", None)
         self._warn_unknown_options(options)
         if seed is not None:
             self._rng.seed(int(seed))
-        self._seed_action_spaces(seed)
         if choice is not None:
             self._index = self._problem_index(choice)
         elif seed is not None:
@@ -187,18 +189,15 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
         self._started = True
         self.invalid_counts = dict.fromkeys(self.possible_agents, 0)
         self.agents = list(self.possible_agents)
-        observations = self._observe_all(self.agents)
-        infos = {
-            agent: {
-                "success": False,
-                "task_id": str(self.current_problem.task_id),
-                "turn": 1,
-                "max_turns": self._max_turns,
-                "role": self.role(agent),
-            }
-            for agent in self.agents
+
+    def _first_info(self, agent: str) -> dict[str, Any]:
+        return {
+            "success": False,
+            "task_id": str(self.current_problem.task_id),
+            "turn": 1,
+            "max_turns": self._max_turns,
+            "role": self.role(agent),
         }
-        return observations, infos
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
         """One agent's answer (sequential) or every agent's (joint); judges the team's answer
@@ -291,10 +290,6 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
             self._expert.close()
 
     # ----------------------------------------------------------------- marlang API
-
-    @property
-    def n_agents(self) -> int:
-        return len(self.possible_agents)
 
     @property
     def max_steps(self) -> int:
@@ -466,7 +461,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------ reference team
 
 
-class ReferenceTaskTeam:
+class ReferenceTaskTeam(ScriptedTeam):
     """The reference team: every acting agent answers with the canonical solution (coding;
     split into helper and main parts under ``structure="joint"``) or the reference answer
     (math, QA), and waiting agents wait. It solves every problem whose reference is right.
@@ -475,16 +470,9 @@ class ReferenceTaskTeam:
     ``env.step(team.act(obs))`` until the episode ends.
     """
 
-    def __init__(self, env: CooperativeTaskEnv):
-        self.env = env
+    env: CooperativeTaskEnv
 
-    def reset(self) -> None:
-        """The team keeps no state; here for the scripted-team interface."""
-
-    def act(self, observations: Mapping[str, TextObservation]) -> dict[str, str]:
-        live = set(self.env.agents)
-        return {
-            agent: obs.legal_actions[0] if obs.legal_actions else self.env.reference_answer(agent)
-            for agent, obs in observations.items()
-            if agent in live
-        }
+    def choose(self, agent: str, observation: TextObservation) -> str:
+        if observation.legal_actions:
+            return observation.legal_actions[0]
+        return self.env.reference_answer(agent)

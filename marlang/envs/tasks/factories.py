@@ -5,9 +5,10 @@ process. The registry imports this module; the task envs never import it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pettingzoo import ParallelEnv
 
@@ -47,92 +48,86 @@ def problem_loader(
     return lambda: select_tasks(load_problems(task, **source), task_ids)
 
 
+def env_parameters(env_class: type) -> list[inspect.Parameter]:
+    """The keyword parameters of ``env_class``'s constructor, those it passes on to its base
+    classes through ``**kwargs`` included (the bases' first)."""
+    chain: list[list[inspect.Parameter]] = []
+    for cls in env_class.__mro__:
+        if "__init__" not in vars(cls):
+            continue
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        chain.append([p for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD])
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            break
+    return [p for parameters in reversed(chain) for p in parameters]
+
+
+SOURCE_PARAMETERS: tuple[inspect.Parameter, ...] = tuple(
+    p for p in inspect.signature(load_problems).parameters.values() if p.kind is p.KEYWORD_ONLY
+)
+"""The dataset options of a task factory: ``load_problems``'s (``split``, ``dataset``, ...)."""
+
+
 @dataclass(frozen=True)
-class CodeTaskFactory:
-    """Builds a ``CodeTaskEnv`` over one coding dataset (problems loaded once per process)."""
+class TaskFactory:
+    """Builds a task env (``env_class``) over one dataset (problems loaded once per process).
+
+    Its signature is ``n_agents``, the env's own parameters (but ``problems`` and ``env_id``,
+    which the factory sets, and ``unused``), then the dataset's (``SOURCE_PARAMETERS``,
+    ``task_ids``): the registry checks a config's keys against it."""
 
     env_id: str
     task: str
+    unused: ClassVar[tuple[str, ...]] = ()
+    """Env parameters that do not apply to this kind of task (not accepted)."""
+
+    def env_class(self) -> type:
+        """The env class to build (imported on first use)."""
+        raise NotImplementedError
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        n_agents, task_ids, _ = inspect.signature(self.__call__).parameters.values()
+        fixed = ("problems", "n_agents", "env_id", *self.unused)
+        env = [p for p in env_parameters(self.env_class()) if p.name not in fixed]
+        return inspect.Signature(
+            [n_agents, *env, *SOURCE_PARAMETERS, task_ids], return_annotation="ParallelEnv"
+        )
 
     def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        structure: str = "sequential",
-        feedback: str = "level_feedback",
-        memory: str = "full",
-        sandbox_slice: int | str | None = 1,
-        expert_model: Any = None,
-        reward: str = "tests",
-        split: str | None = None,
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        data_files: Any = None,
-        limit: int | None = None,
-        task_ids: Sequence[str | int] | None = None,
-        sandbox_workers: int | None = None,
-        timeout: float = 10.0,
-        test_timeout: float = 3.0,
-        isolation: str = "auto",
-        disk_mb: int = 64,
-        sandbox: Any = None,
-        render_mode: str | None = None,
+        self, n_agents: int = 2, *, task_ids: Sequence[str | int] | None = None, **options: Any
     ) -> ParallelEnv:
+        for name in options:
+            if name in self.unused or name in ("problems", "env_id"):
+                raise TypeError(f"{self.env_id} factory got an unexpected keyword argument {name!r}")
+        source = {p.name: options.pop(p.name) for p in SOURCE_PARAMETERS if p.name in options}
+        problems = problem_loader(self.task, task_ids, **source)
+        return self.env_class()(problems, n_agents=n_agents, env_id=self.env_id, **options)
+
+
+@dataclass(frozen=True)
+class CodeTaskFactory(TaskFactory):
+    """Builds a ``CodeTaskEnv`` over one coding dataset."""
+
+    def env_class(self) -> type:
         from marlang.envs.tasks.coding import CodeTaskEnv
 
-        problems = problem_loader(
-            self.task, task_ids, split=split, dataset=dataset, dataset_config=dataset_config,
-            data_files=data_files, limit=limit,
-        )
-        return CodeTaskEnv(
-            problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
-            feedback=feedback, memory=memory, sandbox_slice=sandbox_slice,
-            expert_model=expert_model, reward=reward, sandbox_workers=sandbox_workers,
-            timeout=timeout, test_timeout=test_timeout, isolation=isolation, disk_mb=disk_mb,
-            sandbox=sandbox, render_mode=render_mode, env_id=self.env_id,
-        )
+        return CodeTaskEnv
 
 
 @dataclass(frozen=True)
-class ReasoningTaskFactory:
+class ReasoningTaskFactory(TaskFactory):
     """Builds a ``MathTaskEnv`` (``task="math"``) or ``QATaskEnv`` (``task="hotpotqa"``)."""
 
-    env_id: str
-    task: str
+    unused: ClassVar[tuple[str, ...]] = ("sandbox_slice",)
 
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        structure: str = "sequential",
-        feedback: str = "level_feedback",
-        memory: str = "full",
-        expert_model: Any = None,
-        split: str | None = None,
-        dataset: str | None = None,
-        dataset_config: str | None = None,
-        data_files: Any = None,
-        limit: int | None = None,
-        task_ids: Sequence[str | int] | None = None,
-        render_mode: str | None = None,
-    ) -> ParallelEnv:
+    def env_class(self) -> type:
         from marlang.envs.tasks.reasoning import MathTaskEnv, QATaskEnv
 
-        env_class = MathTaskEnv if self.task == "math" else QATaskEnv
-        problems = problem_loader(
-            self.task, task_ids, split=split, dataset=dataset, dataset_config=dataset_config,
-            data_files=data_files, limit=limit,
-        )
-        return env_class(
-            problems, n_agents=n_agents, max_steps=max_steps, structure=structure,
-            feedback=feedback, memory=memory, expert_model=expert_model,
-            render_mode=render_mode, env_id=self.env_id,
-        )
+        return MathTaskEnv if self.task == "math" else QATaskEnv
 
 
-TASK_ENVS: tuple[tuple[str, CodeTaskFactory | ReasoningTaskFactory, str], ...] = (
+TASK_ENVS: tuple[tuple[str, TaskFactory, str], ...] = (
     (
         "code/humaneval",
         CodeTaskFactory("code/humaneval", "humaneval"),
