@@ -248,14 +248,15 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.mark.real_model
 def test_two_local_base_models_each_play_their_slot_loaded_once(tmp_path, tiny_dir):
-    """agent_0 on the embedded SmolLM2, agent_1 and agent_2 on a tiny random model (loaded
-    once for both); Reflexion learns on agent_0 only."""
-    c = config(env={"n_agents": 3, "max_steps": 2},
-               agents={"chain_of_thought": False},
-               learning={"method": "reflexion", "rollouts": 1, "iterations": 1},
-               run={"episodes": 1, "parallel": 1},
-               team={"agent_1": {"model": {"spec": f"hf:{tiny_dir}"}, "learn": False},
-                     "agent_2": {"model": {"spec": f"hf:{tiny_dir}"}, "learn": False}})
+    """configs/team_two_models.yaml with a third agent: agent_0 on the embedded SmolLM2,
+    agent_1 and agent_2 on a tiny random model (loaded once for both); Reflexion learns on
+    agent_0 only."""
+    from marlang.config import load_config
+
+    c = load_config("configs/team_two_models.yaml", overrides=[
+        "env.n_agents=3", "env.max_steps=2", "model.cache=false", "learning.rollouts=1", "learning.iterations=1",
+        "run.parallel=1", "run.progress=false", f"team.agent_1.model.spec=hf:{tiny_dir}",
+        f"team.agent_2={{model: {{spec: 'hf:{tiny_dir}'}}, learn: false}}"])
     experiment = Experiment(c, tmp_path / "run")
     result = experiment.run()
     models = experiment.slot_models
