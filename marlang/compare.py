@@ -29,10 +29,10 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
+from marlang.plots import plot_iteration_curves
 from marlang.report import (
     SEED_PART,
     markdown_table,
-    plot_iteration_curves,
     policies_text,
     pool_seeds,
     pool_summaries,

@@ -1,4 +1,5 @@
-"""Summaries, tables and plots of runs: means with 95% confidence intervals per setting.
+"""Summaries and tables of runs: means with 95% confidence intervals per setting (the plots
+are drawn by :mod:`marlang.plots`).
 
 Works from the per-episode metrics stored in ``episodes.jsonl``, so ``marlang report``
 can rebuild everything from a run directory alone.
@@ -6,12 +7,15 @@ can rebuild everything from a run directory alone.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from marlang.plots import MARKERS, iteration_figure, plot_iteration_curves
+
+__all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in marlang.plots; kept here
 
 _Q95 = 0.975
 """Upper quantile of a two-sided 95% interval."""
@@ -411,103 +415,6 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
         if finals:
             pooled_final[label] = (max(f[0] for f in finals), sum(f[1] for f in finals) / len(finals))
     return pooled, (pooled_final if final is not None else None)
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-"""One marker shape per setting, so settings whose curves coincide stay distinguishable."""
-
-
-def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | Path,
-                          reference: dict[str, float] | None = None,
-                          final: dict[str, tuple[float, float]] | None = None, success: bool = True) -> None:
-    """Write :func:`iteration_figure` to ``path``."""
-    import matplotlib.pyplot as plt
-
-    fig = iteration_figure(curves, reference=reference, final=final, success=success)
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[str, float] | None = None,
-                     final: dict[str, tuple[float, float]] | None = None, success: bool = True) -> Any:
-    """Mean return (with its 95% CI band) and success rate, one line and marker shape per
-    setting. Rows with ``frames`` (neural learners) are drawn against frames, with their greedy
-    evaluations (``eval_return``, and ``final``: a setting's (frames, mean return) of the closing
-    evaluation) as hollow markers on a dashed line; LLM rows against iteration. Settings on the
-    same points are spread a little sideways. ``reference`` draws horizontal lines (e.g. a
-    scripted team under the same step cap). ``success=False`` (an env with no notion of
-    success) leaves out the success-rate panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    by_frames = bool(curves) and all(r.get("frames") is not None for rows in curves.values() for r in rows)
-    x_key = "frames" if by_frames else "iteration"
-    xs_all = sorted({float(r[x_key]) for rows in curves.values() for r in rows if r.get(x_key) is not None}
-                    | {float(v[0]) for v in (final or {}).values()})
-    gaps = [b - a for a, b in itertools.pairwise(xs_all)]
-    # Coinciding settings are dodged by a small share of the smallest gap between x values.
-    unit = min(gaps) if gaps else 1.0
-    dodge = 0.12 * unit / max(1, len(curves) - 1) if len(curves) > 1 else 0.0
-
-    if success:
-        fig, (ax_r, ax_s) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
-    else:
-        fig, ax_r = plt.subplots(1, 1, figsize=(6, 4), dpi=120)
-        ax_s = None
-    for i, (name, rows) in enumerate(curves.items()):
-        color, marker = f"C{i % 10}", MARKERS[i % len(MARKERS)]
-        shift = (i - (len(curves) - 1) / 2) * dodge
-        xs = [float(r[x_key]) + shift for r in rows]
-        means = [r["return_mean"] if r.get("return_mean") is not None else math.nan for r in rows]
-        cis = [r["return_ci95"] if r.get("return_ci95") is not None else 0.0 for r in rows]
-        every = max(1, len(xs) // 12)  # a marker on every point of a 100-batch curve hides the line
-        ax_r.plot(xs, means, marker=marker, color=color, label=name, markevery=every, markersize=4)
-        ax_r.fill_between(xs, [m - c for m, c in zip(means, cis)], [m + c for m, c in zip(means, cis)],
-                          color=color, alpha=0.15)
-        if len(xs) == 1:  # a band needs two points: one point shows its interval as an error bar
-            ax_r.errorbar(xs, means, yerr=cis, fmt="none", ecolor=color, capsize=3, alpha=0.7)
-        evals = [(float(r[x_key]) + shift, r["eval_return"]) for r in rows if r.get("eval_return") is not None]
-        if final and name in final:
-            fx, fy = final[name]
-            evals = [e for e in evals if e[0] != float(fx) + shift] + [(float(fx) + shift, fy)]
-        if evals:
-            ax_r.plot([e[0] for e in evals], [e[1] for e in evals], marker=marker, linestyle="--", color=color,
-                      markerfacecolor="white", label=f"{name}: greedy evaluation",
-                      markevery=max(1, len(evals) // 12), markersize=4)
-        if ax_s is not None:
-            rates = [r["success_rate"] if r.get("success_rate") is not None else math.nan for r in rows]
-            ax_s.plot(xs, rates, marker=marker, color=color, label=name, markevery=every, markersize=4)
-    for j, (name, value) in enumerate((reference or {}).items()):
-        ax_r.axhline(value, color="black", linestyle=["--", ":", "-."][j % 3], linewidth=1, label=name)
-    ax_r.set_ylabel("team return per episode (mean, 95% CI)")
-    if ax_s is not None:
-        ax_s.set_ylabel("success rate")
-        ax_s.set_ylim(-0.05, 1.05)
-    for ax in [a for a in (ax_r, ax_s) if a is not None]:
-        ax.set_xlabel(x_key)
-        ax.grid(alpha=0.3)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        if len(xs_all) and xs_all[0] == xs_all[-1]:
-            # One x value: an axis around it, ticked at it (not -0.04..0.04 around a lone point).
-            ax.set_xlim(xs_all[0] - 0.5 * max(1.0, abs(xs_all[0])), xs_all[0] + 0.5 * max(1.0, abs(xs_all[0])))
-            ax.set_xticks([xs_all[0]])
-    fig.suptitle("Learning curves by " + ("frames" if by_frames else "iteration"))
-    handles, labels = ax_r.get_legend_handles_labels()
-    if len(labels) <= 6:
-        ax_r.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
-    # Many entries: a legend under the panels, the figure taller by its rows.
-    columns = 2 if success else 1
-    rows_needed = math.ceil(len(labels) / columns)
-    legend_h = 0.18 * rows_needed + 0.1
-    width, height = fig.get_size_inches()
-    fig.set_size_inches(width, height + legend_h)
-    fig.legend(handles, labels, loc="lower center", ncol=columns, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, legend_h / (height + legend_h), 1, 1))
-    return fig
 
 
 def policies_text(policies: dict[str, dict[str, str]],

@@ -2,7 +2,8 @@
 
 Every section forbids unknown keys, so a typo fails fast with a message naming the key
 and the valid ones (see :func:`describe_validation_error`). The sections are in
-``sections``, reading files and overrides in ``loading``, masking secrets in ``secrets``.
+``sections``, the whole config in ``experiment``, the team's slots in ``team``, reading files
+and overrides in ``loading``, masking secrets in ``secrets``.
 
 Names that higher layers implement (``env.id``, ``protocol.name``, ``learning.method`` and a
 method's own ``learning.*`` keys) are checked against the registries of :mod:`marlang.registry`,
@@ -10,6 +11,7 @@ the one layer below this package: config never imports envs, graphs, learners or
 learning method given as an entry point is imported when a config names it.
 """
 
+from marlang.config.experiment import ExperimentConfig
 from marlang.config.loading import (
     RESUME_MAY_CHANGE,
     apply_override,
@@ -31,21 +33,19 @@ from marlang.config.sections import (
     AgentsConfig,
     ConfigError,
     EnvConfig,
-    ExperimentConfig,
     LearningConfig,
     ModelConfig,
     ProtocolConfig,
     ResourcesConfig,
     RunConfig,
     SandboxConfig,
-    Slot,
-    SlotConfig,
     check_name,
     did_you_mean,
     learning_method,
     parse_protocol_label,
     trains_weights,
 )
+from marlang.config.team import Slot, SlotConfig
 
 __all__ = [
     "REDACTED",

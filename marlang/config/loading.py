@@ -11,14 +11,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from marlang.config.experiment import ExperimentConfig
 from marlang.config.sections import (
     ConfigError,
-    ExperimentConfig,
-    SlotConfig,
     _protocol_section,
     did_you_mean,
     parse_protocol_label,
 )
+from marlang.config.team import SlotConfig
 
 
 def parse_value(text: str) -> Any:

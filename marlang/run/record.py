@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marlang.report import paired_change, plot_iteration_curves, summarize_episodes
+from marlang.plots import plot_iteration_curves
+from marlang.report import paired_change, summarize_episodes
 from marlang.rundir import (
     METRIC_FIELDS,
     RunDirectory,

@@ -17,7 +17,6 @@ gradients are summed.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from pathlib import Path
@@ -35,11 +34,13 @@ from marlang.trainers.magrpo_tree import (
     backpropagate,
     drop_caches,
     first_path,
+    grouped_order,
     iter_nodes,
     joint_actions,
     judge,
     should_expand,
     training_samples,
+    tree_lines,
     tree_stats,
 )
 from marlang.trainers.template import SEED_OFFSET, AdapterLearner
@@ -390,7 +391,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         return {"records": records, "counters": counters}
 
     def minibatch_order(self, items: list[TrainingSample], rng: random.Random) -> list[TrainingSample]:
-        return [items[i] for i in _grouped_order(items, rng)]
+        return [items[i] for i in grouped_order(items, rng)]
 
     def sample_weight(self, sample: TrainingSample) -> float:
         return float(sample.weight)
@@ -443,25 +444,10 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
 
     # records ---------------------------------------------------------------------------------
     def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:
-        """``trees/<iteration>.jsonl``: one line per joint action (tree, turn, path, reward,
-        return, advantage, each agent's answer)."""
-        root_dir = self.context.run_dir
-        if root_dir is None:
-            return
-        lines = []
-        for t, (root, seed) in enumerate(zip(roots, seeds, strict=True)):
-            parents = {id(c): n for n in iter_nodes(root) for c in n.children}
-            for node in iter_nodes(root):
-                if node is root:
-                    continue
-                parent = parents[id(node)]
-                lines.append(json.dumps({
-                    "tree": t, "seed": seed, "turn": node.turn, "joint": node.joint, "reward": node.reward,
-                    "return": node.ret, "advantage": node.advantage, "done": node.done,
-                    "terminated_early": node.terminated_early, **node.info,
-                    "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
-                }))
-        atomic_write_text(Path(root_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
+        """``trees/<iteration>.jsonl``: one line per joint action (`magrpo_tree.tree_lines`)."""
+        if self.context.run_dir is not None:
+            lines = tree_lines(roots, seeds)
+            atomic_write_text(Path(self.context.run_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
 
 
 def _completion(agent: str, prompt_ids: Any, token_ids: Any, text: str, found: Any, logprobs: Any = None,
@@ -478,17 +464,6 @@ def _sampled_logprobs(sample: TrainingSample) -> Any:
     if c.logprobs is None or len(c.logprobs) != len(c.token_ids):
         raise ValueError("a completion has no sampling-time log-probs; the ratio losses need them")
     return torch.tensor(c.logprobs, dtype=torch.float32)
-
-
-def _grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:
-    """A shuffled order of ``items`` that keeps completions of one prompt (a node's G samples
-    of an agent) next to each other, so a minibatch runs each shared prompt once."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, s in enumerate(items):
-        groups.setdefault(tuple(s.completion.prompt_ids), []).append(i)
-    blocks = list(groups.values())
-    rng.shuffle(blocks)
-    return [i for block in blocks for i in block]
 
 
 def _padded(rows: list[Any], like: Any) -> Any:

@@ -16,7 +16,9 @@ under ``cross``).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,3 +252,33 @@ def drop_caches(node: Node) -> None:
     for group in node.completions.values():
         for c in group:
             c.past = None
+
+
+def grouped_order(items: list[TrainingSample], rng: random.Random) -> list[int]:
+    """A shuffled order of ``items`` that keeps completions of one prompt (a node's G samples
+    of an agent) next to each other, so a minibatch runs each shared prompt once."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(items):
+        groups.setdefault(tuple(s.completion.prompt_ids), []).append(i)
+    blocks = list(groups.values())
+    rng.shuffle(blocks)
+    return [i for block in blocks for i in block]
+
+
+def tree_lines(roots: Sequence[Node], seeds: Sequence[int]) -> list[str]:
+    """The JSON lines of ``trees/<iteration>.jsonl``: one per joint action (tree, seed, turn,
+    joint, reward, return, advantage, done, the judge's info and each agent's answer)."""
+    lines = []
+    for t, (root, seed) in enumerate(zip(roots, seeds, strict=True)):
+        parents = {id(c): n for n in iter_nodes(root) for c in n.children}
+        for node in iter_nodes(root):
+            if node is root:
+                continue
+            parent = parents[id(node)]
+            lines.append(json.dumps({
+                "tree": t, "seed": seed, "turn": node.turn, "joint": node.joint, "reward": node.reward,
+                "return": node.ret, "advantage": node.advantage, "done": node.done,
+                "terminated_early": node.terminated_early, **node.info,
+                "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
+            }))
+    return lines

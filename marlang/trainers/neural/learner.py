@@ -31,7 +31,8 @@ from marlang.config import ConfigError, ExperimentConfig
 from marlang.credit.critic import Critic, build_critic
 from marlang.credit.dataset import TimestepWriter
 from marlang.learners import learner_entry
-from marlang.report import plot_iteration_curves, summarize_episodes
+from marlang.plots import plot_iteration_curves
+from marlang.report import summarize_episodes
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, package_versions
 from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback, StopWhenAsked

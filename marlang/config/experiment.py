@@ -1,0 +1,145 @@
+"""The whole experiment config: its sections, the cross-section checks and what the run
+derives from them (iterations, the team's slots, labels)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import Field, model_validator
+
+from marlang.config.sections import (
+    AgentsConfig,
+    EnvConfig,
+    LearningConfig,
+    ModelConfig,
+    ProtocolConfig,
+    RunConfig,
+    SandboxConfig,
+    _Section,
+    trains_weights,
+)
+from marlang.config.team import Slot, SlotConfig, check_team, resolve_slot, team_label
+from marlang.registry import CONFIG_CHECKS, EntryPointError
+
+
+class ExperimentConfig(_Section):
+    """A whole experiment: env, model, protocol, agents, learning, run, sandbox."""
+
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    learning: LearningConfig = Field(default_factory=LearningConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Settings `marlang compare` runs when no --grid is given, e.g. {protocol: [none, alternating-2]}.",
+    )
+    team: dict[str, SlotConfig] = Field(
+        default_factory=dict,
+        description="Per agent slot (agent_0, ...): what plays it, e.g. {agent_1: {kind: scripted}, agent_0: "
+        "{model: {spec: openai:gpt-4o-mini}, role: 'You lead.', learn: false}}; slots not named take the "
+        "top-level model and agents settings.",
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ExperimentConfig:
+        names = [f"agent_{i}" for i in range(self.env.n_agents)]
+        if self.protocol.name == "unidirectional":
+            bad = [s for s in self.protocol.speakers if s not in names]
+            if bad:
+                raise ValueError(
+                    f"protocol.speakers: unknown agent {bad[0]!r}; valid choices: {', '.join(names)}"
+                )
+        for name in CONFIG_CHECKS:  # e.g. neural agents <-> a neural learning.method
+            try:
+                check = CONFIG_CHECKS.load(name)
+            except EntryPointError as err:
+                raise ValueError(f"config check {name!r}: {err}") from None
+            check(self)
+        unknown = [a for a in self.agents.policies if a not in names]
+        if unknown:
+            raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
+        check_team(self, names)
+        if self.iterations_set:
+            # The iterations decide the run's length: run.episodes follows them.
+            total = self.learning.iterations * self.rollouts_per_iteration
+            if self.run.episodes != total:
+                self.run.episodes = total
+        return self
+
+    @property
+    def plays_back(self) -> bool:
+        """Whether the run plays a trained team back rather than training: ``model.adapters``
+        with the weight-space ``learning.method`` that trained it (``marlang run CONFIG --set
+        model.adapters=RUN``). Such a run acts greedily for ``run.episodes``; the method's own
+        keys (``learning.iterations``, ``learning.rollouts``, ...) stay in the config, unused."""
+        return bool(self.model.adapters) and trains_weights(self.learning.method)
+
+    @property
+    def learning_label(self) -> str:
+        """The learner's name in tables: a play-back is named after the method that trained
+        the team (``ppo (played back)``), not like an untrained run."""
+        return f"{self.learning.method} (played back)" if self.plays_back else self.learning.label
+
+    @property
+    def scripted_label(self) -> str:
+        """The scripted team's name in tables: ``scripted``, or ``scripted, N steps`` under a
+        step cap."""
+        return "scripted" if self.env.max_steps is None else f"scripted, {self.env.max_steps} steps"
+
+    @property
+    def iterations_set(self) -> bool:
+        """Whether ``learning.iterations`` decides the run's length (not in a play-back)."""
+        return self.learning.iterations is not None and not self.plays_back
+
+    @property
+    def rollouts_per_iteration(self) -> int:
+        """K: ``learning.rollouts``, or ``run.parallel`` when unset (or played back)."""
+        if self.plays_back:
+            return self.run.parallel
+        return self.learning.rollouts or self.run.parallel
+
+    @property
+    def total_iterations(self) -> int:
+        """``learning.iterations``, or ``run.episodes`` / K rounded up."""
+        if self.iterations_set:
+            return self.learning.iterations
+        return -(-self.run.episodes // self.rollouts_per_iteration)
+
+    def agent_names(self) -> list[str]:
+        return [f"agent_{i}" for i in range(self.env.n_agents)]
+
+    # the team, slot by slot ------------------------------------------------------------
+    def slot(self, agent: str) -> Slot:
+        """``agent``'s slot: the top-level ``model``/``agents`` settings with its ``team:`` entry on top."""
+        return resolve_slot(self, agent)
+
+    def slots(self) -> dict[str, Slot]:
+        """Every agent's slot, in agent order."""
+        return {a: self.slot(a) for a in self.agent_names()}
+
+    @property
+    def mixed_team(self) -> bool:
+        """Whether the team's slots are not all played the same way (kind, model or adapters)."""
+        slots = list(self.slots().values())
+        return any((s.kind, s.model) != (slots[0].kind, slots[0].model) for s in slots[1:])
+
+    @property
+    def all_scripted(self) -> bool:
+        """Whether every slot is the env's scripted agent (a scripted reference team)."""
+        return all(s.kind == "scripted" for s in self.slots().values())
+
+    @property
+    def team_label(self) -> str:
+        """How the slots differ from the top-level settings, for row labels (see `team_label`)."""
+        return team_label(self)
+
+    def learning_slots(self) -> list[str]:
+        """The LLM slots a learner updates (``learn`` not false)."""
+        return [a for a, s in self.slots().items() if s.kind == "llm" and s.learn]
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
