@@ -160,7 +160,8 @@ class AgentsConfig(_Section):
     """How the agents decide: LLM agents with a policy text, or the env's scripted team."""
 
     kind: Literal["llm", "scripted", "neural"] = Field(
-        "llm", description="llm | scripted (the env's reference team) | neural (learning.method: mappo, ippo, qmix, vdn)"
+        "llm", description="llm | scripted (the env's reference team) | neural "
+        "(learning.method: mappo, ippo, qmix, vdn)"
     )
     policy: str = Field(
         "Work with your teammates to finish the mission in as few steps as possible.",
@@ -200,7 +201,8 @@ class SlotConfig(_Section):
     adapters: str | None = Field(
         None, description="Play this slot with trained adapters: a run directory or RUN_DIR/adapters/<iteration> "
         "(as model.adapters, for this slot only).")
-    policy: str | None = Field(None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
+    policy: str | None = Field(
+        None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
     role: str | None = Field(
         None, description="Role instructions for this slot, shown in its prompts to speak and act; learners never "
         "rewrite them.")
@@ -613,7 +615,8 @@ class ExperimentConfig(_Section):
                                  f"model.spec {slots[served[0]].model.spec!r} has none here (set learn: false "
                                  "on it, or use local:smollm2 or hf:PATH)")
             base = slots[learning[0]].model.model_copy(update={"adapters": None})
-            other = next((a for a in learning[1:] if slots[a].model.model_copy(update={"adapters": None}) != base), None)
+            other = next((a for a in learning[1:]
+                          if slots[a].model.model_copy(update={"adapters": None}) != base), None)
             played = next((a for a, s in slots.items() if s.model.adapters and s.kind == "llm"
                            and s.model.model_copy(update={"adapters": None}) == base), None)
             if played is not None:
