@@ -55,7 +55,7 @@ bench-full: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py --full $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check marlang tests benchmarks
+	$(BIN)/ruff check marlang tests benchmarks docs/hooks
 	# the package's import layers and no cycles ([tool.importlinter] in pyproject.toml)
 	$(BIN)/lint-imports --no-logo
 

@@ -173,7 +173,8 @@ def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any
             replies = critic._ask_all(chunks, 0)
             seconds = time.perf_counter() - start
         labels = chunks[0].labels
-        missed = sum(2 - len(parse_step_credits(r, labels, ["agent_0", "agent_1"]).get(label, {"credits": {}})["credits"])
+        missed = sum(2 - len(parse_step_credits(r, labels, ["agent_0", "agent_1"])
+                             .get(label, {"credits": {}})["credits"])
                      for r in replies for label in labels)
         out[f"mca_{mode}_s_per_call"] = round(seconds / calls, 1)
         out[f"mca_{mode}_missed"] = missed
@@ -194,7 +195,8 @@ def _print_report(r: dict[str, Any]) -> None:
     print(f"  free, JSON prefill (none)          {r['mca_none_s_per_call']:6.1f} s/call   "
           f"credits missed {r['mca_none_missed']} of {n}")
     print(f"LCA reward hook vs the IPPO update, {r['hook_frames_per_batch']}-frame Two-Switch batches (median)")
-    for case, what in (("rewards", "BT rewards sigma(o') - sigma(o)"), ("rewards_recorded", "  + every timestep recorded"),
+    for case, what in (("rewards", "BT rewards sigma(o') - sigma(o)"),
+                       ("rewards_recorded", "  + every timestep recorded"),
                        ("ranked_every_batch", "  + 256 pairs ranked, models trained")):
         print(f"  {what:<36} {r[f'hook_{case}_s']:7.3f} s   update {r[f'hook_{case}_update_s']:6.2f} s   "
               f"{r[f'hook_{case}_share']:6.1%} of the update" + ("   (target < 5%)" if case == "rewards" else ""))

@@ -3,10 +3,10 @@
 (a) the package's game step ``OvercookedGridworld.get_state_transition`` with random joint
 actions (its ``OvercookedEnv`` wraps this, but pickles a motion planner into site-packages on
 first use, so it is not run here); (b) ``OvercookedTextEnv`` in primitive mode with random
-actions (one tick and both cooks' text observations per step); (c) in subgoal mode with random legal subgoals (planner moves every
-tick, text at each decision point; random choices end subgoals far more often than purposeful
-ones, so this is the costly end). Only the step calls are timed. Target: (b) and (c) cost less
-than 2x (a) per tick.
+actions (one tick and both cooks' text observations per step); (c) in subgoal mode with random
+legal subgoals (planner moves every tick, text at each decision point; random choices end
+subgoals far more often than purposeful ones, so this is the costly end). Only the step calls
+are timed. Target: (b) and (c) cost less than 2x (a) per tick.
 Run: ``python benchmarks/bench_envs_overcooked.py``; ``main()`` returns the figures as a dict.
 """
 

@@ -44,7 +44,8 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
     """One hash of the run's episodes (in episode order) and one of its adapters' weights."""
     lines = (run_dir / "episodes.jsonl").read_text().splitlines()
     episodes = sorted((json.loads(line) for line in lines if line.strip()), key=lambda e: e.get("episode", 0))
-    weights = sorted(p for p in (run_dir / "adapters").rglob("*.safetensors")) if (run_dir / "adapters").exists() else []
+    weights = (sorted(p for p in (run_dir / "adapters").rglob("*.safetensors"))
+               if (run_dir / "adapters").exists() else [])
     h = hashlib.sha256()
     for p in weights:
         h.update(p.relative_to(run_dir).as_posix().encode())

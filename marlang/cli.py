@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="write a neural run's credit-annotated timesteps as a Hugging Face dataset")
     ex.add_argument("run_dir", metavar="RUN_DIR", help="a neural run with learning.critic")
-    ex.add_argument("--format", choices=["parquet", "jsonl"], default="parquet", help="data file format (default parquet)")
+    ex.add_argument("--format", choices=["parquet", "jsonl"], default="parquet",
+                    help="data file format (default parquet)")
     ex.add_argument("--out", metavar="DIR", help="dataset folder (default: RUN_DIR/dataset)")
 
     sub.add_parser("envs", help="list the registered environments")

@@ -67,8 +67,8 @@ class RunResult:
 
 
 METRIC_FIELDS = [
-    "episode", "iteration", "phase", "seed", "success", "steps", "return", "decisions", "invalid_actions", "invalid_rate",
-    "reprompts", "fallbacks", "messages", "llm_calls", "cached_calls", "tokens_in", "tokens_out",
+    "episode", "iteration", "phase", "seed", "success", "steps", "return", "decisions", "invalid_actions",
+    "invalid_rate", "reprompts", "fallbacks", "messages", "llm_calls", "cached_calls", "tokens_in", "tokens_out",
 ]
 
 
@@ -391,8 +391,8 @@ class RunDirectory:
     RUN_FILES = (
         "config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "llm_calls.csv", "summary.json",
         "iterations.csv", "updates.jsonl", "policies.jsonl", "learner_state.json", "review.json",
-        "learning_curve.png", "episodes.damaged", "checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
-        "checkpoints.sqlite-journal",
+        "learning_curve.png", "episodes.damaged", "checkpoints.sqlite", "checkpoints.sqlite-wal",
+        "checkpoints.sqlite-shm", "checkpoints.sqlite-journal",
     )
     """The files of a run that :meth:`discard_run_files` removes."""
 

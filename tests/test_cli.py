@@ -20,8 +20,8 @@ def test_listing_commands(capsys):
 def test_invalid_config_exits_with_one_line_and_no_traceback(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("protocol: {name: shouting}\n")
-    proc = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(cfg)], capture_output=True, text=True, check=False,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "marlang.cli", "run", str(cfg)], capture_output=True, text=True,
+                          check=False, cwd=ROOT)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()

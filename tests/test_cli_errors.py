@@ -14,7 +14,8 @@ from marlang.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ONE_RUN = "env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\nagents: {kind: scripted}\nrun: {name: one, episodes: 1, progress: false}\n"
+ONE_RUN = ("env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\nagents: {kind: scripted}\n"
+           "run: {name: one, episodes: 1, progress: false}\n")
 
 
 def one_line(err: str) -> str:
@@ -77,7 +78,8 @@ def test_a_refused_api_key_is_one_line_and_leaves_no_run_directory(tmp_path, cap
     out = tmp_path / "run"
     with FakeOpenAIServer(fail_first=100, fail_status=401) as server:
         config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
-                       + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n")
+                       + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, "
+                         "max_retries: 0}\n")
         assert main(["run", str(config), "--out", str(out)]) == 3
     line = one_line(capsys.readouterr().err)
     assert "API key" in line and "OPENAI_API_KEY" in line
@@ -348,7 +350,8 @@ class KeyEchoingServer:
         class Echoing(FakeOpenAIServer):
             def _respond(self, body):
                 self.requests.append(body)
-                return 401, {"error": {"message": f"Incorrect API key provided: {echoed}", "type": "invalid_request_error"}}
+                return 401, {"error": {"message": f"Incorrect API key provided: {echoed}",
+                                       "type": "invalid_request_error"}}
 
         return Echoing()
 
@@ -361,7 +364,8 @@ def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, mon
     if where != "the base_url":
         monkeypatch.setenv(key_env, secret)
     with KeyEchoingServer(secret) as server:
-        url = server.base_url.replace("http://", f"http://bob:{secret}@") if where == "the base_url" else server.base_url
+        url = (server.base_url.replace("http://", f"http://bob:{secret}@") if where == "the base_url"
+               else server.base_url)
         config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
                        + f"model: {{spec: 'openai:fake', base_url: '{url}', api_key_env: {key_env}, cache: false, "
                          "max_retries: 0}\n")
@@ -377,7 +381,6 @@ def test_logged_messages_go_through_the_same_redaction(monkeypatch):
     from marlang.cli import _redact_record
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
-    record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1,
-                               "retrying %s with key %s", ("https://bob:pw-0123456@host/v1", "sk-live-0123456789abcdef"),
-                               None)
+    record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1, "retrying %s with key %s",
+                               ("https://bob:pw-0123456@host/v1", "sk-live-0123456789abcdef"), None)
     assert _redact_record(record) and record.getMessage() == "retrying https://bob:***@host/v1 with key ***"

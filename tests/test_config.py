@@ -48,7 +48,8 @@ def test_round_trips_through_yaml(tmp_path):
         (["env.id=babyai/dance"], "invalid value for 'env.id': unknown env id 'babyai/dance'; valid choices: "),
         (["model.spec=gpt4"], "invalid value for 'model.spec': unknown model spec 'gpt4'; valid forms: local:..."),
         (["learning.method=dqn"],
-         "invalid value for 'learning.method': unknown learning method 'dqn'; valid choices: none, langmarl, reflexion"),
+         ("invalid value for 'learning.method': unknown learning method 'dqn'; valid choices: none, langmarl, "
+          "reflexion")),
         (["learning.method=reflexion", "learning.credit=global"],
          ("unknown config key 'learning.credit' for learning.method 'reflexion'; valid keys here: method, iterations, "
          "rollouts, memory_size, model")),
@@ -186,7 +187,8 @@ def test_redact_secrets_hides_passwords_secret_settings_and_secret_values(monkey
     assert redact_secrets("https://bob:pw123456@host/v1 and http://host/x") == "https://bob:***@host/v1 and http://host/x"
     assert redact_secrets("--set model.api_key=sk-1 --set x.password: hunter2") == \
         "--set model.api_key=*** --set x.password: ***"
-    assert redact_secrets('{"token": "abc", "Authorization": "Bearer xyz"}') == '{"token": "***", "Authorization": "Bearer ***"}'
+    assert redact_secrets('{"token": "abc", "Authorization": "Bearer xyz"}') == \
+        '{"token": "***", "Authorization": "Bearer ***"}'
     # names of variables, token counts and other look-alikes stay
     kept = "api_key_env: OPENAI_API_KEY max_tokens: 24 token_limit_field: max_tokens /not/a/secret"
     assert redact_secrets(kept) == kept

@@ -98,7 +98,8 @@ def test_resume_with_another_parallel_never_reuses_episodes(tmp_path, monkeypatc
         return spin(messages)
 
     try:
-        Experiment(config(episodes=4, parallel=2), out, chat_model=FakeRuleChatModel(rule=dies_in_second_iteration)).run()
+        Experiment(config(episodes=4, parallel=2), out,
+                   chat_model=FakeRuleChatModel(rule=dies_in_second_iteration)).run()
     except KeyboardInterrupt:
         pass
     assert Capped.seen == [(0, [(0, 0), (1, 0)])]

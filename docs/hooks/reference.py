@@ -110,13 +110,14 @@ INTRO = """\
 model) when the site is built.*
 
 Configs are YAML with six sections (`env`, `model`, `protocol`, `agents`, `learning`, `run`),
-an optional `sandbox` (how the coding envs confine generated code) and an optional `grid`; unknown keys and invalid values stop with one line naming the key and
-the valid choices (with "did you mean ...?" for a near miss; a YAML error names its line and
-column). Override any value with `--set section.key=value`, and remove one the file sets with
-`--unset section.key` (e.g. `--set learning.method=none --unset learning.memory_size`). In a
-grid over learning methods, a method's own keys apply only to that method's settings
-(`--grid learning.method=none,reflexion` works on a config that sets `learning.memory_size`,
-a Reflexion key). `marlang --version` prints the version.
+an optional `sandbox` (how the coding envs confine generated code) and an optional `grid`;
+unknown keys and invalid values stop with one line naming the key and the valid choices (with
+"did you mean ...?" for a near miss; a YAML error names its line and column). Override any value
+with `--set section.key=value`, and remove one the file sets with `--unset section.key` (e.g.
+`--set learning.method=none --unset learning.memory_size`). In a grid over learning methods, a
+method's own keys apply only to that method's settings (`--grid learning.method=none,reflexion`
+works on a config that sets `learning.memory_size`, a Reflexion key). `marlang --version`
+prints the version.
 
 In configs and grids, `protocol=alternating-2` is shorthand for
 `protocol: {name: alternating, rounds: 2}`. A resumed run may change only its length,

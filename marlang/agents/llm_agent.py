@@ -185,8 +185,8 @@ class LLMAgent:
         """A message to the team; ``role``: instructions for this message instead of the
         agent's own role (a protocol giving one speaker other instructions)."""
         meta: dict[str, Any] = {}
-        text = await self._call(self.speak_messages(obs, transcript, ctx, role), ctx, "speaker", self.message_max_tokens,
-                                round, metadata=meta)
+        text = await self._call(self.speak_messages(obs, transcript, ctx, role), ctx, "speaker",
+                                self.message_max_tokens, round, metadata=meta)
         text = text.split("\n\n")[0].strip() or "(no message)"
         return Message(sender=self.name, content=text, round=round, prompt=meta.get("prompt_text"))
 
@@ -224,7 +224,8 @@ class LLMAgent:
         if not self.reprompt:
             return Decision("", thought=found.thought, raw=raw, valid=False)
         what, how, opening = _REPROMPTS[form]
-        follow_up = messages + [AIMessage(raw), HumanMessage(self.prompts.get("reprompt_answer").render(what=what, how=how))]
+        follow_up = messages + [AIMessage(raw),
+                                HumanMessage(self.prompts.get("reprompt_answer").render(what=what, how=how))]
         raw2 = await self._call(follow_up, ctx, "actor", self.max_tokens, extra=1, prefill=opening)
         found2 = extract_answer(raw2, form, entry_point)
         both = f"{raw}\n[re-prompt] {raw2}"
@@ -262,7 +263,8 @@ class LLMAgent:
         records every score, log pi of the action, the value where the model has a value
         head, and the exact scored prompt."""
         messages = self.act_messages(
-            obs, transcript, ctx, instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct",
+            obs, transcript, ctx,
+            instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct",
             role=role,
         )
         thought = ""

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterable
 
 REDACTED = "***"
-_SECRET_NAME = r"(?:[A-Za-z0-9]+[_-])*(?:api[_-]?key|apikey|key|token|secret|password|passwd|credentials?|authorization)"
+_SECRET_NAME = (r"(?:[A-Za-z0-9]+[_-])*"
+                r"(?:api[_-]?key|apikey|key|token|secret|password|passwd|credentials?|authorization)")
 # `name=value`, `name: value` or `"name": "value"`, where the name (its last dotted part) says
 # it holds a secret: model.api_key=..., env.kwargs.hf_token: ..., "password": "..."
 _SECRET_SETTING = re.compile(

@@ -158,7 +158,8 @@ class AgentsConfig(_Section):
     """How the agents decide: LLM agents with a policy text, or the env's scripted team."""
 
     kind: Literal["llm", "scripted", "neural"] = Field(
-        "llm", description="llm | scripted (the env's reference team) | neural (learning.method: mappo, ippo, qmix, vdn)"
+        "llm", description="llm | scripted (the env's reference team) | neural "
+        "(learning.method: mappo, ippo, qmix, vdn)"
     )
     policy: str = Field(
         "Work with your teammates to finish the mission in as few steps as possible.",

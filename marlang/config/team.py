@@ -30,7 +30,8 @@ class SlotConfig(_Section):
     adapters: str | None = Field(
         None, description="Play this slot with trained adapters: a run directory or RUN_DIR/adapters/<iteration> "
         "(as model.adapters, for this slot only).")
-    policy: str | None = Field(None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
+    policy: str | None = Field(
+        None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
     role: str | None = Field(
         None, description="Role instructions for this slot, shown in its prompts to speak and act; learners never "
         "rewrite them.")

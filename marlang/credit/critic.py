@@ -146,7 +146,8 @@ def critic_chat_model(config: ExperimentConfig) -> Any:
     spec = config.learning.options.critic_model or m.spec
     cache = None
     if m.cache:
-        cache = SQLiteResponseCache(Path(m.cache_path) if m.cache_path else Path(default_cache_dir()) / "responses.sqlite")
+        cache = SQLiteResponseCache(Path(m.cache_path) if m.cache_path
+                                    else Path(default_cache_dir()) / "responses.sqlite")
     params: dict[str, Any] = {"temperature": m.temperature, "top_p": m.top_p, "max_tokens": m.max_tokens,
                               "timeout": m.timeout, "max_retries": m.max_retries, "cache": cache}
     if spec.startswith("openai:"):

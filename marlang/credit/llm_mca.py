@@ -299,7 +299,8 @@ class LLMCreditCritic(RecordingCritic):
         self.tasks = {}
         self.dir.mkdir(parents=True, exist_ok=True)
         actions = batch.get(ACTION_KEY).reshape(-1, n).tolist()
-        with appending(self.dir / "llm_credit.jsonl") as steps_fh, appending(self.dir / "critic_calls.jsonl") as calls_fh:
+        with (appending(self.dir / "llm_credit.jsonl") as steps_fh,
+              appending(self.dir / "critic_calls.jsonl") as calls_fh):
             for k, (chunk, reply) in enumerate(zip(chunks, replies, strict=True)):
                 calls_fh.write(json.dumps({"batch": index, "call": k, "positions": chunk.positions,
                                            "reply": reply}) + "\n")

@@ -37,7 +37,8 @@ class EpisodeState(TypedDict, total=False):
 
 
 def protocol_decider(protocol_graph: Any) -> DecideFn:
-    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+    async def decide(observations: dict[str, TextObservation],
+                     ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
         return await run_protocol(protocol_graph, observations, ctx)
 
     return decide
@@ -46,7 +47,8 @@ def protocol_decider(protocol_graph: Any) -> DecideFn:
 def scripted_decider(team: Any) -> DecideFn:
     """Wraps an env's scripted team (``reset()``, ``act(observations) -> {agent: action}``)."""
 
-    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+    async def decide(observations: dict[str, TextObservation],
+                     ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
         actions = team.act(observations)
         return [], {a: Decision(action=act, raw="(scripted)") for a, act in actions.items()}
 
@@ -58,7 +60,8 @@ def mixed_decider(protocol: DecideFn, team: Any, scripted: Collection[str]) -> D
     scripted slot says nothing), and the env's scripted team (``team``) acts for the slots in
     ``scripted``, as it would in a whole scripted team."""
 
-    async def decide(observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+    async def decide(observations: dict[str, TextObservation],
+                     ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
         joint = team.act(observations)
         talking = {a: o for a, o in observations.items() if a not in scripted}
         transcript, decisions = await protocol(talking, ctx) if talking else ([], {})

@@ -95,7 +95,8 @@ def others(messages: list[Message], agent: str) -> list[Message]:
 
 def _speak_node(agents: Mapping[str, ConversingAgent]):
     async def speak(task: AgentTask, config: RunnableConfig) -> dict[str, Any]:
-        msg = await agents[task["agent"]].speak(task["observation"], task["visible"], call_context(config), task["round"])
+        msg = await agents[task["agent"]].speak(task["observation"], task["visible"], call_context(config),
+                                                task["round"])
         return {"transcript": [msg]}
 
     return speak
@@ -201,7 +202,8 @@ def build_alternating(agents: Mapping[str, ConversingAgent], config: Any = None)
 
 
 
-async def run_protocol(graph: Any, observations: dict[str, TextObservation], ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
+async def run_protocol(graph: Any, observations: dict[str, TextObservation],
+                       ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
     """Run one compiled protocol graph for one joint observation."""
     out = await graph.ainvoke(
         {"observations": observations, "transcript": [], "decisions": {}, "turn": 0},

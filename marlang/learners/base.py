@@ -175,8 +175,9 @@ class Learner:
 
     async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
         """Make the acting models act with ``state`` before episodes are played (``phase``:
-        ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)). Weight-space learners load the committed adapters here and
-        switch between sampling (train) and greedy (eval) decisions."""
+        ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)). Weight-space
+        learners load the committed adapters here and switch between sampling (train) and greedy
+        (eval) decisions."""
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         """The proposed next state from this iteration's trajectories (``none``: no change)."""

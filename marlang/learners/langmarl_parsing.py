@@ -139,7 +139,8 @@ def clean_policy(reply: str) -> str:
     return text.strip().strip('"').strip()
 
 
-_OUTCOME = re.compile(r"team return\s*[:=]?\s*[-+]?\d|\b(accomplished|completed|solved)\b[^.;\n]{0,40}\bafter \d+ steps",
+_OUTCOME = re.compile(r"team return\s*[:=]?\s*[-+]?\d"
+                      r"|\b(accomplished|completed|solved)\b[^.;\n]{0,40}\bafter \d+ steps",
                       re.IGNORECASE)
 """What the critic's and optimizer's prompts say about an episode's outcome (``outcome_text``)."""
 

@@ -2,8 +2,8 @@
 
 Messages are rendered with the tokenizer's chat template; concurrent ``ainvoke`` calls are
 decoded together in one batch. A call with ``choices=[...]`` picks the most likely choice
-instead of generating (the GLAM way of acting: every answer is a legal one). Copies with other sampling params share the engine:
-``model.model_copy(update={"temperature": 0.7})``.
+instead of generating (the GLAM way of acting: every answer is a legal one). Copies with other
+sampling params share the engine: ``model.model_copy(update={"temperature": 0.7})``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ LABELS = ["t1", "t2", "t3"]
 
 # the parser ---------------------------------------------------------------------------------------
 def test_json_reply_gives_every_credit_and_why():
-    reply = '{"t1": {"agent_0": 1.5, "agent_1": -0.5, "why": "agent_1 broke the agreement"}, "t2": {"agent_0": 0, "agent_1": 2}}'
+    reply = ('{"t1": {"agent_0": 1.5, "agent_1": -0.5, "why": "agent_1 broke the agreement"}, '
+             '"t2": {"agent_0": 0, "agent_1": 2}}')
     found = parse_step_credits(reply, LABELS, AGENTS)
     assert found == {"t1": {"credits": {"agent_0": 1.5, "agent_1": -0.5}, "why": "agent_1 broke the agreement",
                             "tasks": {}},
@@ -224,7 +225,8 @@ def test_tasks_are_read_from_json_and_text():
     assert found["t2"]["tasks"] == {"agent_0": [1, 0]}
     text = parse_step_credits("t1: agent_0: 1, agent_1: 2; tasks agent_0: [1, 2], agent_1: [3,4]", LABELS, AGENTS)
     assert text["t1"]["tasks"] == {"agent_0": [1, 2], "agent_1": [3, 4]}
-    assert parse_step_credits('{"t1": {"agent_0": 1, "tasks": {"agent_0": ["x"]}}}', LABELS, AGENTS)["t1"]["tasks"] == {}
+    not_numbers = parse_step_credits('{"t1": {"agent_0": 1, "tasks": {"agent_0": ["x"]}}}', LABELS, AGENTS)
+    assert not_numbers["t1"]["tasks"] == {}
 
 
 def test_the_acting_env_ends_each_observation_with_zero_task_inputs():
@@ -285,7 +287,8 @@ def test_llm_taca_trains_with_the_critics_tasks_and_fewer_of_them_over_time(tmp_
         assert int(iterations[batch]["task_missing"]) == 0
     assert kept[0] == 100 and kept[0] > kept[2] > kept[3] and kept[3] < 50  # shares 1, 0.75, 0.5, 0.25
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["critic"]["critic"] == "llm_taca" and manifest["critic"]["prompts"]["mca_tasks"] == "mca_tasks_matrix"
+    assert manifest["critic"]["critic"] == "llm_taca"
+    assert manifest["critic"]["prompts"]["mca_tasks"] == "mca_tasks_matrix"
 
 
 def test_a_timestep_too_long_for_one_call_is_shortened_to_fit(tmp_path, monkeypatch):

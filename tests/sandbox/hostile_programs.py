@@ -747,7 +747,8 @@ GAMING_PROGRAMS: tuple[HostileProgram, ...] = (
                    _refused(("SystemExit",), ("error",))),
     HostileProgram("sys_exit_0_in_call", EXIT_IN_CALL, (
         "assert answer() == 42",
-        "try:\n    x = answer()\nexcept BaseException:\n    x = 42\nassert x == 42"), _base_context, _refused(("SystemExit",))),
+        "try:\n    x = answer()\nexcept BaseException:\n    x = 42\nassert x == 42"),
+        _base_context, _refused(("SystemExit",))),
     HostileProgram("raise_base_exceptions", RAISE_BASE, (
         "assert exits() == 42", "assert interrupts() == 42", "assert base() == 42",
         "assert generator_exit() == 42", "assert sneaky() == 42",

@@ -494,7 +494,8 @@ def _team_config(iterations: int = 2) -> object:
         "model": {"cache": False, "max_tokens": 6},
         "agents": {"chain_of_thought": False, "history": 0},
         "learning": {"method": "magrpo", "iterations": iterations, "rollouts": 2, "num_generations": 2,
-                     "max_new_tokens": 6, "epochs": 1, "eval_episodes": 1, "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+                     "max_new_tokens": 6, "epochs": 1, "eval_episodes": 1,
+                     "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
         "run": {"parallel": 1, "progress": False, "seed": 0}})
 
 

@@ -35,7 +35,8 @@ def test_each_method_validates_its_own_options():
 
 
 def test_neural_agents_need_a_neural_method_and_back():
-    message = error({"agents": {"kind": "neural"}, "learning": {"method": "reflexion"}, "env": {"id": "matrix/climbing"}})
+    message = error({"agents": {"kind": "neural"}, "learning": {"method": "reflexion"},
+                     "env": {"id": "matrix/climbing"}})
     assert "agents.kind 'neural'" in message and "mappo, ippo, qmix, vdn" in message
     message = error({"env": {"id": "matrix/climbing"}, "learning": {"method": "qmix"}})
     assert "learning.method 'qmix'" in message and "agents.kind: neural" in message

@@ -29,7 +29,8 @@ def test_two_processes_take_the_same_step_as_one(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
     script = str(HERE / "ddp_ppo_step.py")
-    single = subprocess.run([sys.executable, script, str(one)], check=False, capture_output=True, text=True, timeout=600)
+    single = subprocess.run([sys.executable, script, str(one)], check=False, capture_output=True, text=True,
+                            timeout=600)
     assert single.returncode == 0, single.stderr[-3000:]
     _launch([script, str(two)], tmp_path)
     ranks = [torch.load(two / f"rank{r}.pt") for r in (0, 1)]

@@ -136,7 +136,8 @@ def test_adapter_paths_are_rewritten_to_where_the_server_sees_the_run(tmp_path):
     from marlang.trainers.rollout_server import RolloutServer, RolloutServerError
 
     server = RolloutServer("http://h/v1", tmp_path / "my run", adapter_root="/mnt/runs/my run")
-    assert server.server_path(tmp_path / "my run" / "adapters" / "3" / "agent_0") == "/mnt/runs/my run/adapters/3/agent_0"
+    assert (server.server_path(tmp_path / "my run" / "adapters" / "3" / "agent_0")
+            == "/mnt/runs/my run/adapters/3/agent_0")
     name = server.adapter_name("agent_0", "ab" * 32)
     assert name.startswith("my-run-") and name.endswith("-agent_0-" + "ab" * 6)
     # another run of the same name elsewhere gets other names

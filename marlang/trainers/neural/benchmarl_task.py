@@ -68,8 +68,10 @@ class NumericParallelEnv(ParallelEnv):
             return space
         from gymnasium.spaces import Box
 
-        low = np.concatenate([np.asarray(space.low, np.float32).reshape(-1), np.full(self.task_size, -np.inf, np.float32)])
-        high = np.concatenate([np.asarray(space.high, np.float32).reshape(-1), np.full(self.task_size, np.inf, np.float32)])
+        low = np.concatenate([np.asarray(space.low, np.float32).reshape(-1),
+                              np.full(self.task_size, -np.inf, np.float32)])
+        high = np.concatenate([np.asarray(space.high, np.float32).reshape(-1),
+                               np.full(self.task_size, np.inf, np.float32)])
         return Box(low, high, dtype=np.float32)
 
     def action_space(self, agent: str) -> Any:

@@ -1,8 +1,8 @@
 """The neural learning methods (``learning.method: mappo | ippo | qmix | vdn``): their learner
-classes (options models in :mod:`marlang.trainers.neural.options`) (``marlang.registry`` names them by entry point), and the config
-check that pairs them with ``agents.kind: neural`` (``check_neural_pairing``, which
-``marlang.registry.CONFIG_CHECKS`` names for ``marlang.config``). Light on purpose: nothing
-here imports torch or BenchMARL.
+classes (options models in :mod:`marlang.trainers.neural.options`) (``marlang.registry`` names
+them by entry point), and the config check that pairs them with ``agents.kind: neural``
+(``check_neural_pairing``, which ``marlang.registry.CONFIG_CHECKS`` names for
+``marlang.config``). Light on purpose: nothing here imports torch or BenchMARL.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ targets from ``("next", "agents", "reward")``; QMIX/VDN: the team reward, the me
 per-agent rewards) and then inserts the batch into the replay buffer, from which QMIX/VDN
 compute their TD targets. Replacing the reward in place there reaches all four methods, but
 QMIX/VDN only through the mean over agents: per-agent credit that keeps the team's sum changes
-nothing for them (``learning.critic`` is refused with them). Episode returns (``episode_reward``, BenchMARL's logged returns and marlang's
-``iterations.csv``) are summed by the env transform during collection, so they stay the env's.
+nothing for them (``learning.critic`` is refused with them). Episode returns (``episode_reward``,
+BenchMARL's logged returns and marlang's ``iterations.csv``) are summed by the env transform
+during collection, so they stay the env's.
 """
 
 from __future__ import annotations
