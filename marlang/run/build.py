@@ -188,26 +188,13 @@ def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, w
             continue
         chat = (models or {}).get(name, model)
         a, m = slot.agents, slot.model
-        agents[name] = LLMAgent(
-            name,
-            chat,
-            policy=a.policy,
-            memory=ReflexionMemory(memory_size),
-            prompts=prompts,
-            n_agents=c.env.n_agents,
-            chain_of_thought=a.chain_of_thought,
-            reprompt=a.reprompt,
-            fallback_action=a.fallback_action,
-            history=a.history,
-            max_tokens=m.max_tokens,
-            message_max_tokens=m.message_max_tokens,
-            reflection_max_tokens=m.reflection_max_tokens,
-            sample_seeds=m.temperature > 0,
-            action_selection=action_selection(c, chat, name),
-            world=world_text,
-            calibration=a.calibration,
-            role=slot.role,
-        )
+        own = {key: getattr(a, key) for key in ("chain_of_thought", "reprompt", "fallback_action", "history",
+                                                 "calibration")}
+        own |= {key: getattr(m, key) for key in ("max_tokens", "message_max_tokens", "reflection_max_tokens")}
+        agents[name] = LLMAgent(name, chat, policy=a.policy, memory=ReflexionMemory(memory_size), prompts=prompts,
+                                n_agents=c.env.n_agents, sample_seeds=m.temperature > 0,
+                                action_selection=action_selection(c, chat, name), world=world_text, role=slot.role,
+                                **own)
     return agents
 
 

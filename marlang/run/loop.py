@@ -150,6 +150,11 @@ class RunLoop:
     """K as stored in the training checkpoint (None: not started yet, the config's K)."""
     _envs: list[Any] = field(default_factory=list)
     _free_envs: asyncio.Queue[Any] | None = None
+    scripted_slots: list[str] = field(init=False)
+    """The slots the env's scripted agent plays (all of them in a scripted team)."""
+
+    def __post_init__(self) -> None:
+        self.scripted_slots = [a for a, s in self.config.slots().items() if s.kind == "scripted"]
 
     @property
     def run_dir(self) -> Any:
@@ -160,10 +165,6 @@ class RunLoop:
         """Whether every slot is the env's scripted agent."""
         return self.config.all_scripted
 
-    @property
-    def scripted_slots(self) -> list[str]:
-        """The slots the env's scripted agent plays (all of them in a scripted team)."""
-        return [a for a, s in self.config.slots().items() if s.kind == "scripted"]
 
     def close(self) -> None:
         for env in self._envs:
