@@ -152,19 +152,16 @@ class RunLoop:
     _free_envs: asyncio.Queue[Any] | None = None
     scripted_slots: list[str] = field(init=False)
     """The slots the env's scripted agent plays (all of them in a scripted team)."""
+    scripted: bool = field(init=False)
+    """Whether every slot is the env's scripted agent."""
 
     def __post_init__(self) -> None:
         self.scripted_slots = [a for a, s in self.config.slots().items() if s.kind == "scripted"]
+        self.scripted = self.config.all_scripted
 
     @property
     def run_dir(self) -> Any:
         return self.record.run_dir
-
-    @property
-    def scripted(self) -> bool:
-        """Whether every slot is the env's scripted agent."""
-        return self.config.all_scripted
-
 
     def close(self) -> None:
         for env in self._envs:
