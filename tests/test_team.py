@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from marlang.config import ConfigError, build_config
+from marlang.config import ConfigError, build_config, slot_player
 from marlang.experiment import Experiment
 from marlang.rundir import RunDirectory
 from tests.fakes import FakeRuleChatModel, babyai_rule, langmarl_rule
@@ -42,7 +42,7 @@ def test_a_slot_takes_the_top_level_settings_it_does_not_name():
     assert (first.kind, first.model.temperature, first.model.spec, first.role, first.learn) == \
         ("llm", 0.7, "local:smollm2", "You lead.", False)
     assert (first.agents.history, first.agents.policy) == (1, "team policy")
-    assert (second.kind, second.plays, second.agents.policy, second.agents.history) == \
+    assert (second.kind, slot_player(second), second.agents.policy, second.agents.history) == \
         ("scripted", "scripted", "own policy", 3)
     assert c.mixed_team and not c.all_scripted
     # a config without team: every slot is the top-level settings, as before

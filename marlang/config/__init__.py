@@ -45,7 +45,7 @@ from marlang.config.sections import (
     parse_protocol_label,
     trains_weights,
 )
-from marlang.config.team import Slot, SlotConfig
+from marlang.config.team import Slot, SlotConfig, slot_player
 
 __all__ = [
     "REDACTED",
@@ -77,5 +77,6 @@ __all__ = [
     "read_config_file",
     "redact_secrets",
     "remove_key",
+    "slot_player",
     "trains_weights",
 ]

@@ -62,13 +62,14 @@ class Slot(BaseModel):
     role: str | None = None
     learn: bool = True
 
-    @property
-    def plays(self) -> str:
-        """What plays the slot, in a few words (manifest, tables): ``scripted``,
-        ``local:smollm2``, ``local:smollm2 + adapters RUN``, ``neural``."""
-        if self.kind != "llm":
-            return self.kind
-        return f"{self.model.spec} + adapters {self.model.adapters}" if self.model.adapters else self.model.spec
+
+def slot_player(slot: Slot, model_id: str | None = None) -> str:
+    """What plays ``slot``, in a few words (manifest, tables): ``scripted``, its model spec
+    (``model_id`` names the top-level model where given), ``+ adapters DIR``."""
+    if slot.kind != "llm":
+        return slot.kind
+    what = model_id or slot.model.spec
+    return f"{what} + adapters {slot.model.adapters}" if slot.model.adapters else what
 
 
 def resolve_slot(config: Any, agent: str) -> Slot:
@@ -96,7 +97,7 @@ def team_label(config: Any) -> str:
         notes = [note for note, on in (("frozen", slot.kind == "llm" and not slot.learn
                                         and config.learning.method != "none"), ("role", bool(slot.role))) if on]
         if differs or notes:
-            what = [slot.plays] if differs else []
+            what = [slot_player(slot)] if differs else []
             parts.append(f"{name}: " + " ".join(what + ([f"({', '.join(notes)})"] if notes else [])))
     return ", ".join(parts)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
-from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets
+from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
 from marlang.learners import Learner, LearnerContext, learner_entry
 from marlang.prompts import PromptLibrary
@@ -166,13 +166,9 @@ def team_players(config: ExperimentConfig, model_id: str) -> dict[str, str]:
     learns = learning_method(config) != "none"
     out = {}
     for name, slot in config.slots().items():
-        if slot.kind != "llm":
-            out[name] = slot.kind
-            continue
-        what = model_id if slot.model.model_copy(update={"adapters": None}) == top else slot.model.spec
-        if slot.model.adapters:
-            what += f" + adapters {slot.model.adapters}"
-        out[name] = what + (" (frozen)" if learns and not slot.learn else "")
+        on_top = slot.model.model_copy(update={"adapters": None}) == top
+        frozen = slot.kind == "llm" and learns and not slot.learn
+        out[name] = slot_player(slot, model_id if on_top else None) + (" (frozen)" if frozen else "")
     return out
 
 

@@ -22,6 +22,7 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
+from marlang.config import slot_player
 from marlang.learners.base import LearnerOptions
 from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
 from marlang.rundir import atomic_write_text
@@ -93,7 +94,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         for agent, slot in slots.items():
             if first is not None and (slot.kind != "llm" or slot.model.spec != slots[first].model.spec):
                 raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
-                                 f"on {first}'s local model; {agent} is played by {slot.plays}")
+                                 f"on {first}'s local model; {agent} is played by {slot_player(slot)}")
             if server is not None and not slot.learn:
                 raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
                                  f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
