@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import torch
 
+from marlang.learners.context import LearnerContext
 from marlang.testing import tiny_chat_model
 from marlang.trainers.distributed import launched_rank, launched_world_size
 from marlang.trainers.magrpo import MAGRPOLearner, MAGRPOOptions
@@ -33,8 +34,8 @@ def samples(eos: int) -> dict[str, list[TrainingSample]]:
 def main(out: Path, loss: str, minibatch_size: int) -> None:
     rank, world = launched_rank(), launched_world_size()
     model = tiny_chat_model()
-    context = SimpleNamespace(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
-                              agents=["agent_0", "agent_1"], run_dir=None, stop=StopFlag())
+    context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
+                             agents=["agent_0", "agent_1"], run_dir=None, stop=StopFlag())
     options = MAGRPOOptions(epochs=1, minibatch_size=minibatch_size, micro_batch_size=4, eval_episodes=0, lr=1e-2,
                             device="cpu", loss=loss, lora={"r": 4, "alpha": 8, "dropout": 0.0})
     learner = MAGRPOLearner(options, context)

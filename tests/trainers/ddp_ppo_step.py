@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
+from marlang.learners.context import LearnerContext
 from marlang.testing import tiny_chat_model
 from marlang.trainers.distributed import launched_rank, launched_world_size
 from marlang.trainers.ppo import PPOLearner, PPOOptions
@@ -31,8 +32,8 @@ def samples() -> list[DecisionSample]:
 def main(out: Path) -> None:
     rank, world = launched_rank(), launched_world_size()
     model = tiny_chat_model()
-    context = SimpleNamespace(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
-                              agents=["agent_0", "agent_1"], run_dir=None)
+    context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
+                             agents=["agent_0", "agent_1"], run_dir=None)
     options = PPOOptions(epochs=1, minibatch_size=64, eval_episodes=0, lr=1e-2, device="cpu",
                          lora={"r": 4, "alpha": 8, "dropout": 0.0})
     learner = PPOLearner(options, context)
