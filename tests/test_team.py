@@ -293,3 +293,22 @@ def test_magrpo_trains_only_the_slots_that_learn_and_refuses_a_slot_off_its_mode
     scripted = config(**{**data, "team": {"agent_1": {"kind": "scripted"}}})
     with pytest.raises(ValueError, match="team.agent_1: learning.method 'magrpo' samples every slot's answers"):
         learner_entry("magrpo").check_config(scripted)
+
+
+def test_a_slot_on_a_served_model_sends_its_calls_there_beside_the_local_model(tmp_path):
+    """agent_0 on an OpenAI-compatible server (over HTTP), agent_1 on the top-level model:
+    only agent_0's prompts reach the server, and the manifest names each slot's model."""
+    from marlang.testing import FakeOpenAIServer
+
+    local = FakeRuleChatModel(rule=babyai_rule)
+    with FakeOpenAIServer(reply="Action: turn left") as server:
+        c = config(run={"episodes": 1, "parallel": 1},
+                   team={"agent_0": {"model": {"spec": "openai:served-model", "base_url": server.base_url,
+                                               "cache": False, "max_retries": 0}}})
+        result = Experiment(c, tmp_path / "run", chat_model=local).run()
+    assert server.requests and all("You are agent_0" in r["messages"][0]["content"] for r in server.requests)
+    assert local.calls and all(str(m[0].content).startswith("You are agent_1") for m in local.calls)
+    first = RunDirectory(result.run_dir).load_episode_dicts()[0]["steps"][0]["decisions"]
+    assert first["agent_0"]["action"] == "turn left"
+    manifest = RunDirectory(result.run_dir).read_json("manifest.json")
+    assert manifest["team"] == {"agent_0": "openai:served-model", "agent_1": "fake:rule"}
