@@ -312,3 +312,21 @@ def test_a_slot_on_a_served_model_sends_its_calls_there_beside_the_local_model(t
     assert first["agent_0"]["action"] == "turn left"
     manifest = RunDirectory(result.run_dir).read_json("manifest.json")
     assert manifest["team"] == {"agent_0": "openai:served-model", "agent_1": "fake:rule"}
+
+
+def test_ppo_trains_a_local_slot_beside_a_frozen_teammate_on_a_served_model(tmp_path):
+    from marlang.testing import FakeOpenAIServer, tiny_chat_model
+
+    with FakeOpenAIServer(reply="Action: turn left") as server:
+        c = config(agents={"chain_of_thought": False, "action_selection": "score"},
+                   learning={"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+                             "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+                   team={"agent_1": {"model": {"spec": "openai:served-model", "base_url": server.base_url,
+                                               "cache": False, "max_retries": 0},
+                                     "action_selection": "generate", "learn": False}})
+        result = Experiment(c, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
+    assert server.requests and all("You are agent_1" in r["messages"][0]["content"] for r in server.requests)
+    state = RunDirectory(result.run_dir).read_json("learner_state.json")
+    assert set(state["adapters"]) == {"agent_0"}
+    steps = [s for d in RunDirectory(result.run_dir).load_episode_dicts() for s in d["steps"]]
+    assert all(s["decisions"]["agent_1"]["action"] == "turn left" for s in steps)
