@@ -167,6 +167,9 @@ def test_a_scripted_slot_says_nothing_and_acts_as_the_scripted_team_under_every_
     assert manifest["team"] == {"agent_0": "fake:rule", "agent_1": "scripted"}
     summary = rd.read_json("summary.json")
     assert summary["setting"].endswith("; agent_1: scripted")
+    from marlang.view.collect import collect_run
+
+    assert collect_run(result.run_dir)["team"] == manifest["team"]  # marlang view shows each slot's player
 
 
 def test_the_scripted_slot_plays_what_the_whole_scripted_team_would(tmp_path):

@@ -93,6 +93,7 @@ def collect_run(path: Path, max_episodes: int = 2000) -> dict[str, Any]:
         "env_id": summary.get("env_id") or manifest.get("env_id"),
         "learner": summary.get("learner") or manifest.get("learner"),
         "model": summary.get("model") or manifest.get("model_id"),
+        "team": manifest.get("team"),
         "neural": (summary.get("agents") or manifest.get("agents")) == "neural",
         "finished": bool(summary),
         "summary": {k: v for k, v in summary.items() if k not in ("iterations", "policies")},

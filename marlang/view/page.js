@@ -48,7 +48,8 @@ function renderTable() {
     const s = r.summary || {};
     const success = s.success_defined === false ? "n/a" : rate(s.success_rate);
     return el("tr", {},
-      el("td", {}, markerIcon(i), " ", r.name, r.finished ? "" : el("span", {class: "muted"}, " (in progress)")),
+      el("td", {}, markerIcon(i), " ", r.name, r.finished ? "" : el("span", {class: "muted"}, " (in progress)"),
+        r.team ? el("div", {class: "muted"}, Object.entries(r.team).map(([a, p]) => `${a}: ${p}`).join(", ")) : ""),
       el("td", {}, r.env_id || "–"), el("td", {}, r.learner || "–"),
       el("td", {class: "num"}, s.episodes === undefined ? r.episodes_total : s.episodes),
       el("td", {class: "num"}, success), el("td", {class: "num"}, pm(s.return)),
