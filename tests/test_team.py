@@ -44,10 +44,10 @@ def test_a_slot_takes_the_top_level_settings_it_does_not_name():
     assert (first.agents.history, first.agents.policy) == (1, "team policy")
     assert (second.kind, slot_player(second), second.agents.policy, second.agents.history) == \
         ("scripted", "scripted", "own policy", 3)
-    assert c.mixed_team and not c.all_scripted
+    assert c.team_label == "agent_0: local:smollm2 (role), agent_1: scripted" and not c.all_scripted
     # a config without team: every slot is the top-level settings, as before
     plain = config()
-    assert not plain.mixed_team and all(s.model == plain.model and s.kind == "llm" for s in plain.slots().values())
+    assert not plain.team_label and all(s.model == plain.model and s.kind == "llm" for s in plain.slots().values())
 
 
 @pytest.mark.parametrize("sections, message", [

@@ -122,12 +122,6 @@ class ExperimentConfig(_Section):
         return {a: self.slot(a) for a in self.agent_names()}
 
     @property
-    def mixed_team(self) -> bool:
-        """Whether the team's slots are not all played the same way (kind, model or adapters)."""
-        slots = list(self.slots().values())
-        return any((s.kind, s.model) != (slots[0].kind, slots[0].model) for s in slots[1:])
-
-    @property
     def all_scripted(self) -> bool:
         """Whether every slot is the env's scripted agent (a scripted reference team)."""
         return all(s.kind == "scripted" for s in self.slots().values())

@@ -90,7 +90,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
                 "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
         slots = config.slots()
-        first = config.learning_slots()[0] if config.learning_slots() else None
+        learning = config.learning_slots()
+        first = learning[0] if learning else None
         for agent, slot in slots.items():
             if first is not None and (slot.kind != "llm" or slot.model.spec != slots[first].model.spec):
                 raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
