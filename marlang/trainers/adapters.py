@@ -437,10 +437,11 @@ class TeamAdapters:
     def load(self, directory: str | Path, agents: Sequence[str] | None = None) -> dict[str, str]:
         """Load adapters and value heads written by ``save`` into this team, in place.
 
-        ``agents=None`` loads every adapter of the team (and the central head if saved);
-        otherwise only those agents' adapters (``"central"`` for the central head). Existing
-        parameters are overwritten in place, so optimizers holding them stay valid. Nothing is
-        loaded unless every check passes. Returns the loaded files' hashes, as ``save`` does.
+        ``agents=None`` loads every adapter of the team (and the central head if saved), and
+        the directory must hold no other; otherwise only those agents' adapters (``"central"``
+        for the central head). Existing parameters are overwritten in place, so optimizers
+        holding them stay valid. Nothing is loaded unless every check passes. Returns the
+        loaded files' hashes, as ``save`` does.
         """
         directory = Path(directory)
         saved = saved_units(directory)
@@ -450,14 +451,14 @@ class TeamAdapters:
                 "load at a directory written by TeamAdapters.save"
             )
         manifests = {unit: json.loads((p / MANIFEST).read_text()) for unit, p in saved.items()}
-        for manifest in manifests.values():
-            if manifest.get("base_id") != self.base_id:
+        units = self._units_to_load(directory, saved, manifests, agents)
+        for unit in units:  # a team trained on several base models saves them side by side
+            if manifests[unit].get("base_id") != self.base_id:
                 raise ValueError(
                     f"adapters in {directory} were trained on base model "
-                    f"{manifest.get('base_id')!r}, but this team's base is {self.base_id!r}; "
-                    f"load them on base {manifest.get('base_id')!r} or train new adapters"
+                    f"{manifests[unit].get('base_id')!r}, but this team's base is {self.base_id!r}; "
+                    f"load them on base {manifests[unit].get('base_id')!r} or train new adapters"
                 )
-        units = self._units_to_load(directory, saved, manifests, agents)
 
         plans: list[tuple[str, dict[str, torch.Tensor] | None, dict[str, torch.Tensor] | None]] = []
         for unit in units:
@@ -504,7 +505,7 @@ class TeamAdapters:
                 f"team uses {self.sharing!r}; set learning.sharing to the saved mode"
             )
         foreign = sorted(u for u in saved if u not in self.adapters and u != CENTRAL)
-        if foreign:
+        if foreign and agents is None:
             raise ValueError(
                 f"{directory} holds adapters for {foreign}, which this team does not have; its "
                 f"agents are {list(self.agents)} (load with agents=[...] or rename the agents)"

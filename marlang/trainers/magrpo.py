@@ -89,13 +89,10 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             raise ValueError(
                 f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
                 "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
-        slots = config.slots()
-        learning = config.learning_slots()
-        first = learning[0] if learning else None
-        for agent, slot in slots.items():
-            if first is not None and (slot.kind != "llm" or slot.model.spec != slots[first].model.spec):
+        for agent, slot in config.slots().items():
+            if slot.kind != "llm" or not slot.model.spec.startswith(("local:", "hf:")):
                 raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
-                                 f"on {first}'s local model; {agent} is played by {slot_player(slot)}")
+                                 f"on the slots' local models; {agent} is played by {slot_player(slot)}")
             if server is not None and not slot.learn:
                 raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
                                  f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
@@ -266,7 +263,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
 
     def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
                 cache_depth: int = 0) -> list[list[Completion]]:
-        """G completions per (node, agent), all in one batched generate with per-row adapters,
+        """G completions per (node, agent), in one batched generate per base model with per-row adapters,
         each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
         that reply's conversation from its KV cache; replies at nodes whose children sit above
         ``cache_depth`` keep theirs."""
@@ -275,11 +272,16 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if self.rollout_server() is not None:
             return self._sample_remote(requests, iteration)
         options = self.options
-        engine, team = self.engine, self.team
-        assert engine is not None and team is not None
-        suffix = turn_suffix(engine) if any(r[4] is not None for r in requests) else ""
-        batch, prompts = [], []
+        continues = any(r[4] is not None for r in requests)
+        batches: dict[int, tuple[Any, list[int], list[GenerationRequest]]] = {}  # per engine: rows
+        prompts = []
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
+            engine = self.engine_of(agent)
+            # a frozen slot answers as it plays: the base model, or the adapters it plays back
+            adapter = self.team_of(agent).adapter_for(agent) if agent in self._base_of \
+                else self.context.actors[agent].adapter
+            _engine, rows, batch = batches.setdefault(id(engine), (engine, [], []))
+            suffix = turn_suffix(engine) if continues else ""
             messages, form, entry = self._messages(agent, obs)
             if prior is None:
                 prompt_ids = engine.encode(render_chat(engine, messages))
@@ -288,13 +290,18 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                                                    str(messages[-1].content), suffix)
             prompts.append((prompt_ids, form, entry))
             for g in range(options.num_generations):
+                rows.append(k * options.num_generations + g)
                 batch.append(GenerationRequest(prompt_ids, SamplingParams(
                     temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
                     max_tokens=options.max_new_tokens, seed=self._seed(iteration, tree, node, k, g) % (2 ** 63),
                     logprobs=True, keep_cache=node.turn + 1 < cache_depth),
-                    adapter=team.adapter_for(agent) if agent in team.agents else None,  # frozen: the base model
+                    adapter=adapter,
                     past=prior.past if prior is not None else None))
-        outs = engine.generate(batch)
+        # one batched generate per base model (one in all unless slots are on several)
+        outs: list[Any] = [None] * sum(len(rows) for _e, rows, _b in batches.values())
+        for engine, rows, batch in batches.values():
+            for row, out in zip(rows, engine.generate(batch), strict=True):
+                outs[row] = out
         G = options.num_generations
         return [[_completion(agent, prompt_ids, out.token_ids, out.text, extract_answer(out.text, form, entry),
                              logprobs=out.token_logprobs, past=out.cache) for out in outs[k * G:(k + 1) * G]]
@@ -404,7 +411,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         import torch
 
         options = self.options
-        lp, mask = self._completion_logprobs(part)
+        lp, mask = self._completion_logprobs(unit, part)
         mask = mask.to(lp.device)
         old = _padded([s.old_logprobs for s in part], lp) if options.loss != "reinforce" else None
         ref = _padded([s.ref_logprobs for s in part], lp) if options.beta > 0 else None
@@ -423,25 +430,23 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         import torch
 
         options = self.options
-        team = self.team
-        assert team is not None
+        team = self.team_of(unit)
         out: list[Any] = []
         with team.training(unit, train_mode=False), torch.no_grad():
             ctx = team.model.disable_adapter() if base else contextlib.nullcontext()
             with ctx:
                 for start in range(0, len(items), options.micro_batch_size):
                     part = items[start:start + options.micro_batch_size]
-                    lp, _mask = self._completion_logprobs(part)
+                    lp, _mask = self._completion_logprobs(unit, part)
                     lp = lp.cpu()
                     out += [lp[i, :len(s.completion.token_ids)] for i, s in enumerate(part)]
         return out
 
-    def _completion_logprobs(self, part: list[TrainingSample]) -> tuple[Any, Any]:
-        """Token log-probs ``[B, T]`` of ``part``'s completions and their mask, each shared
-        prompt run once (``shared_prompt_logprobs``)."""
-        assert self.team is not None and self.engine is not None
-        return shared_prompt_logprobs(self.team.model, [s.completion.prompt_ids for s in part],
-                                      [s.completion.token_ids for s in part], self.engine._pad_id,
+    def _completion_logprobs(self, unit: str, part: list[TrainingSample]) -> tuple[Any, Any]:
+        """Token log-probs ``[B, T]`` of ``part``'s completions (``unit``'s) and their mask,
+        each shared prompt run once (``shared_prompt_logprobs``)."""
+        return shared_prompt_logprobs(self.team_of(unit).model, [s.completion.prompt_ids for s in part],
+                                      [s.completion.token_ids for s in part], self.engine_of(unit)._pad_id,
                                       self.options.temperature)
 
     # records ---------------------------------------------------------------------------------

@@ -50,33 +50,44 @@ def _agent_dirs(directory: Path) -> dict[str, Path]:
         if directory.is_dir() else {}
 
 
-def attach_trained_adapters(engine: Any, spec: str, agents: list[str]) -> dict[str, str]:
-    """Load the adapters ``spec`` names onto ``engine`` (a `LocalLM`) for the agents that have
-    one; returns each such agent's adapter hash (for the manifest). ``ValueError`` (one line)
-    when the directory holds none, they were trained on another base model, or they name
-    agents this team does not have."""
+def attach_trained_adapters(engine: Any, spec: str, agents: list[str], team: list[str] | None = None
+                            ) -> dict[str, str]:
+    """Load the adapters ``spec`` names onto ``engine`` (a `LocalLM`) for those of ``agents``
+    (the slots on this engine; ``team``: every slot, default ``agents``) that have one;
+    returns each such agent's adapter hash (for the manifest). A run that trained slots on
+    several base models saved them side by side: each engine takes its own slots'.
+    ``ValueError`` (one line) when the directory holds none for these slots, they were
+    trained on another base model, or it names agents the team does not have."""
+    team = list(team or agents)
     directory = resolve_adapters_dir(spec)
     saved = _agent_dirs(directory)
     metas = {name: json.loads((p / ADAPTER_META).read_text()) for name, p in saved.items()}
     shared = [name for name, m in metas.items() if m.get("sharing") == "shared"]
     trained = list(metas[shared[0]].get("agents") or agents) if shared else [a for a in metas if a != "central"]
-    unknown = [a for a in trained if a not in agents]
+    unknown = [a for a in trained if a not in team]
     if unknown:
         raise ValueError(f"model.adapters: {directory} has adapters for {', '.join(unknown)}, which this team "
-                         f"does not have (agents: {', '.join(agents)}); set env.n_agents to match")
+                         f"does not have (agents: {', '.join(team)}); set env.n_agents to match")
     if not trained:
         raise ValueError(f"model.adapters: {directory} holds no agent adapters")
-    meta = metas[shared[0]] if shared else metas[trained[0]]
+    here = [a for a in trained if a in agents]
+    if not here:
+        raise ValueError(f"model.adapters: {directory} has adapters for {', '.join(trained)}, none for "
+                         f"{', '.join(agents)}; give these slots the run that trained them")
     base_id = f"{engine.model_id}@{engine.weights_id}"
-    if meta.get("base_id") != base_id:
-        raise ValueError(f"model.adapters: {directory} was trained on base model {meta.get('base_id')!r}, not "
-                         f"{base_id!r}; set model.spec to the model it was trained on")
+    for agent in here:
+        meta = metas[shared[0]] if shared else metas[agent]
+        if meta.get("base_id") != base_id:
+            raise ValueError(f"model.adapters: {directory} was trained on base model {meta.get('base_id')!r} "
+                             f"for {agent}, not {base_id!r}; set model.spec to the model it was trained on")
     lora = LoraOptions(**{k: v for k, v in (meta.get("lora") or {}).items() if k in LoraOptions.model_fields})
     heads = meta.get("value_head")
-    team = TeamAdapters(engine.model, trained, base_id=base_id, sharing="shared" if shared else "per_agent",
-                        lora=lora, value_head=ValueHeadOptions(**heads) if heads else None)
-    team.load(directory, agents=None)
-    engine.attach_adapters(team)
+    adapters = TeamAdapters(engine.model, here if not shared else trained, base_id=base_id,
+                            sharing="shared" if shared else "per_agent", lora=lora,
+                            value_head=ValueHeadOptions(**heads) if heads else None)
+    adapters.load(directory, agents=None if here == trained else here)  # all: with a central head
+    engine.attach_adapters(adapters)
     # The hash the training run recorded for each agent (over the saved files), so a
     # play-back's manifest names the same adapters as the run's learner_state.json.
-    return team._per_agent({unit: files_sha256(path) for unit, path in saved.items()})
+    hashes = adapters._per_agent({unit: files_sha256(path) for unit, path in saved.items()})
+    return {a: h for a, h in hashes.items() if a in here or a == "central"}

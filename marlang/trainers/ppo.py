@@ -161,9 +161,10 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         from marlang.models.local_engine import ScoreRequest
 
         messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
-        prompt = render_chat(self.engine, messages) + "Action:"
+        engine = self.engine_of(agent)
+        prompt = render_chat(engine, messages) + "Action:"
         request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
-        out = await self.engine.run(self.engine.score_requests, [request])
+        out = await engine.run(engine.score_requests, [request])
         return float(out[0].value or 0.0)
 
     def _central_old_values(self, samples: list[DecisionSample], trajectories: list[Trajectory],
@@ -241,8 +242,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         from marlang.models.scoring import score_decisions
 
         options = self.options
-        team, engine = self.team, self.engine
-        assert team is not None and engine is not None
+        team, engine = self.team_of(unit), self.engine_of(unit)
         items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
         scored = score_decisions(team.model, items, engine._pad_id)
         policy = ActionPolicy(options.temperature)  # the policy the rollouts sampled from

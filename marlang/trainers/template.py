@@ -1,7 +1,9 @@
-"""The weight-space trainer template (PPO, MAGRPO, GRPO): one base model, one LoRA adapter per
-agent (or one shared), their optimizers, and one update shape: load the committed state,
-build samples (the learner's own), epochs of minibatches with micro-batching and a guarded
-step (non-finite skip, gradient clip), save the adapters, propose them as the candidate.
+"""The weight-space trainer template (PPO, MAGRPO, GRPO): one LoRA adapter per agent that
+learns (or one shared) on the base model its slot acts on (slots on different local base models
+each train on theirs, every model loaded once), their optimizers, and one update shape: load
+the committed state, build samples (the learner's own), epochs of minibatches with
+micro-batching and a guarded step (non-finite skip, gradient clip), save the adapters, propose
+them as the candidate.
 
 A learner brings its options, its samples and its loss; everything else is here. Rollouts act
 with the committed adapters (sampling in training, greedy in evaluation), and a state saved
@@ -10,12 +12,14 @@ under ``adapters/<iteration>/`` is loaded back after a resume or a candidate not
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import random
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -70,6 +74,16 @@ class AdapterOptions(LearnerOptions):
     seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws.")
 
 
+@dataclass
+class Base:
+    """One base model the slots that learn act on: its engine, the adapters attached to it,
+    and the keys of their tensors in the trainer's saved state."""
+
+    engine: Any
+    team: TeamAdapters
+    keys: frozenset[str]
+
+
 OptionsT = TypeVar("OptionsT", bound=AdapterOptions)
 SampleT = TypeVar("SampleT")
 
@@ -90,6 +104,9 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         super().__init__(options, context)
         self.team: TeamAdapters | None = None
         self.engine: Any = None
+        self.bases: list[Base] = []
+        self._base_of: dict[str, Base] = {}
+        self._engines: dict[str, Any] = {}
         self.optimizers: dict[str, Any] = {}
         self._chat_models: dict[str, Any] = {}
         self.parallel: DataParallel | None = None
@@ -109,7 +126,9 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     # the adapters ---------------------------------------------------------------------------
     def setup(self) -> TeamAdapters:
-        """Build the team's adapters on the actors' local model (once) and attach them."""
+        """Build the adapters on the actors' local models and attach them: one `TeamAdapters`
+        per base model the slots that learn act on (each model loaded once, whatever the
+        number of slots on it). ``team``/``engine`` are the first learning slot's."""
         if self.team is not None:
             return self.team
         import torch
@@ -118,13 +137,20 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         actors = self.context.actors
         if not actors:
             raise ValueError(f"learning.method '{self.name}' needs LLM agents (agents.kind: llm)")
-        trained = self.context.learning_agents
-        chat = actors[trained[0]].model if trained and trained[0] in actors else next(iter(actors.values())).model
-        engine = getattr(chat, "engine", None)
-        if engine is None:
+        trained = [a for a in self.context.learning_agents if a in actors] or [next(iter(actors))]
+        self._engines = {name: engine for name, actor in actors.items()
+                         if (engine := getattr(actor.model, "engine", None)) is not None}
+        lacking = next((a for a in trained if a not in self._engines), None)
+        if lacking is not None:
             raise ValueError(
-                f"learning.method '{self.name}' trains local weights; the agents' model {type(chat).__name__} "
-                "has none")
+                f"learning.method '{self.name}' trains local weights; {lacking}'s model "
+                f"{type(actors[lacking].model).__name__} has none")
+        on_engine: dict[int, list[str]] = {}
+        for agent in trained:
+            on_engine.setdefault(id(self._engines[agent]), []).append(agent)
+        if len(on_engine) > 1 and options.sharing == "shared":
+            raise ValueError("learning.sharing 'shared' shares one adapter between slots on one base model; the "
+                             "slots that learn are on several (use learning.sharing: per_agent)")
         self.parallel = DataParallel()
         device = options.device
         if device == "auto":
@@ -132,43 +158,70 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         if device == "cuda" and self.parallel.active:
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         dtype = getattr(torch, options.dtype)
-        base_id = f"{engine.model_id}@{engine.weights_id}"
         value_heads = self.value_heads()
-        self.team = TeamAdapters(engine.model, list(trained), base_id=base_id,
-                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
-                                 dtype=dtype, device=device, seed=options.seed)
-        if options.gradient_checkpointing:
-            self.team.model.get_base_model().gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False})
-        engine.attach_adapters(self.team)
-        self.engine = engine
-        self._initial = self.team.state_dict()
+        for agents in on_engine.values():
+            engine = self._engines[agents[0]]
+            team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
+                                sharing=options.sharing, lora=options.lora, value_head=value_heads,
+                                dtype=dtype, device=device, seed=options.seed)
+            if options.gradient_checkpointing:
+                team.model.get_base_model().gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
+            engine.attach_adapters(team)
+            base = Base(engine, team, frozenset(team.state_dict()))
+            self.bases.append(base)
+            for key in (*agents, *([CENTRAL] if CENTRAL in team.value_heads else [])):
+                self._base_of[key] = base
+        if len(self.bases) > 1 and CENTRAL in self._base_of:
+            raise ValueError("a central value head reads every agent's state on one base model; the slots that "
+                             "learn are on several (use learning.value: agent)")
+        self.team, self.engine = self.bases[0].team, self.bases[0].engine
+        self._initial = self._state_dict()
         self._loaded = INITIAL_STATE
         self.optimizers = {unit: torch.optim.AdamW(self._param_groups(unit)) for unit in self._units()}
         return self.team
 
+    def team_of(self, unit: str) -> TeamAdapters:
+        """The adapters that hold ``unit`` (an agent that learns, or the central head)."""
+        return self._base_of[unit].team
+
+    def engine_of(self, agent: str) -> Any:
+        """The local engine ``agent`` acts on (its slot's base model)."""
+        return self._engines.get(agent, self.engine)
+
+    def _all_exclusive(self) -> contextlib.ExitStack:
+        """Every base model held alone (in the order of ``bases``, the same everywhere)."""
+        stack = contextlib.ExitStack()
+        for base in self.bases:
+            stack.enter_context(base.engine.exclusive())
+        return stack
+
+    def _state_dict(self) -> dict[str, Any]:
+        """Every base's trainable tensors in one dict (their keys name the agents, so never
+        clash): what ``<state_name>.pt`` saves and a resume loads."""
+        return {k: v for base in self.bases for k, v in base.team.state_dict().items()}
+
     def _units(self) -> list[str]:
         """What has its own optimizer: each adapter (with its head), and the central head."""
-        assert self.team is not None
-        units = [self.team.agents[0]] if self.team.sharing == "shared" else list(self.team.agents)
-        return [*units, CENTRAL] if CENTRAL in self.team.value_heads else units
+        units = [u for base in self.bases
+                 for u in ([base.team.agents[0]] if base.team.sharing == "shared" else base.team.agents)]
+        return [*units, CENTRAL] if CENTRAL in self._base_of else units
 
     def _param_groups(self, unit: str) -> list[dict[str, Any]]:
         """``unit``'s parameters for its optimizer: LoRA weights at ``lr``, value heads at
         ``value_lr``."""
-        assert self.team is not None
         options = self.options
-        heads = {id(p) for p in self.team.value_heads.parameters()}
+        heads = {id(p) for p in self.team_of(unit).value_heads.parameters()}
         params = self._unit_parameters(unit)
         groups = [{"params": [p for p in params if id(p) not in heads], "lr": options.lr},
                   {"params": [p for p in params if id(p) in heads], "lr": getattr(options, "value_lr", options.lr)}]
         return [g for g in groups if g["params"]]
 
     def _unit_parameters(self, unit: str) -> list[Any]:
-        assert self.team is not None
+        team = self.team_of(unit)
         if unit == CENTRAL:
-            return list(self.team.value_heads[CENTRAL].parameters())
-        return self.team.parameters_of(unit)
+            return list(team.value_heads[CENTRAL].parameters())
+        return team.parameters_of(unit)
 
     async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
         """Act with ``state``'s committed adapters: sample in training rollouts (never replayed
@@ -212,17 +265,19 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         source = path or INITIAL_STATE
         if source == self._loaded:
             return
-        with self.engine.exclusive():
-            if path is None:
-                self.team.load_state_dict(self._initial)
-            else:
-                if not Path(path).is_file():
-                    raise FileNotFoundError(f"{self.name} state {path!r} of iteration {state.iteration} is missing")
-                saved = load_tensors(path)
-                self.team.load_state_dict(saved["weights"])
-                for unit, opt_state in saved["optimizers"].items():
-                    if unit in self.optimizers:
-                        self.optimizers[unit].load_state_dict(opt_state)
+        if path is None:
+            weights, optimizers = self._initial, {}
+        else:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{self.name} state {path!r} of iteration {state.iteration} is missing")
+            saved = load_tensors(path)
+            weights, optimizers = saved["weights"], saved["optimizers"]
+        with self._all_exclusive():
+            for base in self.bases:
+                base.team.load_state_dict({k: v for k, v in weights.items() if k in base.keys})
+            for unit, opt_state in optimizers.items():
+                if unit in self.optimizers:
+                    self.optimizers[unit].load_state_dict(opt_state)
         self._loaded = source
 
     _loaded: str | None = None
@@ -264,8 +319,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         """Save the trained adapters under ``adapters/<iteration>/`` and propose them."""
         directory = self._adapters_dir(iteration)
         hashes, path = await self.engine.run(self._save, directory)
-        assert self.team is not None
-        refs = {a: {"path": str(directory / self.team.adapter_for(a)), "hash": hashes[a]}
+        refs = {a: {"path": str(directory / self.team_of(a).adapter_for(a)), "hash": hashes[a]}
                 for a in self.context.learning_agents}
         return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
                          counters={**(counters or {}), **stats["counters"]})
@@ -301,8 +355,8 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     def unit_of(self, agent: str) -> str:
         """The unit (adapter with its optimizer) that trains on ``agent``'s samples."""
-        assert self.team is not None
-        return self.team.agents[0] if self.team.sharing == "shared" else agent
+        team = self.team_of(agent)
+        return team.agents[0] if team.sharing == "shared" else agent
 
     def group_by_unit(self, samples: Iterable[tuple[str, SampleT]]) -> dict[str, list[SampleT]]:
         """``(agent, sample)`` pairs as each unit's samples, in the order given."""
@@ -327,8 +381,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         """``epochs`` passes of minibatches over each unit's samples, one adapter at a time:
         per unit the summed step results (``"steps"``: how many), the steps taken in all,
         and how many of them were skipped (a non-finite loss or gradient)."""
-        options, engine = self.options, self.engine
-        assert engine is not None
+        options = self.options
         rng = random.Random(options.seed * SEED_OFFSET + iteration)
         order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
         parallel = self.parallel or DataParallel()
@@ -352,7 +405,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             for unit, batch in batches:
                 if stop is not None:
                     stop.check("between training steps")
-                with engine.exclusive():
+                with self._base_of[unit].engine.exclusive():
                     result = self._step(unit, batch)
                 steps += 1
                 if result is None:
@@ -375,8 +428,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         samples only."""
         import torch
 
-        options, team = self.options, self.team
-        assert team is not None
+        options, team = self.options, self.team_of(unit)
         optimizer = self.optimizers[unit]
         parallel = self.parallel or DataParallel()
         # Losses are sums over this process's samples divided by the step's total weight in
@@ -438,10 +490,11 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         optimizers, for resuming: ``<state_name>.pt``), each written atomically."""
         import torch
 
-        assert self.team is not None and self.engine is not None
-        with self.engine.exclusive():
-            hashes = self.team.save(directory)
-            state = {"weights": self.team.state_dict(),
+        hashes: dict[str, str] = {}
+        with self._all_exclusive():
+            for base in self.bases:
+                hashes |= base.team.save(directory)
+            state = {"weights": self._state_dict(),
                      "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
             path = directory / f"{self.state_name}.pt"
             atomic_write(path, lambda fh: torch.save(state, fh))
