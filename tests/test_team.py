@@ -63,8 +63,14 @@ def test_a_slot_takes_the_top_level_settings_it_does_not_name():
      "learning.method 'reflexion' has no slot to update"),
     ({"learning": {"method": "ppo"}, "team": {"agent_1": {"model": {"spec": "openai:gpt-4o-mini"}}}},
      "team.agent_1: learning.method 'ppo' trains local weights and its model.spec 'openai:gpt-4o-mini' has none"),
-    ({"learning": {"method": "ppo"}, "team": {"agent_1": {"model": {"spec": "hf:/models/other"}}}},
-     "team.agent_1: learning.method 'ppo' trains the slots that learn on one local model"),
+    ({"learning": {"method": "ppo", "sharing": "shared"}, "team": {"agent_1": {"model": {"spec": "hf:/m/other"}}}},
+     ("learning.sharing 'shared' shares one adapter between slots on one base model, and the slots that learn are "
+     "on several (agent_0 on local:smollm2, agent_1 on hf:/m/other)")),
+    ({"learning": {"method": "ppo", "value": "central"}, "team": {"agent_1": {"model": {"spec": "hf:/m/other"}}}},
+     "learning.value 'central' reads every agent's state on one base model"),
+    ({"env": {"id": "code/humaneval"}, "learning": {"method": "magrpo", "rollout_server": "http://h:8000/v1"},
+      "team": {"agent_1": {"model": {"spec": "hf:/m/other"}}}},
+     "learning.rollout_server serves one base model's adapters"),
     ({"protocol": {"name": "unidirectional", "speakers": ["agent_1"]}, "team": {"agent_1": {"kind": "scripted"}}},
      "protocol.speakers: 'agent_1' is a scripted slot, which says nothing"),
 ])
@@ -274,7 +280,7 @@ def test_two_local_base_models_each_play_their_slot_loaded_once(tmp_path, tiny_d
     assert state["memories"]["agent_1"] == [] and len(state["memories"]["agent_0"]) == 1
 
 
-def test_magrpo_trains_only_the_slots_that_learn_and_refuses_a_slot_off_its_model(tmp_path):
+def test_magrpo_trains_only_the_slots_that_learn_and_refuses_a_scripted_slot(tmp_path):
     from marlang.testing import tiny_chat_model
 
     data = {"env": {"id": "code/humaneval", "n_agents": 2, "max_steps": 1,
@@ -333,3 +339,189 @@ def test_ppo_trains_a_local_slot_beside_a_frozen_teammate_on_a_served_model(tmp_
     assert set(state["adapters"]) == {"agent_0"}
     steps = [s for d in RunDirectory(result.run_dir).load_episode_dicts() for s in d["steps"]]
     assert all(s["decisions"]["agent_1"]["action"] == "turn left" for s in steps)
+
+
+# ------------------------------------------------------------------------------ training on two base models
+
+
+@pytest.fixture(scope="module")
+def two_bases(tmp_path_factory):
+    """Two tiny random models on disk (different weights, the same shapes): hf:A and hf:B."""
+    from marlang.testing import tiny_llama, tiny_tokenizer
+
+    paths = []
+    for seed in (0, 1):
+        path = tmp_path_factory.mktemp(f"base{seed}")
+        tok = tiny_tokenizer()
+        tiny_llama(len(tok), seed=seed, eos_token_id=tok.eos_token_id).save_pretrained(path)
+        tok.save_pretrained(path)
+        paths.append(f"hf:{path}")
+    return paths
+
+
+def _adapter_bases(directory):
+    return {p.name: json.loads((p / "marlang_adapter.json").read_text())["base_id"].split("@")[0]
+            for p in sorted(directory.iterdir()) if (p / "marlang_adapter.json").is_file()}
+
+
+def test_ppo_trains_slots_on_two_base_models_each_on_its_own_and_resumes_and_plays_them_back(tmp_path, two_bases):
+    """agent_0 on base A and agent_1 on base B both learn: one adapter each, on its slot's
+    model (loaded once); the saved state resumes; a play-back puts each adapter on its base."""
+    a, b = two_bases
+    learning = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+                "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}}
+    sections = {"model": {"spec": a, "cache": False, "max_tokens": 8},
+                    "agents": {"chain_of_thought": False, "action_selection": "score"},
+                    "team": {"agent_1": {"model": {"spec": b}}}}
+    c = config(learning=learning, **sections)
+    assert c.team_label == f"agent_1: {b}"
+    experiment = Experiment(c, tmp_path / "run")
+    result = experiment.run()
+    models = experiment.slot_models
+    engine_a, engine_b = models["agent_0"].engine, models["agent_1"].engine
+    assert engine_a is not engine_b
+    assert engine_a.adapters.agents == ("agent_0",) and engine_b.adapters.agents == ("agent_1",)
+    rd = RunDirectory(result.run_dir)
+    assert _adapter_bases(result.run_dir / "adapters" / "0") == {"agent_0": a, "agent_1": b}
+    rows = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in rows} == {"agent_0", "agent_1"}
+    assert all(r["decisions"] > 0 and r["loss"] is not None for r in rows)
+    first = rd.load_episode_dicts()[0]["steps"][0]["decisions"]
+    assert first["agent_0"]["sampled"] and first["agent_1"]["sampled"]
+    state = rd.read_json("learner_state.json")
+    assert set(state["adapters"]) == {"agent_0", "agent_1"}
+
+    # one more iteration resumes from the saved state of both bases
+    longer = config(learning={**learning, "iterations": 2}, **sections)
+    resumed = Experiment(longer, tmp_path / "run", resume=True).run()
+    after = RunDirectory(resumed.run_dir).read_json("learner_state.json")
+    assert after["iteration"] == 2 and set(after["adapters"]) == {"agent_0", "agent_1"}
+    assert _adapter_bases(resumed.run_dir / "adapters" / "1") == {"agent_0": a, "agent_1": b}
+
+    # played back: each slot acts with its own trained adapter, on its own base model
+    back = config(model={"spec": a, "cache": False, "max_tokens": 8, "adapters": str(resumed.run_dir)},
+                  agents={"chain_of_thought": False, "action_selection": "score"},
+                  team={"agent_1": {"model": {"spec": b}}}, run={"episodes": 1, "parallel": 1})
+    played = Experiment(back, tmp_path / "back").run()
+    manifest = RunDirectory(played.run_dir).read_json("manifest.json")
+    assert manifest["adapters"] == {k: v["hash"] for k, v in after["adapters"].items()}
+    steps = RunDirectory(played.run_dir).load_episode_dicts()[0]["steps"]
+    assert steps and all(not d["sampled"] for s in steps for d in s["decisions"].values())
+
+
+def test_magrpo_samples_and_trains_each_slot_on_its_own_base_model(tmp_path, two_bases):
+    a, b = two_bases
+    c = config(env={"id": "code/humaneval", "n_agents": 2, "max_steps": 1,
+                    "kwargs": {"structure": "joint", "task_ids": ["HumanEval/0"]}},
+               model={"spec": a, "cache": False, "max_tokens": 6, "temperature": 1.0},
+               agents={"chain_of_thought": False, "history": 0},
+               learning={"method": "magrpo", "iterations": 1, "rollouts": 1, "num_generations": 2,
+                         "max_new_tokens": 6, "epochs": 1, "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+               run={"parallel": 1, "progress": False}, team={"agent_1": {"model": {"spec": b}}})
+    experiment = Experiment(c, tmp_path / "run")
+    result = experiment.run()
+    engine_a, engine_b = (experiment.slot_models[x].engine for x in ("agent_0", "agent_1"))
+    assert engine_a.generate_calls >= 1 and engine_b.generate_calls >= 1  # each slot sampled on its own model
+    assert _adapter_bases(result.run_dir / "adapters" / "0") == {"agent_0": a, "agent_1": b}
+    rows = RunDirectory(result.run_dir).read_iterations()
+    assert rows[0]["completions"] == 4  # two completions of each agent, each trained on its base
+    records = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in records} == {"agent_0", "agent_1"} and all(r["loss"] is not None for r in records)
+
+
+# ------------------------------------------------------------------------------ a trained neural policy in a slot
+
+LBF = "lbf/8x8-2p-2f-coop"
+
+
+@pytest.fixture(scope="module")
+def mappo_run(tmp_path_factory):
+    """A MAPPO team trained briefly on level-based foraging (its run directory)."""
+    out = tmp_path_factory.mktemp("mappo") / "run"
+    c = build_config({"env": {"id": LBF}, "agents": {"kind": "neural"},
+                      "learning": {"method": "mappo", "frames": 400, "frames_per_batch": 200, "n_envs": 2,
+                                   "hidden": [16], "evaluation_episodes": 1, "epochs": 1, "minibatch_size": 200},
+                      "run": {"seed": 1, "progress": False}})
+    Experiment(c, out).run()
+    return out
+
+
+def test_a_trained_neural_policy_plays_its_slot_beside_an_llm(tmp_path, mappo_run):
+    """agent_1 is the MAPPO run's greedy policy, agent_0 an LLM: at every step agent_1's
+    action is what that policy chooses in the env's state, by its own restore of the
+    checkpoint; the records say what played each slot."""
+    from marlang.envs import make
+    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from tests.fakes import FakeRuleChatModel
+
+    c = config(env={"id": LBF, "n_agents": 2, "max_steps": 6}, agents={"chain_of_thought": False},
+               team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}},
+               run={"episodes": 2, "parallel": 2})
+    assert c.team_label == f"agent_1: neural {mappo_run}" and c.learning_slots() == ["agent_0"]
+    llm = FakeRuleChatModel(rule=lambda messages: "Action: stay")
+    result = Experiment(c, tmp_path / "run", chat_model=llm).run()
+    rd = RunDirectory(result.run_dir)
+    assert rd.read_json("manifest.json")["team"] == {"agent_0": "fake:rule", "agent_1": f"neural {mappo_run}"}
+    assert llm.calls and all(str(m[0].content).startswith("You are agent_0") for m in llm.calls)
+    policy = NeuralPolicy.load(str(mappo_run), c, "check")
+    for episode in rd.load_episode_dicts():
+        env = make(LBF, n_agents=2, max_steps=6)
+        env.reset(seed=episode["seed"])
+        for step in episode["steps"]:
+            decisions = step["decisions"]
+            assert decisions["agent_1"]["raw"] == "(neural)" and decisions["agent_0"]["action"] == "stay"
+            assert decisions["agent_1"]["action"] == policy.actions(env)["agent_1"]
+            env.step({a: d["action"] for a, d in decisions.items()})
+
+
+@pytest.mark.parametrize("slot, message", [
+    ({"kind": "neural"}, ("team.agent_1: a neural slot plays the policy of a trained neural run: set "
+                         "team.agent_1.checkpoint")),
+    ({"checkpoint": "runs/x"}, "team.agent_1: checkpoint names the neural run that plays a slot of kind: neural"),
+    ({"kind": "neural", "checkpoint": "runs/x", "role": "lead"}, "team.agent_1: a neural slot acts as its trained"),
+])
+def test_a_neural_slot_that_cannot_play_is_one_line(slot, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config(env={"id": LBF}, team={"agent_1": slot})
+    with pytest.raises(ConfigError, match="a team of neural and scripted slots has no LLM to run"):
+        config(env={"id": LBF}, team={"agent_0": {"kind": "scripted"},
+                                      "agent_1": {"kind": "neural", "checkpoint": "runs/x"}})
+
+
+def test_a_neural_slot_on_another_env_or_without_a_run_is_refused_creating_nothing(tmp_path, mappo_run):
+    from tests.fakes import FakeRuleChatModel
+
+    llm = FakeRuleChatModel(rule=lambda messages: "Action: stay")
+    cases = [
+        ({"id": "matrix/climbing", "n_agents": 2}, str(mappo_run),
+         (f"team.agent_1.checkpoint: {mappo_run} trained on env '{LBF}' with 2 agents, and this run plays "
+         "'matrix/climbing' with 2")),
+        ({"id": LBF}, str(tmp_path), "holds no trained neural policy"),
+        ({"id": "rware/tiny-2ag"}, str(mappo_run), "trained on env"),
+    ]
+    for env, checkpoint, message in cases:
+        c = config(env=env, agents={"chain_of_thought": False},
+                   team={"agent_1": {"kind": "neural", "checkpoint": checkpoint}})
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            Experiment(c, tmp_path / "run", chat_model=llm).run()
+        assert not (tmp_path / "run").exists()
+    c = config(env={"id": "babyai/goto-obj"}, team={"agent_1": {"kind": "neural", "checkpoint": "x"}})
+    with pytest.raises(ConfigError, match="env 'babyai/goto-obj' has none"):
+        Experiment(c, tmp_path / "run", chat_model=llm).run()
+    assert not (tmp_path / "run").exists()
+
+
+def test_restoring_a_neural_policy_leaves_the_random_generators_as_they_were(mappo_run):
+    import random
+
+    import numpy as np
+    import torch
+
+    from marlang.trainers.neural.slot_policy import NeuralPolicy
+
+    c = config(env={"id": LBF}, team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}})
+    random.seed(3), np.random.seed(3), torch.manual_seed(3)
+    expected = random.random(), float(np.random.rand()), float(torch.rand(1))
+    random.seed(3), np.random.seed(3), torch.manual_seed(3)
+    NeuralPolicy.load(str(mappo_run), c, "check")
+    assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected

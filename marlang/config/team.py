@@ -22,8 +22,12 @@ class SlotConfig(_Section):
     """One agent slot of ``team:``: what plays it. Keys left out take the top-level ``agents:``
     (and ``model:``) settings; ``model`` holds only the model keys this slot changes."""
 
-    kind: Literal["llm", "scripted"] | None = Field(
-        None, description="llm (a language model) | scripted (the env's reference agent); None: agents.kind")
+    kind: Literal["llm", "scripted", "neural"] | None = Field(
+        None, description="llm (a language model) | scripted (the env's reference agent) | neural (a trained "
+        "neural policy: set checkpoint); None: agents.kind")
+    checkpoint: str | None = Field(
+        None, description="kind neural: the neural run (agents.kind: neural, on this env) whose greedy policy "
+        "plays this slot: its directory (latest checkpoint) or one of its checkpoint_<frames>.pt files.")
     model: dict[str, Any] = Field(
         default_factory=dict, description="Model keys this slot changes (spec, base_url, temperature, ...); "
         "the others are the top-level model section's.")
@@ -61,11 +65,15 @@ class Slot(BaseModel):
     """The slot's agent settings (``kind`` and ``policy`` resolved)."""
     role: str | None = None
     learn: bool = True
+    checkpoint: str | None = None
+    """A neural slot's trained run (or checkpoint file)."""
 
 
 def slot_player(slot: Slot, model_id: str | None = None) -> str:
     """What plays ``slot``, in a few words (manifest, tables): ``scripted``, its model spec
     (``model_id`` names the top-level model where given), ``+ adapters DIR``."""
+    if slot.kind == "neural":
+        return f"neural {slot.checkpoint}"
     if slot.kind != "llm":
         return slot.kind
     what = model_id or slot.model.spec
@@ -85,7 +93,8 @@ def resolve_slot(config: Any, agent: str) -> Slot:
     changes: dict[str, Any] = {k: getattr(own, k) for k in SLOT_AGENT_KEYS if getattr(own, k) is not None}
     policy = own.policy if own.policy is not None else config.agents.policies.get(agent, config.agents.policy)
     agents = config.agents.model_copy(update={**changes, "kind": kind, "policy": policy})
-    return Slot(name=agent, kind=kind, model=model, agents=agents, role=own.role, learn=own.learn)
+    return Slot(name=agent, kind=kind, model=model, agents=agents, role=own.role, learn=own.learn,
+                checkpoint=own.checkpoint)
 
 
 def team_label(config: Any) -> str:
@@ -111,8 +120,8 @@ def check_team(config: Any, names: list[str]) -> None:
         raise ValueError(f"team: unknown slot {unknown[0]!r}; env {config.env.id!r} with env.n_agents "
                          f"{config.env.n_agents} has {', '.join(names)}")
     if config.agents.kind == "neural":
-        raise ValueError("team: slots are played by LLMs or the env's scripted agents; agents.kind 'neural' "
-                         "trains the whole team (remove team:, or set agents.kind: llm)")
+        raise ValueError("team: agents.kind 'neural' trains the whole team; a trained neural policy plays a "
+                         "slot of an LLM run (agents.kind: llm, team.<slot>: {kind: neural, checkpoint: RUN_DIR})")
     for agent, own in config.team.items():
         try:
             config.slot(agent)
@@ -125,16 +134,26 @@ def check_team(config: Any, names: list[str]) -> None:
                                  f"valid keys here: {', '.join(fields)}") from None
             raise ValueError(f"invalid value for 'team.{agent}.model.{loc}': "
                              f"{first['msg'].removeprefix('Value error, ')}") from None
-        if own.kind == "scripted" and (own.model or own.adapters or own.policy is not None or own.role):
-            raise ValueError(f"team.{agent}: a scripted slot acts as the env's reference agent and has no "
-                             "model, adapters, policy or role (remove them, or use kind: llm)")
+        if own.kind in ("scripted", "neural") and (own.model or own.adapters or own.policy is not None or own.role):
+            what = "the env's reference agent" if own.kind == "scripted" else "its trained neural policy"
+            raise ValueError(f"team.{agent}: a {own.kind} slot acts as {what} and has no model, adapters, policy "
+                             "or role (remove them, or use kind: llm)")
+        if (own.kind == "neural") != (own.checkpoint is not None):
+            raise ValueError(f"team.{agent}: " + ("a neural slot plays the policy of a trained neural run: set "
+                             f"team.{agent}.checkpoint to its directory" if own.kind == "neural" else
+                             "checkpoint names the neural run that plays a slot of kind: neural (set kind: neural, "
+                             "or remove checkpoint)"))
     slots = config.slots()
     llm = [a for a, s in slots.items() if s.kind == "llm"]
+    neural = [a for a, s in slots.items() if s.kind == "neural"]
+    if neural and not llm:
+        raise ValueError(f"team.{neural[0]}: a team of neural and scripted slots has no LLM to run; a neural run "
+                         "plays its whole team itself (agents.kind: neural), or give one slot kind: llm")
     if config.protocol.name == "unidirectional":
         silent = [a for a in config.protocol.speakers if a not in llm]
         if silent:
-            raise ValueError(f"protocol.speakers: {silent[0]!r} is a scripted slot, which says nothing; "
-                             f"speakers must be LLM slots: {', '.join(llm) or '(none)'}")
+            raise ValueError(f"protocol.speakers: {silent[0]!r} is a {slots[silent[0]].kind} slot, which says "
+                             f"nothing; speakers must be LLM slots: {', '.join(llm) or '(none)'}")
     method = config.learning.method
     if not llm or method == "none" or config.plays_back:
         return
@@ -148,15 +167,25 @@ def check_team(config: Any, names: list[str]) -> None:
             raise ValueError(f"team.{served[0]}: learning.method {method!r} trains local weights and its "
                              f"model.spec {slots[served[0]].model.spec!r} has none here (set learn: false "
                              "on it, or use local:smollm2 or hf:PATH)")
-        base = slots[learning[0]].model.model_copy(update={"adapters": None})
-        other = next((a for a in learning[1:] if slots[a].model.model_copy(update={"adapters": None}) != base), None)
+        bases = {a: slots[a].model.model_copy(update={"adapters": None}) for a in learning}
         played = next((a for a, s in slots.items() if s.model.adapters and s.kind == "llm"
-                       and s.model.model_copy(update={"adapters": None}) == base), None)
+                       and s.model.model_copy(update={"adapters": None}) in bases.values()), None)
         if played is not None:
             raise ValueError(f"team.{played}.adapters: learning.method {method!r} trains adapters on this model "
                              f"for {', '.join(learning)}; a slot played back with trained adapters must be on "
                              "another model (or unset its adapters)")
-        if other is not None:
-            raise ValueError(f"team.{other}: learning.method {method!r} trains the slots that learn on one "
-                             f"local model, and {other} ({slots[other].model.spec}) is not on {learning[0]}'s "
-                             f"({base.spec}); set learn: false on one of them")
+        other = next((a for a in learning if bases[a] != bases[learning[0]]), None)
+        if other is None:
+            return
+        options = config.learning.options
+        across = (("learning.sharing 'shared'", "shares one adapter between slots on one base model",
+                   getattr(options, "sharing", None) == "shared", "learning.sharing: per_agent"),
+                  ("learning.value 'central'", "reads every agent's state on one base model",
+                   getattr(options, "value", None) == "central", "learning.value: agent"),
+                  ("learning.rollout_server", "serves one base model's adapters",
+                   getattr(options, "rollout_server", None) is not None, "no rollout_server"))
+        for key, what, on, instead in across:
+            if on:
+                raise ValueError(f"{key} {what}, and the slots that learn are on several ({learning[0]} on "
+                                 f"{bases[learning[0]].spec}, {other} on {bases[other].spec}); use {instead}, or "
+                                 "put them on one model")

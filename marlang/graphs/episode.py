@@ -55,20 +55,53 @@ def scripted_decider(team: Any) -> DecideFn:
     return decide
 
 
-def mixed_decider(protocol: DecideFn, team: Any, scripted: Collection[str]) -> DecideFn:
-    """A team of LLM and scripted slots: the protocol graph runs over the LLM slots (a
-    scripted slot says nothing), and the env's scripted team (``team``) acts for the slots in
-    ``scripted``, as it would in a whole scripted team."""
+class SlotTeam:
+    """The slots no LLM plays, acting together in one env: the env's scripted agent for the
+    ``scripted`` slots (its scripted team decides for the whole team and each such slot takes
+    its own action, as in a whole scripted team) and trained neural policies for the
+    ``neural`` ones (slot -> a policy with ``actions(env) -> {agent: action}``, one call per
+    policy and step). ``kinds``: each slot's player."""
+
+    def __init__(self, env: Any, scripted: Collection[str], neural: Mapping[str, Any] | None = None) -> None:
+        self.env = env
+        self.neural = dict(neural or {})
+        self.kinds = {**{a: "scripted" for a in scripted}, **{a: "neural" for a in self.neural}}
+        self.team = env.scripted_team() if scripted else None
+
+    def reset(self) -> None:
+        if self.team is not None:
+            self.team.reset()
+
+    def act(self, observations: Mapping[str, TextObservation]) -> dict[str, Any]:
+        joint = self.team.act(observations) if self.team is not None else {}
+        actions: dict[int, dict[str, Any]] = {}
+        out = {}
+        for agent, kind in self.kinds.items():
+            if agent not in observations:
+                continue
+            if kind == "scripted":
+                out[agent] = joint[agent]
+            else:
+                policy = self.neural[agent]
+                if id(policy) not in actions:
+                    actions[id(policy)] = policy.actions(self.env)
+                out[agent] = actions[id(policy)][agent]
+        return out
+
+
+def mixed_decider(protocol: DecideFn, team: SlotTeam) -> DecideFn:
+    """A team of LLM slots and others: the protocol graph runs over the LLM slots (the others
+    say nothing), and ``team`` acts for the slots it plays (``team.kinds``)."""
 
     async def decide(observations: dict[str, TextObservation],
                      ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
         joint = team.act(observations)
-        talking = {a: o for a, o in observations.items() if a not in scripted}
+        talking = {a: o for a, o in observations.items() if a not in team.kinds}
         transcript, decisions = await protocol(talking, ctx) if talking else ([], {})
         decisions = dict(decisions)
         for agent in observations:
-            if agent in scripted:
-                decisions[agent] = Decision(action=joint[agent], raw="(scripted)")
+            if agent in team.kinds:
+                decisions[agent] = Decision(action=joint[agent], raw=f"({team.kinds[agent]})")
         return transcript, decisions
 
     return decide

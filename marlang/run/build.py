@@ -159,6 +159,26 @@ def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
     return out
 
 
+def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, Any]:
+    """The trained policy of every neural slot (one loaded per checkpoint), checked against
+    the env: a neural policy reads the numeric observations the env must have."""
+    wanted = {a: s.checkpoint for a, s in config.slots().items() if s.kind == "neural" and s.checkpoint}
+    if not wanted:
+        return {}
+    first = next(iter(wanted))
+    if not hasattr(getattr(env, "unwrapped", env), "numeric_observation"):
+        raise ConfigError(f"team.{first}: a neural slot reads numeric observations, and env {config.env.id!r} "
+                          "has none (the envs neural runs train on have them: lbf/*, rware/*, gridworld/*, "
+                          "babyai-marl/*, ...)")
+    from marlang.trainers.neural.slot_policy import NeuralPolicy
+
+    loaded: dict[str, Any] = {}
+    for agent, spec in wanted.items():
+        if spec not in loaded:
+            loaded[spec] = NeuralPolicy.load(spec, config, f"team.{agent}.checkpoint")
+    return {a: loaded[spec] for a, spec in wanted.items()}
+
+
 def team_players(config: ExperimentConfig, model_id: str) -> dict[str, str]:
     """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
     on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply."""
@@ -231,7 +251,7 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
     for engine, spec, names in engines.values():
         on_engine = [a for a in agents if getattr(agents[a].model, "engine", None) is engine]
         try:
-            found = attach_trained_adapters(engine, spec, on_engine)
+            found = attach_trained_adapters(engine, spec, on_engine, team=config.agent_names())
         except ValueError as err:
             raise ConfigError(str(err)) from None
         hashes.update({a: h for a, h in found.items() if a in names})

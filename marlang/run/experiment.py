@@ -92,6 +92,7 @@ class Experiment:
         self.cache: Any = cache
         self.model: Any = None
         self.slot_models: dict[str, Any] = {}
+        self.neural_slots: dict[str, Any] = {}
         """Each LLM slot's chat model (``self.model`` for slots on the top-level section)."""
         self.learner: Learner | None = None
         self.agents: dict[str, Any] = {}
@@ -250,10 +251,13 @@ class Experiment:
             else:
                 self.model, self.cache = build.build_chat_model(c.model)
             self.slot_models = build.slot_models(c, self.model)
+            self.neural_slots = build.neural_slots(c, narrator_env)
             self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env), self.slot_models)
             adapters = build.play_back_adapters(c, self.model, self.agents)
             try:  # a model the learner cannot train fails here, before anything is created
-                entry.check_model(self.model, c.learning.options)
+                trained = {id(m): m for a in c.learning_slots() if (m := self.slot_models.get(a)) is not None}
+                for m in trained.values() or [self.model]:
+                    entry.check_model(m, c.learning.options)
             except ValueError as err:
                 raise ConfigError(f"learning: {err}") from None
             decide_step = protocol_decider(build_protocol(c.protocol.name, self.agents, c.protocol))
@@ -265,6 +269,7 @@ class Experiment:
             config=c, record=self.record, setting=self.setting, make_env=self._make_env,
             options=self.loop_options, agents=self.agents, recorder=self.recorder, decide=decide_step,
             episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base, on_episode=self.on_episode,
+            neural=self.neural_slots,
         )
         self.learner = loop.learner = self._build_learner(ctx_base, narrator_env, loop.trajectory, own)
         self.learner.context.record_episode = loop.write_episode

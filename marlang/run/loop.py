@@ -24,7 +24,7 @@ from langgraph.types import interrupt
 
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig
-from marlang.graphs.episode import mixed_decider, run_episode, scripted_decider
+from marlang.graphs.episode import SlotTeam, mixed_decider, run_episode, scripted_decider
 from marlang.run.commit import commit_candidate, review_payload
 from marlang.run.record import RunRecord, episode_metrics
 from marlang.rundir import EVAL_EPISODE_BASE
@@ -150,6 +150,8 @@ class RunLoop:
     """K as stored in the training checkpoint (None: not started yet, the config's K)."""
     _envs: list[Any] = field(default_factory=list)
     _free_envs: asyncio.Queue[Any] | None = None
+    neural: dict[str, Any] = field(default_factory=dict)
+    """The slots trained neural policies play: slot -> policy (`NeuralPolicy`)."""
     scripted_slots: list[str] = field(init=False)
     """The slots the env's scripted agent plays (all of them in a scripted team)."""
     scripted: bool = field(init=False)
@@ -323,11 +325,14 @@ class RunLoop:
         async def play(episode: int, seed: int, group: int | None) -> None:
             env = await self._free_envs.get()
             try:
-                team = env.scripted_team() if scripted else None
+                team: Any = None
+                decide = self.decide
                 if self.scripted:
+                    team = env.scripted_team()
                     decide = scripted_decider(team)
-                else:
-                    decide = mixed_decider(self.decide, team, scripted) if scripted else self.decide
+                elif scripted or self.neural:
+                    team = SlotTeam(env, scripted, self.neural)
+                    decide = mixed_decider(self.decide, team)
                 ctx = CallContext(episode=episode, iteration=policy.iteration,
                                   salt=0 if group is None else episode, **self.ctx_base)
                 traj = await run_episode(
