@@ -454,7 +454,7 @@ def test_a_trained_neural_policy_plays_its_slot_beside_an_llm(tmp_path, mappo_ru
     from marlang.trainers.neural.slot_policy import NeuralPolicy
     from tests.fakes import FakeRuleChatModel
 
-    c = config(env={"id": LBF, "n_agents": 2, "max_steps": 6}, agents={"chain_of_thought": False},
+    c = config(env={"id": LBF, "n_agents": 2, "max_steps": None}, agents={"chain_of_thought": False},
                team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}},
                run={"episodes": 2, "parallel": 2})
     assert c.team_label == f"agent_1: neural {mappo_run}" and c.learning_slots() == ["agent_0"]
@@ -465,7 +465,7 @@ def test_a_trained_neural_policy_plays_its_slot_beside_an_llm(tmp_path, mappo_ru
     assert llm.calls and all(str(m[0].content).startswith("You are agent_0") for m in llm.calls)
     policy = NeuralPolicy.load(str(mappo_run), c, "check")
     for episode in rd.load_episode_dicts():
-        env = make(LBF, n_agents=2, max_steps=6)
+        env = make(LBF, n_agents=2)
         env.reset(seed=episode["seed"])
         for step in episode["steps"]:
             decisions = step["decisions"]
@@ -498,6 +498,7 @@ def test_a_neural_slot_on_another_env_or_without_a_run_is_refused_creating_nothi
          "'matrix/climbing' with 2")),
         ({"id": LBF}, str(tmp_path), "holds no trained neural policy"),
         ({"id": "rware/tiny-2ag"}, str(mappo_run), "trained on env"),
+        ({"id": LBF, "max_steps": 6}, str(mappo_run), "trained with env.max_steps None, and this run has 6"),
     ]
     for env, checkpoint, message in cases:
         c = config(env=env, agents={"chain_of_thought": False},
@@ -519,9 +520,48 @@ def test_restoring_a_neural_policy_leaves_the_random_generators_as_they_were(map
 
     from marlang.trainers.neural.slot_policy import NeuralPolicy
 
-    c = config(env={"id": LBF}, team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}})
+    c = config(env={"id": LBF, "max_steps": None}, team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}})
     random.seed(3), np.random.seed(3), torch.manual_seed(3)
     expected = random.random(), float(np.random.rand()), float(torch.rand(1))
     random.seed(3), np.random.seed(3), torch.manual_seed(3)
     NeuralPolicy.load(str(mappo_run), c, "check")
     assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected
+
+
+def test_going_back_to_the_initial_adapters_after_training_restores_them_and_fresh_optimizers(tmp_path, two_bases):
+    """After an update, a state with no adapters (a first candidate not committed) brings every
+    base's adapters back to their initial weights (LoRA's B starts at zero) and the
+    optimizers back to empty; a saved state that does not fit the team changes nothing."""
+    import torch
+
+    from marlang.types import PolicyState
+
+    a, b = two_bases
+    c = config(model={"spec": a, "cache": False, "max_tokens": 8},
+               agents={"chain_of_thought": False, "action_selection": "score"},
+               learning={"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+                         "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+               team={"agent_1": {"model": {"spec": b}}})
+    experiment = Experiment(c, tmp_path / "run")
+    experiment.run()
+    learner = experiment.learner
+
+    def lora_b():
+        return {k: v.clone() for base in learner.bases for k, v in base.team.state_dict().items() if "lora_B" in k}
+
+    trained = lora_b()
+    assert trained and any(bool(v.abs().sum() > 0) for v in trained.values())
+    assert any(len(o.state) for o in learner.optimizers.values())
+    learner._load_state(PolicyState(iteration=0))
+    assert all(bool((v == 0).all()) for v in lora_b().values())
+    assert all(not o.state for o in learner.optimizers.values())
+
+    state = learner._adapters_dir(0) / "ppo_state.pt"
+    saved = torch.load(state, weights_only=True)
+    torch.save({**saved, "weights": {k: v for k, v in saved["weights"].items() if "agent_1" not in k}},
+               tmp_path / "odd.pt")
+    odd = PolicyState(iteration=1, adapters={"agent_0": {"path": "x", "hash": "y"}},
+                      extra={"ppo_state": str(tmp_path / "odd.pt")})
+    with pytest.raises(ValueError, match="does not match this team's adapters"):
+        learner._load_state(odd)
+    assert all(bool((v == 0).all()) for v in lora_b().values())  # nothing was loaded

@@ -167,9 +167,10 @@ def check_team(config: Any, names: list[str]) -> None:
             raise ValueError(f"team.{served[0]}: learning.method {method!r} trains local weights and its "
                              f"model.spec {slots[served[0]].model.spec!r} has none here (set learn: false "
                              "on it, or use local:smollm2 or hf:PATH)")
-        bases = {a: slots[a].model.model_copy(update={"adapters": None}) for a in learning}
+        # local weights are loaded once per spec: the slots on one spec share a base model
+        bases = {a: slots[a].model.spec for a in learning}
         played = next((a for a, s in slots.items() if s.model.adapters and s.kind == "llm"
-                       and s.model.model_copy(update={"adapters": None}) in bases.values()), None)
+                       and s.model.spec in bases.values()), None)
         if played is not None:
             raise ValueError(f"team.{played}.adapters: learning.method {method!r} trains adapters on this model "
                              f"for {', '.join(learning)}; a slot played back with trained adapters must be on "
@@ -187,5 +188,5 @@ def check_team(config: Any, names: list[str]) -> None:
         for key, what, on, instead in across:
             if on:
                 raise ValueError(f"{key} {what}, and the slots that learn are on several ({learning[0]} on "
-                                 f"{bases[learning[0]].spec}, {other} on {bases[other].spec}); use {instead}, or "
-                                 "put them on one model")
+                                 f"{bases[learning[0]]}, {other} on {bases[other]}); use {instead}, or put them "
+                                 "on one model")

@@ -26,8 +26,9 @@ def default_response_cache_path() -> Path:
     return Path(default_cache_dir()) / "responses.sqlite"
 
 
-def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
-    """The configured chat model and its response cache (None when caching is off)."""
+def build_chat_model(m: ModelConfig, engine: Any = None) -> tuple[Any, Any]:
+    """The configured chat model and its response cache (None when caching is off); a local
+    model on ``engine`` (a loaded `LocalLM` of the same spec) when given."""
     from marlang.models import SQLiteResponseCache, load_chat_model
 
     cache_path = Path(m.cache_path) if m.cache_path else default_response_cache_path()
@@ -36,6 +37,8 @@ def build_chat_model(m: ModelConfig) -> tuple[Any, Any]:
         "temperature": m.temperature, "top_p": m.top_p, "max_tokens": m.max_tokens,
         "timeout": m.timeout, "max_retries": m.max_retries, "cache": cache,
     }
+    if engine is not None:
+        params["engine"] = engine
     if m.spec.startswith("openai:"):
         params["token_limit_field"] = m.token_limit_field
     if m.spec.startswith(("openai:", "litellm:")):
@@ -137,10 +140,12 @@ def action_selection(config: ExperimentConfig, model: Any, agent: str | None = N
 
 
 def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
-    """The chat model of every LLM slot: ``model`` on the top-level model section, one loaded
-    per other model section (slots whose sections differ only in ``adapters`` share it)."""
+    """The chat model of every LLM slot: ``model`` on the top-level model section, one per other
+    model section (slots whose sections differ only in ``adapters`` share it). Local weights
+    are loaded once per spec: sections that differ in sampling settings share the engine."""
     loaded: dict[str, Any] = {}
     out: dict[str, Any] = {}
+    engines = {e.model_id: e for e in [getattr(model, "engine", None)] if e is not None}
     top = config.model.model_copy(update={"adapters": None})
     for name, slot in config.slots().items():
         if slot.kind != "llm":
@@ -152,9 +157,12 @@ def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
         key = section.model_dump_json()
         if key not in loaded:
             try:
-                loaded[key] = build_chat_model(section)[0]
+                loaded[key] = build_chat_model(section, engines.get(section.spec))[0]
             except ConfigError as err:
                 raise ConfigError(str(err).replace("'model.", f"'team.{name}.model.", 1)) from None
+            engine = getattr(loaded[key], "engine", None)
+            if engine is not None:
+                engines.setdefault(engine.model_id, engine)
         out[name] = loaded[key]
     return out
 
@@ -226,6 +234,12 @@ def check_play_back(config: ExperimentConfig) -> None:
                           f"{config.agents.kind!r} has none (unset model.adapters, or use agents.kind llm)")
 
 
+def _adapters_key(config: ExperimentConfig, name: str) -> str:
+    """The config key that gives slot ``name`` its adapters directory."""
+    own = config.team.get(name)
+    return f"team.{name}.adapters" if own is not None and own.adapters else "model.adapters"
+
+
 def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, Any]) -> dict[str, str]:
     """``model.adapters`` (or a slot's ``adapters``): those agents act with trained adapters
     (the ones that have one), loaded onto their slot's local model; one directory per model."""
@@ -239,7 +253,7 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
     for name, spec in wanted.items():
         if not spec:
             continue
-        key = f"team.{name}.adapters" if name in config.team else "model.adapters"
+        key = _adapters_key(config, name)
         engine = getattr(agents[name].model, "engine", None)
         if engine is None:
             raise ConfigError(f"{key} needs a local model (local:... or hf:...), not {config.slot(name).model.spec!r}")
@@ -249,9 +263,10 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
                               f"{held[2][0]} plays {held[1]} (put {name} on another model, or train them together)")
         held[2].append(name)
     for engine, spec, names in engines.values():
+        key = _adapters_key(config, names[0])
         on_engine = [a for a in agents if getattr(agents[a].model, "engine", None) is engine]
         try:
-            found = attach_trained_adapters(engine, spec, on_engine, team=config.agent_names())
+            found = attach_trained_adapters(engine, spec, on_engine, team=config.agent_names(), key=key)
         except ValueError as err:
             raise ConfigError(str(err)) from None
         hashes.update({a: h for a, h in found.items() if a in names})

@@ -92,8 +92,9 @@ class Experiment:
         self.cache: Any = cache
         self.model: Any = None
         self.slot_models: dict[str, Any] = {}
-        self.neural_slots: dict[str, Any] = {}
         """Each LLM slot's chat model (``self.model`` for slots on the top-level section)."""
+        self.neural_slots: dict[str, Any] = {}
+        """Each neural slot's trained policy (`NeuralPolicy`)."""
         self.learner: Learner | None = None
         self.agents: dict[str, Any] = {}
         self.runtime: RunLoop | None = None

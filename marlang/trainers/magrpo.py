@@ -3,12 +3,12 @@ training of an LLM team on the coding and reasoning tasks, one LoRA adapter per 
 
 Each problem of an iteration's rollout plan is played once, as the root of one tree
 (``magrpo_tree``): at every node all agents' G completions are sampled in one batched generate
-with per-row adapters, the env judges each joint answer from a restored snapshot (no copy of
-the env or its sandbox), returns are backed up and advantages taken against the siblings. The
-tree's first path (every agent's first completion at each turn) is recorded as the problem's
-training episode in ``episodes.jsonl`` (the loop plays none itself: ``records_rollouts``).
-Then each agent's adapter is trained on its completions with
-``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent at a time; the
+with per-row adapters (one per base model when slots are on several), the env judges each
+joint answer from a restored snapshot (no copy of the env or its sandbox), returns are backed
+up and advantages taken against the siblings. The tree's first path (every agent's first
+completion at each turn) is recorded as the problem's training episode in ``episodes.jsonl``
+(the loop plays none itself: ``records_rollouts``). Then each agent's adapter is trained on its
+completions with ``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent at a time; the
 adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
 With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
 name instead (``rollout_server``); under ``accelerate`` each process grows its own trees and the

@@ -13,12 +13,13 @@ under ``adapters/<iteration>/`` is loaded back after a resume or a candidate not
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
 import random
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
@@ -176,9 +177,11 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             raise ValueError("a central value head reads every agent's state on one base model; the slots that "
                              "learn are on several (use learning.value: agent)")
         self.team, self.engine = self.bases[0].team, self.bases[0].engine
-        self._initial = self._state_dict()
+        # copies: a state dict's tensors are views of the live weights, which training moves
+        self._initial = {k: v.detach().clone() for k, v in self._state_dict().items()}
         self._loaded = INITIAL_STATE
         self.optimizers = {unit: torch.optim.AdamW(self._param_groups(unit)) for unit in self._units()}
+        self._initial_optimizers = {u: copy.deepcopy(o.state_dict()) for u, o in self.optimizers.items()}
         return self.team
 
     def team_of(self, unit: str) -> TeamAdapters:
@@ -189,12 +192,13 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         """The local engine ``agent`` acts on (its slot's base model)."""
         return self._engines.get(agent, self.engine)
 
-    def _all_exclusive(self) -> contextlib.ExitStack:
+    @contextlib.contextmanager
+    def _all_exclusive(self) -> Iterator[None]:
         """Every base model held alone (in the order of ``bases``, the same everywhere)."""
-        stack = contextlib.ExitStack()
-        for base in self.bases:
-            stack.enter_context(base.engine.exclusive())
-        return stack
+        with contextlib.ExitStack() as stack:
+            for base in self.bases:
+                stack.enter_context(base.engine.exclusive())
+            yield
 
     def _state_dict(self) -> dict[str, Any]:
         """Every base's trainable tensors in one dict (their keys name the agents, so never
@@ -266,12 +270,17 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         if source == self._loaded:
             return
         if path is None:
-            weights, optimizers = self._initial, {}
+            weights, optimizers = self._initial, self._initial_optimizers
         else:
             if not Path(path).is_file():
                 raise FileNotFoundError(f"{self.name} state {path!r} of iteration {state.iteration} is missing")
             saved = load_tensors(path)
             weights, optimizers = saved["weights"], saved["optimizers"]
+        expected = set().union(*(base.keys for base in self.bases))
+        if set(weights) != expected:  # checked before any base changes
+            odd = sorted(set(weights) ^ expected)[:3]
+            raise ValueError(f"{self.name} state {path!r} does not match this team's adapters (differs in {odd}); "
+                             "resume with the config that trained it")
         with self._all_exclusive():
             for base in self.bases:
                 base.team.load_state_dict({k: v for k, v in weights.items() if k in base.keys})

@@ -47,15 +47,15 @@ def resolve_checkpoint(spec: str, key: str) -> tuple[Path, Path]:
 
 @contextlib.contextmanager
 def kept_random_state() -> Iterator[None]:
-    """Python's, NumPy's and torch's random generators as they were, whatever runs inside
-    (BenchMARL seeds all three when it builds an experiment)."""
-    states = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    """Python's, NumPy's and torch's random generators (CPU and CUDA) as they were, whatever
+    runs inside (BenchMARL seeds all of them when it builds an experiment)."""
+    states = random.getstate(), np.random.get_state()
     try:
-        yield
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_available() else []):
+            yield
     finally:
         random.setstate(states[0])
         np.random.set_state(states[1])
-        torch.random.set_rng_state(states[2])
 
 
 class NeuralPolicy:
@@ -84,6 +84,11 @@ class NeuralPolicy:
         if ours != theirs:
             raise ConfigError(f"{key}: {run_dir} trained on env {theirs[0]!r} with {theirs[1]} agents, and this run "
                               f"plays {ours[0]!r} with {ours[1]}; use a policy trained on this env")
+        for field in ("max_steps", "kwargs"):  # an observation may hold the step or the level's make-up
+            mine, its = getattr(config.env, field), getattr(trained.env, field)
+            if mine != its:
+                raise ConfigError(f"{key}: {run_dir} trained with env.{field} {its!r}, and this run has {mine!r}; "
+                                  f"its policy reads observations of that env (set env.{field} to {its!r})")
         scratch = Path(tempfile.mkdtemp(prefix="marlang-neural-slot-"))
         try:
             algorithm, model, experiment_config = benchmarl_configs(trained, scratch, checkpoint)
