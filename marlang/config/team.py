@@ -138,11 +138,12 @@ def check_team(config: Any, names: list[str]) -> None:
             what = "the env's reference agent" if own.kind == "scripted" else "its trained neural policy"
             raise ValueError(f"team.{agent}: a {own.kind} slot acts as {what} and has no model, adapters, policy "
                              "or role (remove them, or use kind: llm)")
-        if (own.kind == "neural") != (own.checkpoint is not None):
-            raise ValueError(f"team.{agent}: " + ("a neural slot plays the policy of a trained neural run: set "
-                             f"team.{agent}.checkpoint to its directory" if own.kind == "neural" else
-                             "checkpoint names the neural run that plays a slot of kind: neural (set kind: neural, "
-                             "or remove checkpoint)"))
+        if own.kind == "neural" and own.checkpoint is None:
+            raise ValueError(f"team.{agent}: a neural slot plays the policy of a trained neural run: set "
+                             f"team.{agent}.checkpoint to its directory")
+        if own.kind != "neural" and own.checkpoint is not None:
+            raise ValueError(f"team.{agent}: checkpoint names the neural run that plays a slot of kind: neural "
+                             "(set kind: neural, or remove checkpoint)")
     slots = config.slots()
     llm = [a for a, s in slots.items() if s.kind == "llm"]
     neural = [a for a, s in slots.items() if s.kind == "neural"]

@@ -8,8 +8,9 @@ joint answer from a restored snapshot (no copy of the env or its sandbox), retur
 up and advantages taken against the siblings. The tree's first path (every agent's first
 completion at each turn) is recorded as the problem's training episode in ``episodes.jsonl``
 (the loop plays none itself: ``records_rollouts``). Then each agent's adapter is trained on its
-completions with ``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent at a time; the
-adapters are saved under ``adapters/<iteration>/`` and the tree under ``trees/<iteration>.jsonl``.
+completions with ``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent
+at a time; the adapters are saved under ``adapters/<iteration>/`` and the tree under
+``trees/<iteration>.jsonl``.
 With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
 name instead (``rollout_server``); under ``accelerate`` each process grows its own trees and the
 gradients are summed.
@@ -263,8 +264,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
 
     def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
                 cache_depth: int = 0) -> list[list[Completion]]:
-        """G completions per (node, agent), in one batched generate per base model with per-row adapters,
-        each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
+        """G completions per (node, agent), in one batched generate per base model with per-row
+        adapters, each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
         that reply's conversation from its KV cache; replies at nodes whose children sit above
         ``cache_depth`` keep theirs."""
         from marlang.agents.answer_parsing import extract_answer
@@ -273,15 +274,17 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             return self._sample_remote(requests, iteration)
         options = self.options
         continues = any(r[4] is not None for r in requests)
-        batches: dict[int, tuple[Any, list[int], list[GenerationRequest]]] = {}  # per engine: rows
+        # per engine (base model): its output rows, its requests, and its template's turn suffix
+        batches: dict[int, tuple[Any, list[int], list[GenerationRequest], str]] = {}
         prompts = []
         for k, (node, tree, agent, obs, prior) in enumerate(requests):
             engine = self.engine_of(agent)
             # a frozen slot answers as it plays: the base model, or the adapters it plays back
             adapter = self.team_of(agent).adapter_for(agent) if agent in self._base_of \
                 else self.context.actors[agent].adapter
-            _engine, rows, batch = batches.setdefault(id(engine), (engine, [], []))
-            suffix = turn_suffix(engine) if continues else ""
+            if id(engine) not in batches:
+                batches[id(engine)] = (engine, [], [], turn_suffix(engine) if continues else "")
+            _engine, rows, batch, suffix = batches[id(engine)]
             messages, form, entry = self._messages(agent, obs)
             if prior is None:
                 prompt_ids = engine.encode(render_chat(engine, messages))
@@ -298,8 +301,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                     adapter=adapter,
                     past=prior.past if prior is not None else None))
         # one batched generate per base model (one in all unless slots are on several)
-        outs: list[Any] = [None] * sum(len(rows) for _e, rows, _b in batches.values())
-        for engine, rows, batch in batches.values():
+        outs: list[Any] = [None] * sum(len(rows) for _e, rows, _b, _s in batches.values())
+        for engine, rows, batch, _suffix in batches.values():
             for row, out in zip(rows, engine.generate(batch), strict=True):
                 outs[row] = out
         G = options.num_generations

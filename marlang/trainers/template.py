@@ -149,9 +149,13 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         on_engine: dict[int, list[str]] = {}
         for agent in trained:
             on_engine.setdefault(id(self._engines[agent]), []).append(agent)
+        value_heads = self.value_heads()
         if len(on_engine) > 1 and options.sharing == "shared":
             raise ValueError("learning.sharing 'shared' shares one adapter between slots on one base model; the "
                              "slots that learn are on several (use learning.sharing: per_agent)")
+        if len(on_engine) > 1 and value_heads is not None and value_heads.central:
+            raise ValueError("a central value head reads every agent's state on one base model; the slots that "
+                             "learn are on several (use learning.value: agent)")
         self.parallel = DataParallel()
         device = options.device
         if device == "auto":
@@ -159,7 +163,6 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         if device == "cuda" and self.parallel.active:
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         dtype = getattr(torch, options.dtype)
-        value_heads = self.value_heads()
         for agents in on_engine.values():
             engine = self._engines[agents[0]]
             team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
@@ -173,9 +176,6 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             self.bases.append(base)
             for key in (*agents, *([CENTRAL] if CENTRAL in team.value_heads else [])):
                 self._base_of[key] = base
-        if len(self.bases) > 1 and CENTRAL in self._base_of:
-            raise ValueError("a central value head reads every agent's state on one base model; the slots that "
-                             "learn are on several (use learning.value: agent)")
         self.team, self.engine = self.bases[0].team, self.bases[0].engine
         # copies: a state dict's tensors are views of the live weights, which training moves
         self._initial = {k: v.detach().clone() for k, v in self._state_dict().items()}
