@@ -409,6 +409,22 @@ def test_ppo_trains_slots_on_two_base_models_each_on_its_own_and_resumes_and_pla
     assert steps and all(not d["sampled"] for s in steps for d in s["decisions"].values())
 
 
+@pytest.mark.real_model
+def test_ppo_trains_the_embedded_model_and_a_second_local_model_side_by_side(tmp_path, two_bases):
+    """agent_0 on the embedded SmolLM2 and agent_1 on another local model both learn with PPO:
+    each adapter is trained and saved on its own base."""
+    c = config(env={"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2},
+               model={"spec": "local:smollm2", "cache": False, "max_tokens": 8},
+               agents={"chain_of_thought": False, "action_selection": "score"},
+               learning={"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4,
+                         "eval_episodes": 0, "lora": {"r": 4, "alpha": 8}},
+               team={"agent_1": {"model": {"spec": two_bases[1]}}})
+    result = Experiment(c, tmp_path / "run").run()
+    assert _adapter_bases(result.run_dir / "adapters" / "0") == {"agent_0": "local:smollm2", "agent_1": two_bases[1]}
+    rows = [json.loads(line) for line in (result.run_dir / "updates.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in rows} == {"agent_0", "agent_1"} and all(r["decisions"] > 0 for r in rows)
+
+
 def test_magrpo_samples_and_trains_each_slot_on_its_own_base_model(tmp_path, two_bases):
     a, b = two_bases
     c = config(env={"id": "code/humaneval", "n_agents": 2, "max_steps": 1,
