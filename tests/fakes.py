@@ -109,3 +109,27 @@ def langmarl_rule(messages: list[BaseMessage]) -> str:
     if "Write the improved policy" in prompt:
         return f"Updated policy: NEWPOLICY[{agent}] walk straight to the target."
     raise AssertionError(f"unexpected learner prompt: {prompt[:200]}")
+
+
+FLOAT_TOLERANCE = 1e-4
+"""Relative tolerance for model floats (log-probs, scores, values) computed in different batch
+compositions: a replay batches requests differently, and float32 results of a different batch
+are not bit-identical on every CPU."""
+
+
+def assert_same_record(got: Any, want: Any, path: str = "$", rel: float = FLOAT_TOLERANCE) -> None:
+    """Assert two JSON-like records are equal: every string, int, bool and key exactly, every
+    float within ``rel`` (relative, with the same absolute floor)."""
+    if isinstance(want, float) or isinstance(got, float):
+        assert isinstance(got, (int, float)) and isinstance(want, (int, float)), f"{path}: {got!r} != {want!r}"
+        assert abs(got - want) <= rel * max(1.0, abs(want)), f"{path}: {got!r} != {want!r} (rel {rel})"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{path}: keys {sorted(got)} != {sorted(want)}"
+        for key in want:
+            assert_same_record(got[key], want[key], f"{path}.{key}", rel)
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), f"{path}: {got!r} != {want!r}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same_record(g, w, f"{path}[{i}]", rel)
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"

@@ -8,11 +8,13 @@ import re
 
 import pytest
 
+from marlang import make_env
 from marlang.config import build_config
 from marlang.experiment import Experiment
 from marlang.learners import parse_credits
 from marlang.report import policies_text
 from marlang.rundir import RunDirectory
+from marlang.seeds import env_seeds
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
 AGENTS = ["agent_0", "agent_1", "agent_2"]
@@ -162,8 +164,21 @@ def test_accept_improved_rolls_back_a_worse_candidate_and_keeps_a_better_one(tmp
             return langmarl_rule(messages)
         return rule
 
+    def team_return(seed, action):
+        env = make_env("babyai/goto-obj", n_agents=3, max_steps=6)
+        env.reset(seed=seed)
+        total = 0.0
+        while env.agents:
+            total += sum(env.step({a: action for a in env.agents})[1].values())
+        return total
+
+    def forward_beats_spinning(run_seed):  # on the levels of the run seed's candidate check
+        seeds = env_seeds(run_seed, "eval", range(2))
+        return sum(team_return(s, "go forward") for s in seeds) > sum(team_return(s, "turn left") for s in seeds)
+
+    run_seed = next(s for s in range(100) if forward_beats_spinning(s))
     cfg = make_config(env={"max_steps": 6}, learning={"iterations": 1, "accept": "improved", "eval_rollouts": 2},
-                      agents={"policy": "Go forward."})
+                      agents={"policy": "Go forward."}, run={"seed": run_seed})
     worse = Experiment(cfg, tmp_path / "worse", chat_model=FakeRuleChatModel(rule=rule_for("SPIN in place"))).run()
     rd = RunDirectory(worse.run_dir)
     evaluation = rd.read_jsonl("updates.jsonl")[0]["evaluation"]

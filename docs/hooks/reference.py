@@ -56,8 +56,11 @@ NOTES: dict[str, str] = {
     "`runs/<run.name>-compare`).",
     "run.episodes": "Training episodes; with `learning.iterations` set it follows: iterations x K "
     "(see [Learners](../concepts/learners.md#iterations-and-episodes)).",
-    "run.seed": "Run seed: episode `e` uses environment seed `run.seed + e`; to run several, "
-    "give `run.seeds` (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
+    "run.seed": "Run seed: derives the run's own streams of environment seeds (training, candidate "
+    "checks; two run seeds share no level), its LLM sampling seeds and, unless set, `learning.seed`; "
+    "to run several, give `run.seeds` (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
+    "run.eval_seed": "Derives the held-out evaluation's environment seeds: one fixed set for every "
+    "`run.seed` unless changed (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
     "run.seeds": "E.g. `[0, 1, 2]`, distinct; the same as a grid over `run.seed`. A table row is "
     "the mean over seeds with its 95% t-interval over seeds. `marlang compare --seeds 0,1,2` sets "
     "it; a `run.seed` other than 0 must be one of them. See "

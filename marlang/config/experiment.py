@@ -63,6 +63,9 @@ class ExperimentConfig(_Section):
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
         check_team(self, names)
+        options = self.learning.options
+        if "seed" in type(options).model_fields and options.seed is None:
+            options.seed = self.run.seed  # a learner's own draws follow the run seed unless set
         if self.iterations_set:
             # The iterations decide the run's length: run.episodes follows them.
             total = self.learning.iterations * self.rollouts_per_iteration

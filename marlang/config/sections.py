@@ -314,7 +314,10 @@ class RunConfig(_Section):
     name: str = "run"
     episodes: int = Field(10, ge=1)
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
-    seed: int = 0
+    seed: StrictInt = Field(0, description="Derives the run's env seeds (its own stream per phase: "
+                            "two run seeds share no level; marlang.seeds) and its LLM sampling seeds.")
+    eval_seed: StrictInt = Field(0, description="Derives the held-out evaluation's env seeds: one fixed "
+                                 "set for every run.seed unless changed.")
     seeds: list[StrictInt] | None = Field(
         None,
         description="Run every setting once per seed, each run with run.seed set to one of them "

@@ -24,6 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from marlang.registry import LEARNERS
+from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
@@ -154,13 +155,14 @@ class Learner:
         """The episodes of one iteration: ``count`` fresh ones by default. Override for
         branched (same start, G samples) or fixed-length rollouts."""
         episodes = tuple(range(first_episode, first_episode + count))
-        return RolloutPlan(episodes, tuple(seed + e for e in episodes), tuple(None for _ in episodes))
+        return RolloutPlan(episodes, env_seeds(seed, "train", episodes), tuple(None for _ in episodes))
 
     def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
         """Held-out evaluation episodes of the policy of ``iteration`` (played before its
         rollouts, and after the last update: ``final``), or None (the default: no
-        evaluation). Their env seeds are never a training episode's; the policy acts
-        greedily (``prepare_rollout(state, "test")``)."""
+        evaluation). ``seed`` is ``run.eval_seed``: the held-out env seeds are its ``test``
+        stream (:mod:`marlang.seeds`), the same for every training seed and never a training
+        episode's; the policy acts greedily (``prepare_rollout(state, "test")``)."""
         return None
 
     @classmethod

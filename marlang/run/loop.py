@@ -28,6 +28,7 @@ from marlang.graphs.episode import SlotTeam, mixed_decider, run_episode, scripte
 from marlang.run.commit import commit_candidate, review_payload
 from marlang.run.record import RunRecord, episode_metrics
 from marlang.rundir import EVAL_EPISODE_BASE
+from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ class RunLoop:
         """Play the learner's held-out evaluation episodes of ``policy`` (phase ``test``)."""
         if self.learner is None or self.scripted:
             return []
-        plan = self.learner.evaluation_plan(policy.iteration, self.config.run.seed, final=final)
+        plan = self.learner.evaluation_plan(policy.iteration, self.config.run.eval_seed, final=final)
         if plan is None:
             return []
         await self.play(plan, policy, phase="test")
@@ -256,7 +257,7 @@ class RunLoop:
             return []
         n = self.options.eval_rollouts
         ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
-        seeds = tuple(self.config.run.seed + e for e in ids)
+        seeds = env_seeds(self.config.run.seed, "eval", [e - EVAL_EPISODE_BASE for e in ids])
         base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
         trial = PolicyState.from_dict(policy.to_dict())
         for a, text in changed.items():

@@ -133,13 +133,13 @@ async def replay_lost_episodes(graph: Any, loop: Any, snapshot: Any, notify: Any
             elif policy.iteration != pending:
                 unplayable += [e for e in plan.episodes if ("train", policy.iteration, e) not in on_disk]
             if not loop.scripted:
-                check(learner.evaluation_plan(policy.iteration, c.run.seed), policy, "test")
+                check(learner.evaluation_plan(policy.iteration, c.run.eval_seed), policy, "test")
         elif past.next == ("evaluate",) and state.get("candidate"):
             for plan, played_by in loop.evaluation_plans(policy, Candidate.from_dict(state["candidate"])):
                 check(plan, played_by, "eval")
     if not snapshot.next and loop.finished(snapshot.values) and not loop.scripted:
         final = PolicyState.from_dict(snapshot.values["policy"])
-        check(learner.evaluation_plan(final.iteration, c.run.seed, final=True), final, "test")
+        check(learner.evaluation_plan(final.iteration, c.run.eval_seed, final=True), final, "test")
     before = loop.played
     for plan, policy, phase in sorted(plays, key=lambda p: p[1].iteration):
         await loop.play(plan, policy, phase)

@@ -21,6 +21,7 @@ from pydantic import Field, field_validator
 from marlang.learners.base import LearnerOptions
 from marlang.models.chat_templates import render_chat
 from marlang.models.policy import ActionPolicy
+from marlang.seeds import env_seeds
 from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
 from marlang.trainers.distributed import launched_rank, launched_world_size
 from marlang.trainers.ppo_samples import DecisionSample, build_samples, gae
@@ -65,7 +66,8 @@ class PPOOptions(AdapterOptions):
         None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
         "agent, replacing the env's (shaped per-agent rewards); a hook that takes gamma= gets the "
         "learner's. Built in: 'marlang.envs.babyai.shaping:goal_progress' (BabyAI go-to).")
-    seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order.")
+    seed: int | None = Field(None, description="Seeds the adapters' initial weights and the minibatch order; "
+                             "None: run.seed (so each run seed is its own stream).")
 
     renamed: ClassVar[dict[str, str]] = {
         "clip": "clip_coef", "lam": "gae_lambda", "entropy_coef": "ent_coef", "value_coef": "vf_coef"}
@@ -121,7 +123,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         options = self.options
         plan = super().rollout_plan(iteration, first_episode, count, seed)
         world, rank = launched_world_size(), launched_rank()
-        seeds = plan.seeds if world == 1 else tuple(seed + e * world + rank for e in plan.episodes)
+        seeds = plan.seeds if world == 1 else env_seeds(seed, "train", [e * world + rank for e in plan.episodes])
         max_steps = None if options.steps is None else max(1, -(-options.steps // count))
         # Under a launcher each process plays its own episodes (seeds apart), K per process.
         return RolloutPlan(plan.episodes, seeds, plan.groups, max_steps=max_steps)

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from marlang.learners.base import Learner, LearnerOptions
 from marlang.rundir import TEST_EPISODE_BASE, atomic_write
+from marlang.seeds import env_seeds
 from marlang.trainers.adapters import (
     CENTRAL,
     LoraOptions,
@@ -72,7 +73,8 @@ class AdapterOptions(LearnerOptions):
     eval_episodes: int = Field(
         8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
     eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
-    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws.")
+    seed: int | None = Field(None, description="Seeds the adapters' initial weights and the update's random "
+                             "draws; None: run.seed (so each run seed is its own stream).")
 
 
 @dataclass
@@ -300,7 +302,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         if n == 0 or (iteration % options.eval_every and not final):
             return None
         ids = tuple(TEST_EPISODE_BASE + iteration * n + j for j in range(n))
-        seeds = tuple(seed + TEST_EPISODE_BASE + j for j in range(n))
+        seeds = env_seeds(seed, "test", range(n))  # seed: run.eval_seed
         return RolloutPlan(ids, seeds, tuple(None for _ in ids))
 
     def _adapters_dir(self, iteration: int) -> Path:

@@ -509,7 +509,8 @@ def test_each_problem_is_played_once_and_its_episode_is_the_trees_first_path(tmp
     from marlang import make_env
     from marlang.envs.tasks.coding import CodeTaskEnv
     from marlang.experiment import Experiment
-    from marlang.rundir import TEST_EPISODE_BASE, RunDirectory
+    from marlang.rundir import RunDirectory
+    from marlang.seeds import env_seeds
     from marlang.testing import tiny_chat_model
 
     resets: Counter[int] = Counter()
@@ -522,12 +523,17 @@ def test_each_problem_is_played_once_and_its_episode_is_the_trees_first_path(tmp
     monkeypatch.setattr(CodeTaskEnv, "reset", counting_reset)
     config = _team_config()
     result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
-    train = {s: n for s, n in resets.items() if s < TEST_EPISODE_BASE}
-    # seeds 0..3 are the 2 iterations x 2 problems; seed 0 once more: the config's check of the env
-    assert train == {0: 2, 1: 1, 2: 1, 3: 1}
+    held_out = set(env_seeds(0, "test", range(8)))
+    train = {s: n for s, n in resets.items() if s not in held_out}
+    # the run seed's training stream: 2 iterations x 2 problems; seed 0: the config's check of the env
+    s0, s1, s2, s3 = env_seeds(0, "train", range(4))
+    assert train == {0: 1, s0: 1, s1: 1, s2: 1, s3: 1}
     rd = RunDirectory(result.run_dir)
     episodes = [d for d in rd.load_episode_dicts() if d["phase"] == "train"]
-    assert [(d["episode"], d["iteration"], d["seed"]) for d in episodes] == [(0, 0, 0), (1, 0, 1), (2, 1, 2), (3, 1, 3)]
+    assert [(d["episode"], d["iteration"], d["seed"]) for d in episodes] == [(0, 0, s0), (1, 0, s1), (2, 1, s2),
+                                                                            (3, 1, s3)]
+    # consecutive seeds of a stream cover the problems once per iteration
+    assert {s0 % 2, s1 % 2} == {s2 % 2, s3 % 2} == {0, 1}
     env = make_env("code/humaneval", n_agents=2, structure="joint", task_ids=["HumanEval/0", "HumanEval/2"],
                    max_steps=1)  # an env outside the run, for the observations
     for iteration in (0, 1):

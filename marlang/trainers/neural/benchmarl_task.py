@@ -16,6 +16,8 @@ from pettingzoo import ParallelEnv
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
+from marlang.seeds import env_seed
+
 GROUP = "agents"
 """The one agent group: every agent's tensors are stacked under this key."""
 
@@ -189,8 +191,9 @@ class MarlangTask(PettingZooClass):
 
     def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None,
                     device: Any) -> Callable[[], EnvBase]:
-        # BenchMARL builds the n_envs collection envs from one function: each gets its own seed,
-        # so they do not replay the same episodes.
+        # BenchMARL builds the n_envs collection envs from one function: each gets its own seed
+        # of the run seed's training stream, so they do not replay the same episodes, nor
+        # another run seed's.
         offsets = itertools.count()
 
         def make() -> EnvBase:
@@ -199,7 +202,7 @@ class MarlangTask(PettingZooClass):
                 warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
                 return DirectPettingZooWrapper(
                     env, group_map={GROUP: list(env.possible_agents)}, return_state=True,
-                    categorical_actions=True, seed=None if seed is None else seed + next(offsets),
+                    categorical_actions=True, seed=None if seed is None else env_seed(seed, "train", next(offsets)),
                     device=device,
                 )
 

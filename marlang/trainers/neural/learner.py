@@ -33,7 +33,8 @@ from marlang.credit.dataset import TimestepWriter
 from marlang.learners import learner_entry
 from marlang.plots import plot_iteration_curves
 from marlang.report import summarize_episodes
-from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory, package_versions
+from marlang.rundir import RunDirectory, package_versions
+from marlang.seeds import env_seed
 from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
 from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback, StopWhenAsked
 from marlang.trainers.neural.options import NeuralOptions, NeuralPPOOptions
@@ -304,7 +305,8 @@ class BenchmarlTraining:
     @torch.no_grad()
     def evaluate(self, experiment: BenchmarlExperiment) -> list[dict[str, Any]]:
         """Play ``learning.evaluation_episodes`` greedy episodes (most likely action; no
-        exploration), env seeds ``run.seed + 1_000_000 + i``; one ``metrics.csv`` row each."""
+        exploration) on the held-out env seeds (``run.eval_seed``'s ``test`` stream, the ones an
+        LLM learner's held-out evaluation plays); one ``metrics.csv`` row each."""
         task = experiment.task
         env = task.get_env_fun(1, False, None, experiment.config.sampling_device)()
         max_steps = task.max_steps(env)
@@ -313,7 +315,7 @@ class BenchmarlTraining:
         try:
             with set_exploration_type(ExplorationType.DETERMINISTIC):
                 for i in range(self.options.evaluation_episodes):
-                    seed = self.config.run.seed + EVAL_EPISODE_BASE + i
+                    seed = env_seed(self.config.run.eval_seed, "test", i)
                     start = env.reset(seed=seed)
                     td = env.rollout(max_steps, policy=experiment.policy, auto_reset=False, tensordict=start,
                                      auto_cast_to_device=True, break_when_any_done=True)
@@ -355,7 +357,7 @@ class BenchmarlTraining:
             "max_steps": c.env.max_steps,
             "seed": c.run.seed,
             "frames": evaluation.get("frames"),
-            "evaluation": "greedy policy, env seeds run.seed + 1000000 + i",
+            "evaluation": f"greedy policy, the held-out env seeds of run.eval_seed {c.run.eval_seed}",
             "agents": "neural",
             "success_defined": success_defined(c.env.id),
         })
