@@ -56,13 +56,15 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
         shift = (i - (len(curves) - 1) / 2) * dodge
         xs = [float(r[x_key]) + shift for r in rows]
         means = [r["return_mean"] if r.get("return_mean") is not None else math.nan for r in rows]
-        cis = [r["return_ci95"] if r.get("return_ci95") is not None else 0.0 for r in rows]
+        lows = [r["return_low"] if r.get("return_low") is not None else m for r, m in zip(rows, means)]
+        highs = [r["return_high"] if r.get("return_high") is not None else m for r, m in zip(rows, means)]
         every = max(1, len(xs) // 12)  # a marker on every point of a 100-batch curve hides the line
         ax_r.plot(xs, means, marker=marker, color=color, label=name, markevery=every, markersize=4)
-        ax_r.fill_between(xs, [m - c for m, c in zip(means, cis)], [m + c for m, c in zip(means, cis)],
-                          color=color, alpha=0.15)
+        # the interval each row carries (none: "n too small"), inside the return's range
+        ax_r.fill_between(xs, lows, highs, color=color, alpha=0.15)
         if len(xs) == 1:  # a band needs two points: one point shows its interval as an error bar
-            ax_r.errorbar(xs, means, yerr=cis, fmt="none", ecolor=color, capsize=3, alpha=0.7)
+            below, above = [m - lo for m, lo in zip(means, lows)], [h - m for m, h in zip(means, highs)]
+            ax_r.errorbar(xs, means, yerr=[below, above], fmt="none", ecolor=color, capsize=3, alpha=0.7)
         evals = [(float(r[x_key]) + shift, r["eval_return"]) for r in rows if r.get("eval_return") is not None]
         if final and name in final:
             fx, fy = final[name]

@@ -1,5 +1,5 @@
-"""Summaries and tables of runs: means with 95% confidence intervals per setting (the plots
-are drawn by :mod:`marlang.plots`).
+"""Summaries and tables of runs: means with 95% intervals inside each quantity's range per
+setting (:mod:`marlang.intervals`; the plots are drawn by :mod:`marlang.plots`).
 
 Works from the per-episode metrics stored in ``episodes.jsonl``, so ``marlang report``
 can rebuild everything from a run directory alone.
@@ -13,83 +13,47 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from marlang.intervals import BOOTSTRAP, MIN_N, STRATIFIED, mean_interval, pooled_interval, show, wilson_interval
 from marlang.plots import MARKERS, iteration_figure, plot_iteration_curves
 
 __all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in marlang.plots; kept here
 
-_Q95 = 0.975
-"""Upper quantile of a two-sided 95% interval."""
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def mean_ci(values: Sequence[float]) -> dict[str, float | None]:
-    """Mean and the half-width of its 95% t-interval (0 for fewer than two values).
-
-    Undefined statistics are None (written as JSON null): both for no values, and a
-    non-finite result (a NaN or infinite value among them).
-    """
-    n = len(values)
-    if n == 0:
-        return {"mean": None, "ci95": None, "n": 0}
-    m = sum(values) / n
-    if n < 2:
-        return {"mean": _finite(m), "ci95": 0.0 if math.isfinite(m) else None, "n": n}
-    from scipy import stats
-
-    var = sum((v - m) ** 2 for v in values) / (n - 1)
-    t = float(stats.t.ppf(_Q95, n - 1))
-    return {"mean": _finite(m), "ci95": _finite(t * math.sqrt(var / n)), "n": n}
-
-
-def wilson_ci(successes: int, n: int) -> dict[str, float | None]:
-    """Success rate with its 95% Wilson score interval (sound for small n and rates near 0/1).
-
-    For no trials every statistic is None (JSON null).
-    """
-    if n == 0:
-        return {"mean": None, "low": None, "high": None, "n": 0}
-    from scipy import stats
-
-    z = float(stats.norm.ppf(_Q95))
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # At p = 0 or 1 the bound is exactly 0 or 1; rounding would leave 0.9999999999999999.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return {"mean": p, "low": low, "high": high, "n": n}
-
-
 def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Aggregate per-episode metric rows into the summary of one setting."""
+    """Aggregate per-episode metric rows into the summary of one setting: the success rate
+    with its Wilson interval, every other mean with its bootstrap percentile interval."""
     n = len(rows)
     successes = sum(1 for r in rows if r["success"])
     decisions = sum(r["decisions"] for r in rows)
     invalid = sum(r["invalid_actions"] for r in rows)
     return {
         "episodes": n,
-        "success_rate": wilson_ci(successes, n),
-        "steps": mean_ci([r["steps"] for r in rows]),
-        "steps_when_solved": mean_ci([r["steps"] for r in rows if r["success"]]),
-        "return": mean_ci([r["return"] for r in rows]),
+        "levels": len({r["seed"] for r in rows if r.get("seed") is not None}),
+        "success_rate": wilson_interval(successes, n),
+        "steps": mean_interval([r["steps"] for r in rows]),
+        "steps_when_solved": mean_interval([r["steps"] for r in rows if r["success"]]),
+        "return": mean_interval([r["return"] for r in rows]),
         "invalid_action_rate": {
             "mean": invalid / decisions if decisions else 0.0,
-            "ci95": mean_ci([r["invalid_rate"] for r in rows])["ci95"],
             "invalid": invalid,
             "decisions": decisions,
         },
-        "llm_calls_per_episode": mean_ci([r["llm_calls"] for r in rows]),
-        "tokens_per_episode": mean_ci([r["tokens_in"] + r["tokens_out"] for r in rows]),
+        "llm_calls_per_episode": mean_interval([r["llm_calls"] for r in rows]),
+        "tokens_per_episode": mean_interval([r["tokens_in"] + r["tokens_out"] for r in rows]),
+        # each episode's figures, in episode order: a row pooling seeds resamples them by seed
+        "per_episode": {
+            "success_rate": [float(bool(r["success"])) for r in rows],
+            "steps": [r["steps"] for r in rows],
+            "steps_when_solved": [r["steps"] for r in rows if r["success"]],
+            "return": [r["return"] for r in rows],
+            "llm_calls_per_episode": [r["llm_calls"] for r in rows],
+            "tokens_per_episode": [r["tokens_in"] + r["tokens_out"] for r in rows],
+        },
     }
 
 
 def paired_change(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any] | None:
     """After minus before on the episodes both played (matched by ``seed``): the mean change
-    in success and in return with their 95% t-intervals over the per-seed differences, and
+    in success and in return with their 95% bootstrap intervals over the per-level differences, and
     how many episodes were solved only after (``gained``) or only before (``lost``).
 
     Pairing removes the spread between seeds (easy and hard starts), so a change that two
@@ -102,8 +66,9 @@ def paired_change(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> 
     returns = [float(b["return"]) - float(a["return"]) for a, b in pairs]
     return {
         "episodes": len(pairs),
-        "success": mean_ci(success),
-        "return": mean_ci(returns),
+        "success": mean_interval(success),
+        "return": mean_interval(returns),
+        "per_episode": {"success": success, "return": returns},
         "gained": sum(1 for d in success if d > 0),
         "lost": sum(1 for d in success if d < 0),
     }
@@ -116,17 +81,12 @@ def _defined(*values: Any) -> bool:
 
 
 def _pm(stat: dict[str, Any], digits: int = 1) -> str:
-    if stat.get("n", 1) == 0 or not _defined(stat.get("mean"), stat.get("ci95")):
-        return "-"
-    return f"{stat['mean']:.{digits}f} ± {stat['ci95']:.{digits}f}"
+    """``mean [low, high]`` (the interval the statistic carries), or says n is too small."""
+    return show(stat, digits)
 
 
 def _rate(stat: dict[str, Any]) -> str:
-    if "ci95" in stat:  # a pooled row's: the mean over seeds with its t-interval
-        return _pm(stat, 2)
-    if stat.get("n", 1) == 0 or not _defined(stat.get("mean"), stat.get("low"), stat.get("high")):
-        return "-"
-    return f"{stat['mean']:.2f} [{stat['low']:.2f}, {stat['high']:.2f}]"
+    return show(stat, 2)
 
 
 TABLE_HEADERS = [
@@ -135,16 +95,29 @@ TABLE_HEADERS = [
 ]
 
 
+def _episodes(summary: dict[str, Any]) -> str:
+    levels = summary.get("levels")
+    return f"{summary['episodes']} ({levels} levels)" if isinstance(levels, int) else str(summary["episodes"])
+
+
+def _return(stat: dict[str, Any]) -> str:
+    shown = _pm(stat, 3)
+    if isinstance(stat, dict) and _defined(stat.get("iqm")):
+        iqm = {"mean": stat["iqm"], "low": stat.get("iqm_low"), "high": stat.get("iqm_high"), "n": stat.get("n")}
+        shown += f"; IQM {show(iqm, 3)}"
+    return shown
+
+
 def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
     rows = []
     for name, s in summaries.items():
         rows.append([
             name,
-            str(s["episodes"]),
+            _episodes(s),
             _rate(s["success_rate"]),
             _pm(s["steps"]),
             _pm(s["steps_when_solved"]),
-            _pm(s["return"], 3),
+            _return(s["return"]),
             f"{100 * s['invalid_action_rate']['mean']:.1f}%",
             _pm(s["llm_calls_per_episode"]),
             _pm(s["tokens_per_episode"], 0),
@@ -190,8 +163,11 @@ def _eval_success_change(summary: dict[str, Any]) -> str:
     shown = _evaluation(summary, _eval_success)
     change = summary.get("evaluation_change")
     if isinstance(change, dict) and isinstance(change.get("success"), dict) and _defined(
-            change["success"].get("mean"), change["success"].get("ci95")):
-        shown += f"; paired {change['success']['mean']:+.2f} ± {change['success']['ci95']:.2f}"
+            change["success"].get("mean")):
+        stat = change["success"]
+        shown += f"; paired {stat['mean']:+.2f}" + (
+            f" [{stat['low']:+.2f}, {stat['high']:+.2f}]" if _defined(stat.get("low"), stat.get("high"))
+            else f" ({stat.get('interval') or 'no interval'})")
     return shown
 
 
@@ -226,8 +202,10 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     body = tabulate(rows, headers=headers, tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
-        "metric of the conversation-protocol paper; return: the team's reward per episode; "
-        "± is the 95% t-interval half-width."
+        "metric of the conversation-protocol paper; return: the team's reward per episode. "
+        "Intervals are 95% and stay inside each quantity's range: success rate, Wilson; steps, "
+        f"return, LLM calls and tokens, {BOOTSTRAP} over the episodes; fewer than {MIN_N} values "
+        "say 'n too small' instead of an interval. levels: distinct env seeds among the episodes."
     )
     if evaluated:
         note += (" The other columns are over a run's own episodes (a learner's: its training "
@@ -238,9 +216,14 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                      "success over the same held-out seeds with its 95% interval (paired)")
         note += " (compare learners by these)."
     if any("seeds" in s for s in summaries.values()):
-        note += (" A row named (N seeds) pools its setting's runs: each figure is the mean over the "
-                 "seeds of each seed's own mean, ± the 95% t-interval over seeds (the success rate "
-                 "too); episodes: of all its seeds.")
+        note += (" A row named (N seeds) pools its setting's runs: each figure is the mean of all "
+                 f"its seeds' episodes with the {STRATIFIED} (episodes resampled within each seed; "
+                 "the success rate too), and the return column adds the interquartile mean (IQM) "
+                 "with the same interval; episodes and levels: of all its seeds. Each seed's own "
+                 "mean is in summary.json (seeds).")
+    held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
+    if evaluated and held:
+        note += " Held-out set: " + "; ".join(sorted(held)) + "."
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
 
 
@@ -258,17 +241,18 @@ def iteration_row(
     evaluation: dict[str, Any] | None = None,
     accepted: Sequence[bool] = (),
 ) -> dict[str, Any]:
-    """One row of ``iterations.csv``: the iteration's rollouts (mean return with its 95% CI,
+    """One row of ``iterations.csv``: the iteration's rollouts (mean return with its 95% bootstrap interval,
     success rate with its Wilson interval), the update's outcome, and LLM calls and tokens
     per role (rollouts, update and checks of this iteration, read from ``llm_calls.csv``)."""
     returns = [t.team_return for t in trajectories]
-    ret = mean_ci(returns)
-    sr = wilson_ci(sum(1 for t in trajectories if t.success), len(trajectories))
+    ret = mean_interval(returns)
+    sr = wilson_interval(sum(1 for t in trajectories if t.success), len(trajectories))
     row: dict[str, Any] = {
         "iteration": iteration,
         "episodes": len(trajectories),
         "return_mean": ret["mean"],
-        "return_ci95": ret["ci95"],
+        "return_low": ret["low"],
+        "return_high": ret["high"],
         "success_rate": sr["mean"],
         "success_low": sr["low"],
         "success_high": sr["high"],
@@ -317,34 +301,42 @@ def seed_of(name: str) -> str:
     return found.group(0).strip(" ,").partition("=")[2].strip() if found else name
 
 
-POOLED_STATS = ("steps", "steps_when_solved", "return", "llm_calls_per_episode", "tokens_per_episode")
-"""Statistics of a summary that a pooled row gives as the mean over seeds of each seed's mean."""
+POOLED_STATS = ("success_rate", "steps", "steps_when_solved", "return", "llm_calls_per_episode",
+                "tokens_per_episode")
+"""Statistics a pooled row gives over all its seeds' episodes (stratified by seed)."""
 
 SETTING_KEYS = ("env_id", "model", "learner", "max_steps", "agents", "success_defined", "frames",
-                "critic", "reward_hook")
+                "critic", "reward_hook", "held_out")
 """Keys that say what a setting is (the same for each of its seeds): a pooled row keeps them."""
 
 
-def _over_seeds(stats: Sequence[Any]) -> dict[str, float | None]:
-    """:func:`mean_ci` of the seeds' means (seeds whose statistic is undefined are left out)."""
-    means = [float(s["mean"]) for s in stats if isinstance(s, dict) and _defined(s.get("mean"))]
-    return mean_ci(means)
+def _over_seeds(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """:func:`pooled_interval` of every seed's episodes' ``key`` (a summary's ``per_episode``);
+    summaries without them (written before they were kept) give the mean of the seeds' means
+    with no interval."""
+    strata = [(r.get("per_episode") or {}).get(key) for r in runs]
+    if all(isinstance(v, list) for v in strata):
+        return pooled_interval(strata)
+    means = [float(r[key]["mean"]) for r in runs if isinstance(r.get(key), dict) and _defined(r[key].get("mean"))]
+    return {"mean": sum(means) / len(means) if means else None, "low": None, "high": None, "n": len(means),
+            "interval": "no episodes kept"}
 
 
 def _pooled_evaluation(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"iteration": max(int(r.get("iteration") or 0) for r in runs),
             "episodes": sum(int(r.get("episodes") or 0) for r in runs),
-            "return": _over_seeds([r.get("return") for r in runs]),
-            "success_rate": _over_seeds([r.get("success_rate") for r in runs])}
+            "return": _over_seeds(runs, "return"),
+            "success_rate": _over_seeds(runs, "success_rate")}
 
 
 def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """One row per setting over its seeds, named as :func:`pool_seeds` names its curve: settings
     whose names differ only in ``run.seed`` become ``NAME (N seeds)``, whose statistics (return,
     success rate, steps, LLM calls, tokens, the held-out evaluation and its paired change) are
-    the mean over seeds of each seed's mean, with the 95% t-interval over seeds (``n``: the
-    seeds); ``episodes`` counts every seed's. ``seeds`` keeps each seed's own summary, by seed.
-    Settings with one seed are kept as they are."""
+    over all its seeds' episodes, with the mean and IQM and their stratified bootstrap intervals
+    (:func:`marlang.intervals.pooled_interval`); ``episodes`` counts every seed's, ``levels``
+    their distinct env seeds. ``seeds`` keeps each seed's own summary, by seed. Settings with
+    one seed are kept as they are."""
     pooled: dict[str, dict[str, Any]] = {}
     for label, names in seed_groups(summaries).items():
         runs = [summaries[n] for n in names]
@@ -352,14 +344,16 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
             pooled[label] = runs[0]
             continue
         row: dict[str, Any] = {"setting": label, "episodes": sum(int(r.get("episodes") or 0) for r in runs)}
+        if all(isinstance(r.get("levels"), int) for r in runs):
+            row["levels"] = sum(r["levels"] for r in runs)  # run seeds share no level
         row.update({k: runs[0][k] for k in SETTING_KEYS if k in runs[0]})
-        row["success_rate"] = _over_seeds([r.get("success_rate") for r in runs])
         for key in POOLED_STATS:
-            row[key] = _over_seeds([r.get(key) for r in runs])
+            row[key] = _over_seeds(runs, key)
         invalid = [r.get("invalid_action_rate") or {} for r in runs]
-        row["invalid_action_rate"] = {**_over_seeds(invalid),
-                                      "invalid": sum(int(i.get("invalid") or 0) for i in invalid),
-                                      "decisions": sum(int(i.get("decisions") or 0) for i in invalid)}
+        count, decisions = sum(int(i.get("invalid") or 0) for i in invalid), sum(int(i.get("decisions") or 0)
+                                                                                 for i in invalid)
+        row["invalid_action_rate"] = {"mean": count / decisions if decisions else 0.0, "invalid": count,
+                                      "decisions": decisions}
         for key in ("evaluation", "evaluation_initial"):
             found = [_held_out(r, key) for r in runs]
             if all(found):
@@ -370,8 +364,8 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
         if all(isinstance(c, dict) for c in changes):
             row["evaluation_change"] = {
                 "episodes": sum(int(c.get("episodes") or 0) for c in changes),
-                "success": _over_seeds([c.get("success") for c in changes]),
-                "return": _over_seeds([c.get("return") for c in changes]),
+                "success": _over_seeds(changes, "success"),
+                "return": _over_seeds(changes, "return"),
                 "gained": sum(int(c.get("gained") or 0) for c in changes),
                 "lost": sum(int(c.get("lost") or 0) for c in changes)}
         row["seeds"] = {seed_of(n): r for n, r in zip(names, runs, strict=True)}
@@ -384,9 +378,10 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[float, float]] | None]:
     """One curve per setting over its seeds: settings whose names differ only in
     ``run.seed`` become ``NAME (N seeds)``, and at each x (frames, else iteration) the mean
-    over the seeds that reached it of the return (``return_ci95``: the 95% t-interval of those
-    seeds' returns), success rate and greedy evaluation return; ``final`` (closing greedy
-    evaluations) is averaged too. Curves with one seed are kept as they are."""
+    over the seeds that reached it of the return (``return_low``/``return_high``: the bootstrap
+    interval over those seeds' returns; none below five seeds), success rate and greedy
+    evaluation return; ``final`` (closing greedy evaluations) is averaged too. Curves with one
+    seed are kept as they are."""
     pooled: dict[str, list[dict[str, Any]]] = {}
     pooled_final: dict[str, tuple[float, float]] = {}
     for label, names in seed_groups(curves).items():
@@ -406,8 +401,8 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
             def values(key: str, group: list[dict[str, Any]] = at[x]) -> list[float]:
                 return [float(r[key]) for r in group if r.get(key) is not None and math.isfinite(float(r[key]))]
 
-            ret, evals, rates = mean_ci(values("return_mean")), values("eval_return"), values("success_rate")
-            rows.append({x_key: x, "return_mean": ret["mean"], "return_ci95": ret["ci95"],
+            ret, evals, rates = mean_interval(values("return_mean")), values("eval_return"), values("success_rate")
+            rows.append({x_key: x, "return_mean": ret["mean"], "return_low": ret["low"], "return_high": ret["high"],
                          "success_rate": sum(rates) / len(rates) if rates else None,
                          "eval_return": sum(evals) / len(evals) if evals else None})
         pooled[label] = rows

@@ -62,10 +62,10 @@ def test_comparison_and_run_summaries_are_strict_json(tmp_path):
     assert run_summary["steps_when_solved"]["mean"] is None
     # A summary written before undefined values were null (NaN) is cleaned on the way through.
     legacy = tmp_path / "cmp" / "ref" / "summary.json"
-    legacy.write_text(legacy.read_text().replace('"ci95": null', '"ci95": NaN'))
+    legacy.write_text(legacy.read_text().replace('"low": null', '"low": NaN'))
     write_comparison(tmp_path / "cmp")
     table = strict(tmp_path / "cmp" / "summary.json")
-    assert table["babyai/goto-obj"]["scripted, 1 steps"]["steps_when_solved"]["ci95"] is None
+    assert table["babyai/goto-obj"]["scripted, 1 steps"]["steps_when_solved"]["low"] is None
 
 
 def test_a_comparison_shows_its_own_grid_and_names_earlier_runs_in_its_folder(tmp_path):
@@ -209,7 +209,7 @@ def _scripted_seeds(tmp_path):
 def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
     import json
 
-    from marlang.report import mean_ci
+    from marlang.intervals import pooled_interval, show
 
     result = _scripted_seeds(tmp_path)
     out = tmp_path / "cmp"
@@ -225,11 +225,11 @@ def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
                                 .read_text()) for seed in (0, 1)}
         assert set(row["seeds"]) == {"0", "1"} and row["seeds"]["1"] == own[1]
         for key in ("return", "steps", "success_rate"):
-            assert row[key] == mean_ci([own[0][key]["mean"], own[1][key]["mean"]]), key  # over seeds
-        assert row["episodes"] == 6
-        mean, ci = row["return"]["mean"], row["return"]["ci95"]
+            # all the seeds' episodes, resampled within each seed
+            assert row[key] == pooled_interval([own[0]["per_episode"][key], own[1]["per_episode"][key]]), key
+        assert row["episodes"] == 6 and row["levels"] == 6  # the two seeds share no level
         line = next(r for r in result.table.splitlines() if r.startswith(f"| scripted, {steps} steps (2 seeds) "))
-        assert f"{mean:.3f} ± {ci:.3f}" in line
+        assert show(row["return"], 3) in line and "IQM" in line
     assert own[0]["return"]["mean"] != own[1]["return"]["mean"]  # the seeds differ: a real interval
     written = json.loads((out / "summary.json").read_text())["babyai/goto-obj"]
     assert written["scripted, 12 steps (2 seeds)"]["seeds"]["0"]["setting"] == "scripted, 12 steps, run.seed=0"
@@ -260,5 +260,5 @@ def test_llm_settings_pool_their_seeds_beside_a_reference_run_once(tmp_path, mon
     result = compare_module.run_comparison(base, [("protocol", ["none", "alternating-1"])], tmp_path / "cmp")
     rows = result.summaries["babyai/goto-obj"]
     assert list(rows) == ["none, static (2 seeds)", "alternating-1, static (2 seeds)", "scripted", "scripted, 2 steps"]
-    assert "seeds" not in rows["scripted"] and rows["none, static (2 seeds)"]["llm_calls_per_episode"]["n"] == 2
+    assert "seeds" not in rows["scripted"] and rows["none, static (2 seeds)"]["llm_calls_per_episode"]["n"] == 4
     assert "| none, static (2 seeds) " in result.table

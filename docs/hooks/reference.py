@@ -62,7 +62,8 @@ NOTES: dict[str, str] = {
     "run.eval_seed": "Derives the held-out evaluation's environment seeds: one fixed set for every "
     "`run.seed` unless changed (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
     "run.seeds": "E.g. `[0, 1, 2]`, distinct; the same as a grid over `run.seed`. A table row is "
-    "the mean over seeds with its 95% t-interval over seeds. `marlang compare --seeds 0,1,2` sets "
+    "over all its seeds' episodes: the mean and IQM with stratified bootstrap intervals. "
+    "`marlang compare --seeds 0,1,2` sets "
     "it; a `run.seed` other than 0 must be one of them. See "
     "[Compare settings and seeds](../howto/many-seeds.md#seeds).",
     "run.progress": "Show a progress bar of the episodes.",

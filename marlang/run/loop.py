@@ -233,18 +233,18 @@ class RunLoop:
         episodes (same seeds) with the current ones, and keep the candidate only if its mean
         return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
         against the iteration's own rollouts, a candidate drawn easier levels would win."""
-        from marlang.report import mean_ci
+        from marlang.intervals import mean_interval
 
         plans = self.evaluation_plans(policy, candidate)
         if not plans:
-            baseline = mean_ci([t.team_return for t in self.trajectories(episodes)])["mean"]
+            baseline = mean_interval([t.team_return for t in self.trajectories(episodes)])["mean"]
             return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
         for plan, played_by in plans:
             await self.play(plan, played_by, phase="eval")
         (base, _), (trial, _) = plans
         base_ids, ids = base.episodes, trial.episodes
-        baseline = mean_ci([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
-        value = mean_ci([t.team_return for t in self.trajectories(list(ids))])["mean"]
+        baseline = mean_interval([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
+        value = mean_interval([t.team_return for t in self.trajectories(list(ids))])["mean"]
         accepted = value is not None and (baseline is None or value >= baseline)
         return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted,
                 "episodes": list(ids), "baseline_episodes": list(base_ids)}

@@ -231,15 +231,15 @@ class RunRecord:
     def test_columns(self, iteration: int) -> dict[str, Any]:
         """``iterations.csv`` columns of the held-out evaluation of the policy that played
         ``iteration``'s rollouts (none where the learner does not evaluate)."""
-        from marlang.report import mean_ci, wilson_ci
+        from marlang.intervals import mean_interval, wilson_interval
 
         rows = self.test_rows().get(iteration)
         if not rows:
             return {}
-        ret = mean_ci([r["return"] for r in rows])
-        sr = wilson_ci(sum(1 for r in rows if r["success"]), len(rows))
-        return {"test_episodes": len(rows), "test_return_mean": ret["mean"], "test_return_ci95": ret["ci95"],
-                "test_success_rate": sr["mean"]}
+        ret = mean_interval([r["return"] for r in rows])
+        sr = wilson_interval(sum(1 for r in rows if r["success"]), len(rows))
+        return {"test_episodes": len(rows), "test_return_mean": ret["mean"], "test_return_low": ret["low"],
+                "test_return_high": ret["high"], "test_success_rate": sr["mean"]}
 
     # iterations ---------------------------------------------------------------------------
     def append_iteration_rows(self, name: str, iteration: int, rows: list[dict[str, Any]]) -> None:
@@ -284,7 +284,8 @@ class RunRecord:
                  learner: str, cache: Any = None) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the episodes and iterations."""
         rd = self.run_dir
-        rows = self.episodes.metrics_rows("train")
+        iterations = rd.read_iterations()
+        rows = with_sampling_cost(self.episodes.metrics_rows("train"), iterations)
         summary = summarize_episodes(rows) if rows else {"episodes": 0}
         summary["setting"] = setting
         summary["env_id"] = config.env.id
@@ -303,7 +304,8 @@ class RunRecord:
             if change is not None:
                 # the same held-out seeds before and after: the change per seed, with its interval
                 summary["evaluation_change"] = change
-        iterations = rd.read_iterations()
+            summary["held_out"] = (f"run.eval_seed {config.run.eval_seed}'s {len(tests[last])} levels, "
+                                   "the same for every run.seed")
         if iterations:
             summary["iterations"] = iterations
             summary["credit_failures"] = sum(int(r.get("credit_failures") or 0) for r in iterations)
@@ -357,3 +359,32 @@ def _adapter_ref(ref: Any) -> dict[str, Any]:
     if update.isdigit():
         out["update"] = int(update)
     return out
+
+
+def with_sampling_cost(rows: list[dict[str, Any]], iterations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Episode rows with the LLM cost a learner paid outside their own calls added, shared out
+    among its iteration's episodes: MAGRPO's trees sample every completion in batched generates
+    (``completions_sampled``, ``tokens_prompt`` and ``tokens_sampled`` in ``iterations.csv``),
+    which no episode's calls record."""
+    cost = {}
+    for r in iterations:
+        if r.get("completions_sampled") not in (None, ""):
+            cost[str(r.get("iteration"))] = (int(float(r["completions_sampled"])),
+                                             int(float(r.get("tokens_prompt") or 0)),
+                                             int(float(r.get("tokens_sampled") or 0)))
+    if not cost:
+        return rows
+    count: dict[str, int] = {}
+    for row in rows:
+        count[str(row.get("iteration"))] = count.get(str(row.get("iteration")), 0) + 1
+    out = []
+    for row in rows:
+        it = str(row.get("iteration"))
+        if it not in cost:
+            out.append(row)
+            continue
+        calls, tokens_in, tokens_out = (c / count[it] for c in cost[it])
+        out.append({**row, "llm_calls": row["llm_calls"] + calls, "tokens_in": row["tokens_in"] + tokens_in,
+                    "tokens_out": row["tokens_out"] + tokens_out})
+    return out
+

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marlang.report import mean_ci
+from marlang.intervals import mean_interval
 from marlang.trainers.grpo_loss import group_advantages
 from marlang.types import Decision, Step, Trajectory
 
@@ -161,9 +161,11 @@ def training_samples(root: Node) -> dict[str, list[TrainingSample]]:
 def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
     """Counters of a batch of trees: nodes expanded, joint actions evaluated, branches
     terminated by the threshold, the first turn's rewards (mean and 95% interval) and share
-    solved, the completion tokens sampled, and the joint answers the sandbox could not judge
+    solved, the completions and completion tokens sampled with the prompt tokens they read
+    (each completion's prompt: the cost columns count them), and the joint answers the sandbox could not judge
     (timeout, killed, crashed) or the env failed to judge at all (``unjudged``)."""
     expanded = evaluated = terminated = solved_first = first = tokens = not_judged = unjudged = 0
+    sampled = prompt_tokens = 0
     rewards: list[float] = []
     for root in roots:
         for node in iter_nodes(root):
@@ -176,14 +178,18 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
                 expanded += 1
             terminated += node.terminated_early
             tokens += sum(len(c.token_ids) for group in node.completions.values() for c in group)
+            prompt_tokens += sum(len(c.prompt_ids) for group in node.completions.values() for c in group)
+            sampled += sum(len(group) for group in node.completions.values())
         for child in root.children:
             first += 1
             rewards.append(child.reward)
             solved_first += bool(child.info.get("success"))
-    stat = mean_ci(rewards)
+    stat = mean_interval(rewards)
     return {"nodes_expanded": expanded, "joint_actions": evaluated, "branches_terminated": terminated,
-            "first_turn_reward_mean": stat["mean"], "first_turn_reward_ci95": stat["ci95"],
+            "first_turn_reward_mean": stat["mean"], "first_turn_reward_low": stat["low"],
+            "first_turn_reward_high": stat["high"],
             "first_turn_pass_rate": solved_first / first if first else None, "tokens_sampled": tokens,
+            "completions_sampled": sampled, "tokens_prompt": prompt_tokens,
             "sandbox_failures": not_judged, "unjudged": unjudged}
 
 

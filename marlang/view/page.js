@@ -29,9 +29,16 @@ function num(x, digits) {
   return x.toFixed(digits === undefined ? 2 : digits);
 }
 function pm(stat, digits) {
+  // the interval the statistic carries (inside its quantity's range), or why it has none
   if (!stat || stat.mean === null || stat.mean === undefined) return "–";
-  return stat.ci95 === null || stat.ci95 === undefined ? num(stat.mean, digits)
-    : `${num(stat.mean, digits)} ± ${num(stat.ci95, digits)}`;
+  if (stat.low !== null && stat.low !== undefined && stat.high !== null && stat.high !== undefined)
+    return `${num(stat.mean, digits)} [${num(stat.low, digits)}, ${num(stat.high, digits)}]`;
+  return stat.interval ? `${num(stat.mean, digits)} (${stat.interval})` : num(stat.mean, digits);
+}
+function bandOf(row, x) {
+  // a row's return interval; none where it has none (too few episodes): no band, not a made-up one
+  const ok = v => v !== null && v !== undefined;
+  return [x, ok(row.return_low) ? row.return_low : null, ok(row.return_high) ? row.return_high : null];
 }
 function rate(stat) {
   if (!stat || stat.mean === null || stat.mean === undefined) return "–";
@@ -205,12 +212,10 @@ function renderCurves() {
         ? [r.evaluation.frames, ret.mean] : null;
       if (final && !evals.some(p => p[0] === final[0])) evals.push(final);
       neural.push({name: r.name, index, points: rows.map(x => [x.frames, x.return_mean]),
-        band: rows.map(x => [x.frames, x.return_mean === null ? null : x.return_mean - (x.return_ci95 || 0),
-          x.return_mean === null ? null : x.return_mean + (x.return_ci95 || 0)]), evals});
+        band: rows.map(x => bandOf(x, x.frames)), evals});
     } else {
       llm.push({name: r.name, index, points: rows.map(x => [x.iteration, x.return_mean]),
-        band: rows.map(x => [x.iteration, x.return_mean === null ? null : x.return_mean - (x.return_ci95 || 0),
-          x.return_mean === null ? null : x.return_mean + (x.return_ci95 || 0)]),
+        band: rows.map(x => bandOf(x, x.iteration)),
         evals: rows.filter(x => x.eval_return !== null && x.eval_return !== undefined).map(x => [x.iteration, x.eval_return])});
       llmSuccess.push({name: r.name, index, points: rows.map(x => [x.iteration, x.success_rate])});
     }

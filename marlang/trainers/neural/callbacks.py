@@ -13,7 +13,7 @@ from benchmarl.experiment.callback import Callback
 from tensordict import TensorDictBase
 
 from marlang.credit.dataset import TimestepWriter
-from marlang.report import mean_ci, wilson_ci
+from marlang.intervals import mean_interval, wilson_interval
 from marlang.rundir import RunDirectory
 from marlang.trainers.neural.benchmarl_task import GROUP
 from marlang.trainers.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
@@ -125,8 +125,8 @@ class IterationRecorder(Callback):
     def on_batch_collected(self, batch: TensorDictBase) -> None:
         exp = self.experiment
         returns, success = episode_stats(batch)
-        ret = mean_ci(returns)
-        rate = wilson_ci(sum(success), len(success))
+        ret = mean_interval(returns)
+        rate = wilson_interval(sum(success), len(success))
         self._batch = batch  # the hook (next in line) rewrites its rewards in place
         self._losses = {}
         self._collected_at = time.perf_counter()
@@ -135,12 +135,14 @@ class IterationRecorder(Callback):
             "frames": exp.total_frames,
             "episodes": len(returns),
             "return_mean": ret["mean"],
-            "return_ci95": ret["ci95"],
+            "return_low": ret["low"],
+            "return_high": ret["high"],
             "success_rate": rate["mean"],
             "success_low": rate["low"],
             "success_high": rate["high"],
             "eval_return": None,
-            "eval_return_ci95": None,
+            "eval_return_low": None,
+            "eval_return_high": None,
             "env_reward_mean": float(batch.get(("next", GROUP, "reward")).mean()),
         }
 
@@ -163,8 +165,8 @@ class IterationRecorder(Callback):
 
     def on_evaluation_end(self, rollouts: list[TensorDictBase]) -> None:
         returns = [r for rollout in rollouts for r in episode_stats(rollout)[0]]
-        ret = mean_ci(returns)
-        self._row.update({"eval_return": ret["mean"], "eval_return_ci95": ret["ci95"]})
+        ret = mean_interval(returns)
+        self._row.update({"eval_return": ret["mean"], "eval_return_low": ret["low"], "eval_return_high": ret["high"]})
         self.run_dir.append_iteration_csv(dict(self._row))
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,0 +1,84 @@
+"""Intervals that never leave their quantity's range, and say so when n is too small."""
+
+import random
+
+from marlang.intervals import MIN_N, TOO_FEW, mean_interval, pooled_interval, show, wilson_interval
+from marlang.report import markdown_table, pool_summaries, summarize_episodes
+from marlang.run.record import with_sampling_cost
+
+
+def _row(ep, success, steps, ret, calls=24, seed=None):
+    return {"episode": ep, "iteration": 0, "seed": ep if seed is None else seed, "success": success, "steps": steps,
+            "return": ret, "decisions": steps, "invalid_actions": 0, "invalid_rate": 0.0, "llm_calls": calls,
+            "tokens_in": 900, "tokens_out": 100}
+
+
+def test_two_episodes_say_n_too_small_instead_of_an_interval_outside_the_range():
+    # the t-interval of these two episodes was "steps 3.0 ± 25.4", "return 0.410 ± 5.210"
+    s = summarize_episodes([_row(0, True, 1, 0.82, calls=8), _row(1, False, 5, 0.0, calls=40)])
+    for key in ("steps", "return", "llm_calls_per_episode", "tokens_per_episode"):
+        assert s[key]["low"] is None and s[key]["high"] is None and s[key]["interval"] == TOO_FEW, key
+    assert 0 <= s["success_rate"]["low"] < s["success_rate"]["high"] <= 1  # Wilson: sound at n = 2
+    table = markdown_table({"none": s})
+    assert "3.0 (n too small, n=2)" in table and "0.410 (n too small, n=2)" in table and "±" not in table
+    assert "2 (2 levels)" in table and "Wilson" in table and "bootstrap percentile" in table
+
+
+def test_a_bootstrap_interval_stays_inside_the_values_range_however_skewed():
+    rng = random.Random(0)
+    for n in (MIN_N, 8, 64):
+        returns = [1.0 if rng.random() < 0.1 else 0.0 for _ in range(n - 1)] + [1.0]
+        stat = mean_interval(returns)
+        assert 0.0 <= stat["low"] <= stat["mean"] <= stat["high"] <= 1.0, stat
+    steps = [1, 1, 1, 1, 200]
+    stat = mean_interval(steps)
+    assert 1 <= stat["low"] <= stat["high"] <= 200 and stat["interval"] == "bootstrap percentile"
+    assert mean_interval([0.5] * 6) == {"mean": 0.5, "low": 0.5, "high": 0.5, "n": 6,
+                                        "interval": "bootstrap percentile"}
+    assert mean_interval(steps) == stat  # seeded: the same report every time
+
+
+def test_a_pooled_row_gives_mean_and_iqm_with_a_stratified_interval_inside_the_range():
+    seeds = [[0.0, 0.2, 0.9, 1.0], [0.1, 0.1, 0.3], [1.0, 1.0, 0.8, 0.0, 0.6]]
+    stat = pooled_interval(seeds)
+    values = sorted(v for s in seeds for v in s)
+    assert stat["n"] == 12 and abs(stat["mean"] - sum(values) / 12) < 1e-12
+    assert abs(stat["iqm"] - sum(values[3:9]) / 6) < 1e-12  # the middle half
+    assert 0 <= stat["low"] <= stat["mean"] <= stat["high"] <= 1
+    assert 0 <= stat["iqm_low"] <= stat["iqm"] <= stat["iqm_high"] <= 1
+    assert stat["seeds"] == [sum(s) / len(s) for s in seeds]
+    few = pooled_interval([[0.0], [1.0]])
+    assert few["interval"] == TOO_FEW and few["low"] is None and few["iqm_low"] is None
+
+
+def test_a_table_over_seeds_pools_episodes_by_seed_and_says_which_interval():
+    def run(seed, returns):
+        rows = [_row(e, r > 0.5, 3, r, seed=1000 * seed + e) for e, r in enumerate(returns)]
+        return summarize_episodes(rows)
+
+    summaries = {f"none, run.seed={s}": run(s, [0.1 * (s + e) for e in range(4)]) for s in range(3)}
+    (row,) = pool_summaries(summaries).values()
+    assert row["episodes"] == 12 and row["levels"] == 12
+    assert row["return"]["interval"] == "stratified bootstrap over seeds"
+    assert 0 <= row["return"]["low"] <= row["return"]["high"] <= 1
+    assert row["success_rate"]["interval"] == "stratified bootstrap over seeds"
+    table = markdown_table(pool_summaries(summaries))
+    assert "IQM" in table and "stratified bootstrap over seeds" in table and "12 (12 levels)" in table
+
+
+def test_show_names_the_interval_or_its_absence():
+    assert show(wilson_interval(1, 4), 2) == "0.25 [0.05, 0.70]"
+    assert show(mean_interval([3.0]), 1) == "3.0 (n too small, n=1)"
+    assert show(mean_interval([]), 1) == "-"
+
+
+def test_trees_sampling_counts_in_the_cost_columns():
+    # MAGRPO's episodes record no calls of their own: the trees' sampling is shared among them
+    rows = [{**_row(e, False, 1, 0.0, calls=0), "tokens_in": 0, "tokens_out": 0} for e in range(2)]
+    iterations = [{"iteration": "0", "completions_sampled": "16", "tokens_prompt": "4000", "tokens_sampled": "800"}]
+    costed = with_sampling_cost(rows, iterations)
+    assert [r["llm_calls"] for r in costed] == [8, 8]
+    assert [r["tokens_in"] + r["tokens_out"] for r in costed] == [2400, 2400]
+    summary = summarize_episodes(costed)
+    assert summary["llm_calls_per_episode"]["mean"] == 8 and summary["tokens_per_episode"]["mean"] == 2400
+    assert with_sampling_cost(rows, [{"iteration": "0"}]) == rows  # a learner that samples nothing itself
