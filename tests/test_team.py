@@ -203,6 +203,21 @@ def test_a_scripted_babyai_slot_other_than_agent_0_does_the_mission_beside_an_ll
     assert all(d["success"] for d in episodes)
 
 
+def test_a_play_back_without_a_team_section_names_the_adapters_each_slot_plays(tmp_path):
+    """``model.adapters`` and no ``team:``: the manifest's ``team`` names each slot's player,
+    the base model for a slot the adapters directory holds nothing for."""
+    from marlang.prompts import PromptLibrary
+    from marlang.run import build
+
+    c = config(env={"n_agents": 3}, model={"adapters": str(tmp_path / "RUN")})
+    played = build.manifest(c, setting="s", model_id="local:smollm2", prompts=PromptLibrary(),
+                            adapters={"agent_0": "h0", "agent_1": "h1"})
+    with_adapters = f"local:smollm2 + adapters {tmp_path / 'RUN'}"
+    assert played["team"] == {"agent_0": with_adapters, "agent_1": with_adapters, "agent_2": "local:smollm2"}
+    assert played["adapters"] == {"agent_0": "h0", "agent_1": "h1"}
+    assert "team" not in build.manifest(config(), setting="s", model_id="local:smollm2", prompts=PromptLibrary())
+
+
 # ------------------------------------------------------------------------------ frozen slots
 
 
