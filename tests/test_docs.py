@@ -83,3 +83,18 @@ def test_mkdocs_build_strict(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
+
+
+def test_the_langgraph_howto_runs(capsys):
+    """docs/howto/langgraph.md's example: marlang's agents and a protocol graph as a subgraph of
+    one's own graph, streamed with its subgraphs and drawn."""
+    page = (ROOT / "docs" / "howto" / "langgraph.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    space: dict = {"__name__": "langgraph_howto"}
+    exec(compile(example, "docs/howto/langgraph.md", "exec", dont_inherit=True), space)  # noqa: S102
+    updates = space["updates"]
+    inner = {node for namespace, node in updates if namespace and namespace[0].startswith("talk_and_act:")}
+    assert inner >= {"speak", "act"}  # the protocol's own nodes, streamed from inside the subgraph
+    assert [node for namespace, node in updates if not namespace].count("step") == 3
+    assert "subgraph talk_and_act" in space["mermaid"] and "step -.-> talk_and_act" in space["mermaid"]
+    assert "subgraph talk_and_act" in capsys.readouterr().out

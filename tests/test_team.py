@@ -178,8 +178,8 @@ def test_a_scripted_slot_says_nothing_and_acts_as_the_scripted_team_under_every_
     assert collect_run(result.run_dir)["team"] == manifest["team"]  # marlang view shows each slot's player
 
 
-def test_the_scripted_slot_plays_what_the_whole_scripted_team_would(tmp_path):
-    """The same seed: the scripted slot's first action equals the scripted team's for it."""
+def test_the_scripted_slot_plays_what_the_scripted_team_it_drives_would(tmp_path):
+    """The same seed: the scripted slot's first action equals that of the scripted team it drives."""
     import marlang
 
     model = FakeRuleChatModel(rule=babyai_rule)
@@ -187,9 +187,35 @@ def test_the_scripted_slot_plays_what_the_whole_scripted_team_would(tmp_path):
     first = RunDirectory(result.run_dir).load_episode_dicts()[0]
     env = marlang.make_env("babyai/goto-obj", n_agents=2, max_steps=3)
     observations, _ = env.reset(seed=first["seed"])
-    team = env.scripted_team()
+    team = env.scripted_team(driver="agent_1")
     team.reset()
     assert team.act(observations)["agent_1"] == first["steps"][0]["decisions"]["agent_1"]["action"]
+
+
+def test_a_scripted_babyai_slot_other_than_agent_0_does_the_mission_beside_an_llm_that_waits(tmp_path):
+    """The scripted team is driven by agent_0; a scripted agent_1 drives a team of its own, so it
+    reaches the goal while the LLM slot only ever drops with empty hands."""
+    model = FakeRuleChatModel(rule=lambda messages: "Nothing to do.\nAction: drop")
+    c = config(env={"max_steps": 64}, team={"agent_1": {"kind": "scripted"}}, run={"episodes": 3, "parallel": 3})
+    result = Experiment(c, tmp_path / "run", chat_model=model).run()
+    episodes = RunDirectory(result.run_dir).load_episode_dicts()
+    assert all(step["decisions"]["agent_0"]["action"] == "drop" for d in episodes for step in d["steps"])
+    assert all(d["success"] for d in episodes)
+
+
+def test_a_play_back_without_a_team_section_names_the_adapters_each_slot_plays(tmp_path):
+    """``model.adapters`` and no ``team:``: the manifest's ``team`` names each slot's player,
+    the base model for a slot the adapters directory holds nothing for."""
+    from marlang.prompts import PromptLibrary
+    from marlang.run import build
+
+    c = config(env={"n_agents": 3}, model={"adapters": str(tmp_path / "RUN")})
+    played = build.manifest(c, setting="s", model_id="local:smollm2", prompts=PromptLibrary(),
+                            adapters={"agent_0": "h0", "agent_1": "h1"})
+    with_adapters = f"local:smollm2 + adapters {tmp_path / 'RUN'}"
+    assert played["team"] == {"agent_0": with_adapters, "agent_1": with_adapters, "agent_2": "local:smollm2"}
+    assert played["adapters"] == {"agent_0": "h0", "agent_1": "h1"}
+    assert "team" not in build.manifest(config(), setting="s", model_id="local:smollm2", prompts=PromptLibrary())
 
 
 # ------------------------------------------------------------------------------ frozen slots

@@ -7,6 +7,7 @@ and the call context of an episode travel in ``config["configurable"]``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import operator
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Annotated, Any, TypedDict
@@ -57,35 +58,42 @@ def scripted_decider(team: Any) -> DecideFn:
 
 class SlotTeam:
     """The slots no LLM plays, acting together in one env: the env's scripted agent for the
-    ``scripted`` slots (its scripted team decides for the whole team and each such slot takes
-    its own action, as in a whole scripted team) and trained neural policies for the
-    ``neural`` ones (slot -> a policy with ``actions(env) -> {agent: action}``, one call per
-    policy and step). ``kinds``: each slot's player."""
+    ``scripted`` slots and trained neural policies for the ``neural`` ones (slot -> a policy
+    with ``actions(env) -> {agent: action}``, one call per policy and step). ``kinds``: each
+    slot's player.
+
+    The env's scripted team decides for the whole team and each scripted slot takes its own
+    action, as in a whole scripted team; where that team is driven by one agent and the others
+    only make way (``env.scripted_team(driver=...)``, BabyAI), each scripted slot gets a team
+    it drives, so every scripted slot plays toward the mission."""
 
     def __init__(self, env: Any, scripted: Collection[str], neural: Mapping[str, Any] | None = None) -> None:
         self.env = env
         self.neural = dict(neural or {})
         self.kinds = {**{a: "scripted" for a in scripted}, **{a: "neural" for a in self.neural}}
-        self.team = env.scripted_team() if scripted else None
+        self.players: dict[str, Any] = {}
+        """Scripted slot -> the scripted team whose action for it the slot takes."""
+        if scripted and "driver" in inspect.signature(env.scripted_team).parameters:
+            self.players = {slot: env.scripted_team(driver=slot) for slot in scripted}
+        elif scripted:
+            team = env.scripted_team()
+            self.players = dict.fromkeys(scripted, team)
 
     def reset(self) -> None:
-        if self.team is not None:
-            self.team.reset()
+        for team in {id(t): t for t in self.players.values()}.values():
+            team.reset()
 
     def act(self, observations: Mapping[str, TextObservation]) -> dict[str, Any]:
-        joint = self.team.act(observations) if self.team is not None else {}
         actions: dict[int, dict[str, Any]] = {}
         out = {}
         for agent, kind in self.kinds.items():
             if agent not in observations:
                 continue
-            if kind == "scripted":
-                out[agent] = joint[agent]
-            else:
-                policy = self.neural[agent]
-                if id(policy) not in actions:
-                    actions[id(policy)] = policy.actions(self.env)
-                out[agent] = actions[id(policy)][agent]
+            player = self.players[agent] if kind == "scripted" else self.neural[agent]
+            if id(player) not in actions:
+                actions[id(player)] = (player.act(observations) if kind == "scripted"
+                                       else player.actions(self.env))
+            out[agent] = actions[id(player)][agent]
         return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,16 +188,21 @@ def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, Any]:
     return {a: loaded[spec] for a, spec in wanted.items()}
 
 
-def team_players(config: ExperimentConfig, model_id: str) -> dict[str, str]:
+def team_players(config: ExperimentConfig, model_id: str,
+                 played: Mapping[str, str] | None = None) -> dict[str, str]:
     """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
-    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply."""
+    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply.
+    ``played``: the slots that act with trained adapters (see ``play_back_adapters``); a slot
+    whose adapters directory holds none for it plays its base model and is named so."""
     top = config.model.model_copy(update={"adapters": None})
     learns = learning_method(config) != "none"
     out = {}
     for name, slot in config.slots().items():
-        on_top = slot.model.model_copy(update={"adapters": None}) == top
+        bare = slot.model.model_copy(update={"adapters": None})
+        if played is not None and slot.model.adapters and name not in played:
+            slot = slot.model_copy(update={"model": bare})
         frozen = slot.kind == "llm" and learns and not slot.learn
-        out[name] = slot_player(slot, model_id if on_top else None) + (" (frozen)" if frozen else "")
+        out[name] = slot_player(slot, model_id if bare == top else None) + (" (frozen)" if frozen else "")
     return out
 
 
@@ -320,8 +326,10 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
 
 # the manifest -------------------------------------------------------------------------------
 def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: PromptLibrary,
-             model: Any = None, env: Any = None) -> dict[str, Any]:
-    """The run's ``manifest.json``: what ran, with which versions, seed and prompt hashes."""
+             model: Any = None, env: Any = None, adapters: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run's ``manifest.json``: what ran, with which versions, seed and prompt hashes.
+    ``adapters``: the trained adapters played back, agent -> hash; ``team`` then names them
+    slot by slot, as it does for a ``team:`` section."""
     c = config
     out = {
         "name": c.run.name,
@@ -339,8 +347,10 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
     }
     if c.plays_back:
         out["played_back"] = c.learning.method
-    if c.team:
-        out["team"] = team_players(c, model_id)
+    if c.team or adapters:
+        out["team"] = team_players(c, model_id, adapters if adapters else None)
+    if adapters:
+        out["adapters"] = dict(adapters)
     weights = getattr(model, "weights_id", None)
     if weights:
         out["weights_id"] = weights

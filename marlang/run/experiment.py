@@ -141,9 +141,9 @@ class Experiment:
     def _make_env(self) -> Any:
         return build.build_env(self.config)
 
-    def manifest(self, model_id: str, env: Any = None) -> dict[str, Any]:
+    def manifest(self, model_id: str, env: Any = None, adapters: dict[str, str] | None = None) -> dict[str, Any]:
         return build.manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
-                              model=self.model, env=env)
+                              model=self.model, env=env, adapters=adapters)
 
     def _initial_policies(self) -> dict[str, str]:
         return build.initial_policies(self.config)
@@ -375,9 +375,7 @@ class Experiment:
         weights; ``entries``: the learner's own). A resume keeps the original start and
         command and appends its own."""
         rd = self.run_dir
-        manifest = {**self.manifest(self.model_id, env), **entries}
-        if adapters:
-            manifest["adapters"] = adapters
+        manifest = {**self.manifest(self.model_id, env, adapters), **entries}
         check_adapters(rd, adapters)
         rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
 

@@ -98,9 +98,14 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
                                  f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
         n = config.env.n_agents
-        if method == "grpo" and n != 1:
-            raise ValueError(f"learning.method 'grpo' trains one agent; env.n_agents is {n} "
-                             "(use learning.method magrpo for a team)")
+        if method == "grpo":
+            # Every key a team config must change, in one message (a joint coding team needs two).
+            changes = [f"env.n_agents 1 (it is {n})"] if n != 1 else []
+            if config.env.kwargs.get("structure") == "joint":
+                changes.append("env.kwargs.structure sequential (joint coding needs a helper writer)")
+            if changes:
+                raise ValueError(f"learning.method 'grpo' trains one agent; set {' and '.join(changes)}, "
+                                 "or use learning.method magrpo for a team")
         if options.joint_mode == "cross" and options.num_generations ** n > options.max_joint_actions:
             raise ValueError(
                 f"learning.joint_mode 'cross' with num_generations {options.num_generations} and {n} agents "

@@ -20,6 +20,7 @@ TEXT_LIMIT = 6000
 
 _VERDICT_KEYS = ("status", "passed", "total", "pass_rate", "score", "solved", "helpers_needed",
                  "levelled_reward", "invalid")
+# helpers_needed: the cooperation check of runs recorded before it was read from the code.
 """Step infos that make up a sandbox or answer verdict (coding and reasoning tasks)."""
 
 

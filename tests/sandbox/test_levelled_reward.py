@@ -1,7 +1,7 @@
 """The levelled reward pays nothing for structure or cooperation that was not really earned.
 
 Every answer below runs through the joint coding env's own `step` (so through the sandbox and
-the cooperation check); each attack states the levels it is expected to get.
+the cooperation check, read from the code); each attack states the levels it is expected to get.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_real_cooperation_earns_every_level(sandbox):
     levelled = levels(sandbox, REAL_HELPER,
                       "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n")
     assert _parts(levelled) == (1.0, 0.5, 1.0, 1.5) and levelled["total"] == LEVELLED_MAX
-    assert levelled["earned"] and levelled["helpers_needed"]
+    assert levelled["earned"] and levelled["helper_result_used"]
 
 
 def test_a_thin_wrapper_around_a_real_helper_earns_half_a_point(sandbox):
@@ -81,7 +81,7 @@ def test_an_empty_helper_returning_a_constant_earns_no_structure_or_cooperation(
 def test_calling_a_real_helper_without_using_it_earns_no_cooperation(sandbox):
     levelled = levels(sandbox, "def aux(a, b):\n    return a * b\n",
                       "def add(a, b):\n    unused = aux(a, b)\n    s = a + b\n    return s\n")
-    assert levelled["helper_called"] and not levelled["helpers_needed"]
+    assert levelled["helper_called"] and not levelled["helper_result_used"]
     assert _parts(levelled) == (1.0, 0.5, 1.0, 0.0)
 
 
@@ -89,16 +89,16 @@ def test_a_disguised_constant_helper_earns_no_cooperation(sandbox):
     helper = "def aux(a, b):\n    seven = 7\n    return seven\n"
     main = "def add(a, b):\n    k = aux(a, b)\n    s = a + b + k - 7\n    return s\n"
     levelled = levels(sandbox, helper, main)
-    assert levelled["helper_defined"] and levelled["helper_called"]  # it fools the parser
-    assert not levelled["helpers_needed"] and levelled["cooperation"] == 0.0  # not the tests
+    assert not levelled["helper_defined"]  # its value is not computed from its arguments
+    assert not levelled["helper_result_used"] and _parts(levelled) == (0.6, 0.5, 1.0, 0.0)
 
 
 def test_a_disguised_pass_through_helper_earns_no_cooperation(sandbox):
     helper = "def aux(x):\n    y = x\n    return y\n"
     main = "def add(a, b):\n    s = aux(a + b)\n    return s + 0\n"
     levelled = levels(sandbox, helper, main)
-    assert levelled["helper_called"] and not levelled["helpers_needed"]
-    assert levelled["cooperation"] == 0.0 and levelled["total"] == 2.5
+    assert not levelled["helper_defined"] and not levelled["helper_result_used"]
+    assert levelled["cooperation"] == 0.0 and levelled["total"] == 2.1
 
 
 # Ways a main that does all the work itself could tell the cooperation check's runs (the
@@ -131,10 +131,79 @@ def test_a_main_that_detects_the_cooperation_check_earns_no_more(sandbox, detect
     never looks (no cooperation, 2.5)."""
     helper = 'def aux(a, b):\n    """Sum."""\n    return a + b\n'
     honest = levels(sandbox, helper, _detecting_main("False"))
-    assert honest["total"] == 2.5 and not honest["helpers_needed"]
+    assert honest["total"] == 2.5 and not honest["helper_result_used"]
     detecting = levels(sandbox, helper, _detecting_main(DETECTORS[detector]))
     assert detecting["tests"] == 1.0  # the judged run is not fooled into failing either
-    assert detecting["total"] <= honest["total"] and not detecting["helpers_needed"]
+    assert detecting["total"] <= honest["total"] and not detecting["helper_result_used"]
+
+
+# A main that computes the answer itself and tests the helper, to fail on purpose wherever
+# the helper's work has been taken away (issue 36): a frozen helper answers two inputs alike,
+# a pass-through returns its argument, a substitute is a different object, raises elsewhere
+# or runs at another speed. Each probe is tried with each way of failing on what it sees.
+PROBES = {
+    "twice_alike": "aux(1, 2) == aux(3, 4)",
+    "pass_through": "aux(a, b) is a or aux(7, 1) == 7",
+    "against_own_answer": "aux(a, b) != a + b",
+    "raises_elsewhere": "not _raises(aux, 'x', None)",
+    "identity": "id(aux) != _ID",
+    "code": "aux.__code__.co_code != _CODE",
+    "timing": "_took(aux) > 1.0",
+}
+SABOTAGES = {
+    "return": "    if {probe}:\n        return None\n",
+    "assign": "    if {probe}:\n        s = None\n",
+    "conditional": "    s = s if not ({probe}) else None\n",
+    "filter": "    s = [v for v in [s] if not ({probe})][0]\n",
+    "arithmetic": "    s = s * (not ({probe}))\n",
+}
+_PROBING_PRELUDE = ("import time\n"
+                    "_ID, _CODE = id(aux), aux.__code__.co_code\n"
+                    "def _raises(f, *args):\n"
+                    "    try:\n        f(*args)\n    except Exception:\n        return True\n"
+                    "    return False\n"
+                    "def _took(f):\n"
+                    "    start = time.perf_counter()\n    f(1, 2)\n"
+                    "    return time.perf_counter() - start\n")
+
+
+def _probing_main(probe: str, sabotage: str) -> str:
+    return (_PROBING_PRELUDE + "def add(a, b):\n    s = a + b\n"
+            + SABOTAGES[sabotage].format(probe=probe) + "    return s\n")
+
+
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_a_main_that_tests_the_helper_earns_no_more_than_one_that_never_looks(sandbox, probe):
+    """Cooperation is read from the code, so no run differs from the judged one: whatever a
+    main learns from the helper's behaviour and does with it, it earns what the same main
+    earns without the probe (the helper is real, so 1.0 + 0.5 + 1.0)."""
+    honest = levels(sandbox, REAL_HELPER, _probing_main("False", "return"))
+    assert honest["total"] == 2.5 and not honest["helper_result_used"]
+    for sabotage in sorted(SABOTAGES):
+        probing = levels(sandbox, REAL_HELPER, _probing_main(PROBES[probe], sabotage))
+        assert probing["tests"] == 1.0, sabotage  # the probe sees the real helper: it passes
+        assert probing["total"] <= honest["total"], sabotage
+        assert not probing["helper_result_used"], sabotage
+
+
+def test_a_main_that_replaces_the_helper_earns_no_cooperation(sandbox):
+    """The static check follows the helper's name: a main that brings its own ``aux`` (a
+    redefinition, a local, a parameter, through ``globals()``) is not calling the helper."""
+    own = {
+        "redefined": "def aux(a, b):\n    return a + b\ndef add(a, b):\n    s = aux(a, b)\n    return s * 1\n",
+        "local": "def add(a, b):\n    aux = lambda x, y: x + y\n    s = aux(a, b)\n    return s * 1\n",
+        "parameter": "def add(a, b, aux=lambda x, y: x + y):\n    s = aux(a, b)\n    return s * 1\n",
+        "globals": "globals()['aux'] = lambda x, y: x + y\n"
+                   "def add(a, b):\n    s = aux(a, b)\n    return s * 1\n",
+    }
+    helper = "def aux(a, b):\n    return a - b\n"  # wrong: only the main's own aux passes
+    for how, main in own.items():
+        levelled = levels(sandbox, helper, main)
+        assert levelled["tests"] == 1.0 and levelled["helper_called"], how
+        assert not levelled["helper_result_used"] and levelled["cooperation"] == 0.0, how
+    rebinding_helper = helper + "aux = lambda a, b: a + b\n"
+    levelled = levels(sandbox, rebinding_helper, "def add(a, b):\n    s = aux(a, b)\n    return s * 1\n")
+    assert levelled["tests"] == 1.0 and levelled["cooperation"] == 0.0
 
 
 def test_a_main_that_ignores_the_helper_earns_no_cooperation(sandbox):
@@ -162,11 +231,28 @@ def test_trivial_functions_are_recognised():
 
 def test_the_pure_function_keeps_everything_at_zero_until_earned():
     main = "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n"
-    none = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=0, total=4,
-                           helpers_needed=True)
+    none = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=0, total=4)
     assert none.total == 0.0 and not none.earned and none.helper_defined
     some = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4)
-    assert (some.structure, some.syntax, some.tests, some.cooperation) == (1.0, 0.5, 0.25, 0.0)
-    needed = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4,
-                             helpers_needed=True)
-    assert needed.cooperation == 1.5 and needed.total == 3.25
+    assert (some.structure, some.syntax, some.tests, some.cooperation) == (1.0, 0.5, 0.25, 1.5)
+    assert some.total == 3.25 and some.helper_result_used
+
+
+def test_a_helper_result_counts_when_it_reaches_the_returned_value():
+    def used(main, helper=REAL_HELPER):
+        return levelled_reward([("aux", helper)], main, "add", loads=True, passed=4,
+                               total=4).helper_result_used
+
+    for main in ("def add(a, b):\n    out = []\n    out.append(aux(a, b))\n    return out[0]\n",
+                 "def add(a, b):\n    for v in [aux(a, b)]:\n        r = v\n    return r\n",
+                 "def add(a, b):\n    return sum([x for x in [aux(a, b)]])\n",
+                 "def add(a, b):\n    r = 0\n    r += aux(a, b)\n    return r\n",
+                 "def add(a, b):\n    return (t := aux(a, b))\n"):
+        assert used(main), main
+    for main in ("def add(a, b):\n    if aux(a, b) > 0:\n        return a + b\n    return a + b\n",
+                 "def add(a, b):\n    ok = aux(a, b) == a + b\n    return a + b\n",
+                 "def add(a, b):\n    def inner():\n        return aux(a, b)\n    return a + b\n"):
+        assert not used(main), main
+    decorated = "import functools\n@functools.lru_cache\ndef aux(a, b):\n    return a + b\n"
+    assert real_helpers([("aux", decorated)]) == []
+    assert not used("def add(a, b):\n    return aux(a, b) * 1\n", decorated)

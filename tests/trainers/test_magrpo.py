@@ -287,6 +287,16 @@ def test_magrpo_refuses_legal_action_envs_and_grpo_refuses_teams():
                          "learning": {"method": "grpo"}})
     with pytest.raises(ValueError, match="'grpo' trains one agent"):
         learner_entry("grpo").check_config(team)
+    joint = build_config({"env": {"id": "code/humaneval", "n_agents": 2, "kwargs": {"structure": "joint"}},
+                          "model": {"spec": "local:smollm2"}, "learning": {"method": "grpo"}})
+    with pytest.raises(ValueError, match=r"set env.n_agents 1 \(it is 2\) and env.kwargs.structure sequential"):
+        learner_entry("grpo").check_config(joint)  # both keys in one message, not one error at a time
+    from pathlib import Path
+
+    import yaml
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "grpo_humaneval_cpu.yaml"
+    learner_entry("grpo").check_config(build_config(yaml.safe_load(shipped.read_text())))  # GRPO's own config
 
 
 # ------------------------------------------------------------------------------ env branching

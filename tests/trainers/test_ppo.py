@@ -163,6 +163,8 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
     mixed = Experiment(trio, tmp_path / "trio", chat_model=tiny_chat_model(tiny_local_lm(), max_tokens=8)).run()
     first = RunDirectory(mixed.run_dir).load_episode_dicts()[0]["steps"][0]["decisions"]
     assert first["agent_0"]["value"] is not None and first["agent_2"]["value"] is None
+    players = RunDirectory(mixed.run_dir).read_json("manifest.json")["team"]  # no team: section
+    assert players["agent_0"].endswith(f"+ adapters {play.model.adapters}") and "adapters" not in players["agent_2"]
     stranger = tmp_path / "stranger"
     shutil.copytree(trained.run_dir / "adapters" / "0", stranger)
     (stranger / "agent_1").rename(stranger / "agent_7")

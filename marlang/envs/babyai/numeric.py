@@ -165,8 +165,8 @@ class BabyAINumericEnv(TextEnvView):
 
         return rank_sign(score(b), score(a))
 
-    def scripted_team(self) -> BabyAINumericTeam:
-        return BabyAINumericTeam(self)
+    def scripted_team(self, driver: str = "agent_0") -> BabyAINumericTeam:
+        return BabyAINumericTeam(self, driver)
 
     def _reset_world(self, seed: int | None, options: dict[str, Any] | None) -> None:
         self.babyai._start_episode(seed, options)
@@ -352,11 +352,11 @@ class BabyAINumericTeam:
     """Reference team: ``ScriptedBabyAITeam`` (minigrid's bot drives, teammates make way) on
     the wrapped env, fed the step count it needs, so it works in numeric mode too."""
 
-    def __init__(self, env: BabyAINumericEnv):
+    def __init__(self, env: BabyAINumericEnv, driver: str = "agent_0"):
         from marlang.envs.babyai.scripted import ScriptedBabyAITeam
 
         self.env = env
-        self.team = ScriptedBabyAITeam(env.babyai)
+        self.team = ScriptedBabyAITeam(env.babyai, driver=driver)
 
     def reset(self) -> None:
         self.team.reset()

@@ -314,9 +314,10 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
     
         return BabyAINarrator(self)
 
-    def scripted_team(self) -> ScriptedBabyAITeam:
-        """The scripted reference team for this env (see ``ScriptedBabyAITeam``)."""
-        return ScriptedBabyAITeam(self)
+    def scripted_team(self, driver: str = "agent_0") -> ScriptedBabyAITeam:
+        """The scripted reference team for this env (see ``ScriptedBabyAITeam``), ``driver``
+        following minigrid's bot while the others make way."""
+        return ScriptedBabyAITeam(self, driver=driver)
 
     # ----------------------------------------------------------------- internals
 

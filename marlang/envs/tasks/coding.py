@@ -18,11 +18,9 @@ from marlang.envs.tasks.cooperative import (
 )
 from marlang.envs.tasks.data import HELPER_FUNCTION_NAME
 from marlang.envs.tasks.feedback import (
-    ABLATIONS,
     REWARD_MODES,
     CodeCheck,
     CodeFacts,
-    ablate,
     analyze_code,
     code_feedback,
     code_from_answer,
@@ -31,7 +29,6 @@ from marlang.envs.tasks.feedback import (
     fenced,
     helper_usage,
     levelled_reward,
-    real_helpers,
 )
 
 logger = logging.getLogger(__name__)
@@ -100,6 +97,12 @@ class CodeTaskEnv(CooperativeTaskEnv):
     previous judged turn (``reward="tests"``) or, for joint teams with ``reward="levelled"``,
     the improvement of the levelled reward (0..4, see ``feedback.LevelledReward``),
     which joint teams always get in ``infos[agent]["levelled_reward"]``.
+
+    The levelled reward's cooperation points are read from the team's code (the main
+    function's returned value computed from a real helper's result), never from runs with the
+    helpers taken away: a main that computes the answer itself can test the helper and fail
+    only in such runs, and no stand-in for the helper passes every test it can make. So the
+    program runs once, and nothing differs for a main to detect.
 
     Judged steps' infos: ``passed``, ``total``, ``pass_rate``, ``solved``, ``status``,
     ``report`` (the sandbox's full report: hidden test sources included, so narrators and
@@ -346,13 +349,10 @@ class CodeTaskEnv(CooperativeTaskEnv):
         }
         basis = pass_rate
         if self.structure == "joint":
-            needed = self._helpers_needed(helpers, main, check)
             levelled = levelled_reward(
                 helpers, main, problem.entry_point, loads=check.loads,
-                passed=check.passed, total=check.total, helpers_needed=needed,
+                passed=check.passed, total=check.total,
             )
-            if needed is not None:
-                info["helpers_needed"] = needed
             info["levelled_reward"] = levelled.to_dict()
             if self.reward == "levelled":
                 basis = levelled.total
@@ -360,31 +360,6 @@ class CodeTaskEnv(CooperativeTaskEnv):
             team_answer=program, score=pass_rate, basis=basis, solved=check.solved,
             check=check, info=info,
         )
-
-    def _helpers_needed(
-        self, helpers: list[tuple[str, str]], main: str, check: CodeCheck
-    ) -> bool | None:
-        """Whether the tests that passed depend on the helpers' work: each ablation in
-        ``ABLATIONS`` (every real helper the main function calls frozen to its first result;
-        every one a pass-through) must make at least one of them fail. None when there is
-        nothing to check (no test passed, or no real helper is called)."""
-        problem = self.current_problem
-        names = real_helpers(helpers)
-        called = helper_usage(main, problem.entry_point, names).called if names else ()
-        if not check.loads or check.passed == 0 or not called:
-            return None
-        passing = {t.index for t in check.tests if t.passed}
-        tests = tuple(problem.tests)
-        jobs = [
-            (self._program([ablate(code, called, mode) for _, code in helpers], main), tests,
-             problem.test_setup or "")
-            for mode in ABLATIONS
-        ]
-        for result in self.sandbox.run_many(jobs):
-            still = {t.index for t in result.tests if t.passed}
-            if passing <= still:  # without the helpers' work every passing test still passes
-                return False
-        return True
 
     def _program(self, helper_codes: list[str], main: str) -> str:
         """The program the sandbox runs: the prompt's prefix, then the helpers' code, then

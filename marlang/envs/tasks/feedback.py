@@ -6,7 +6,6 @@ hidden test's source, a canonical solution or a reference answer.
 
 from __future__ import annotations
 
-import ast
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from marlang.envs.tasks.levelled import (
     HelperUsage,
     LevelledReward,  # noqa: F401 (re-exported)
     analyze_code,  # noqa: F401 (re-exported)
+    helper_result_used,  # noqa: F401 (re-exported)
     helper_usage,  # noqa: F401 (re-exported)
     is_trivial_function,  # noqa: F401 (re-exported)
     levelled_reward,  # noqa: F401 (re-exported)
@@ -41,65 +41,6 @@ FEEDBACK_MODES: tuple[str, ...] = (
 )
 MEMORY_MODES: tuple[str, ...] = ("full", "last")
 REWARD_MODES: tuple[str, ...] = ("tests", "levelled")
-
-
-ABLATIONS: tuple[str, ...] = ("frozen", "passthrough")
-"""The two ways the cooperation check takes the helpers' work away: each helper always returns
-its first result (a constant, or a result nobody uses, then changes nothing), or returns its
-first argument unchanged (a pass-through changes nothing)."""
-
-_ABLATION_SOURCE = """
-import types
-def make(real, mode):
-    first = []
-    def helper(*args, **kwargs):
-        if mode == "passthrough":
-            return args[0] if args else None
-        if not first:
-            first.append(real(*args, **kwargs))
-        return first[0]
-    return helper
-ablated = make(real, mode)
-if type(real) is types.FunctionType:
-    code = ablated.__code__.replace(
-        co_name=real.__code__.co_name, co_qualname=real.__code__.co_qualname,
-        co_filename=real.__code__.co_filename, co_firstlineno=real.__code__.co_firstlineno)
-    ablated = types.FunctionType(code, real.__globals__, real.__name__, None,
-                                 ablated.__closure__)
-for name in ("__name__", "__qualname__", "__doc__", "__module__"):
-    try:
-        setattr(ablated, name, getattr(real, name))
-    except (AttributeError, TypeError):
-        pass
-ablated.__dict__.update(getattr(real, "__dict__", {}))
-"""
-
-
-def ablate(code: str, names: Sequence[str], mode: str) -> str:
-    """``code`` (one helper agent's answer) with each top-level function in ``names`` taken
-    away as ``mode`` says, right where it is defined. The rebinding runs in a namespace of its
-    own, so the program's globals gain no name; the replacement keeps the helper's name,
-    qualified name, module, globals and docstring, and the code after the definition (the
-    main function included) never sees the helper itself, so a program cannot tell the
-    checking runs from the judged one by a marker, a snapshot or a name."""
-    if mode not in ABLATIONS:
-        raise ValueError(f"mode must be one of {list(ABLATIONS)}, got {mode!r}")
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code
-    after: dict[int, list[str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
-            rebind = (f"{node.name} = (lambda space: (exec({_ABLATION_SOURCE!r}, space), "
-                      f"space['ablated'])[1])({{'real': {node.name}, 'mode': {mode!r}}})")
-            after.setdefault(node.end_lineno, []).append(rebind)
-    lines = code.splitlines()
-    out: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        out.append(line)
-        out.extend(after.get(number, ()))
-    return "\n".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------------ sandbox slice

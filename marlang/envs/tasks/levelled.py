@@ -5,9 +5,12 @@ it uses the helpers it was given, scored in levels from parsing up to passing th
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from marlang.envs.tasks.dataflow import bindings, reaches_namespaces, returns_from
 
 DIAGNOSTIC_CHARS = 300
 """Longest error message or value shown for one test in feedback."""
@@ -164,7 +167,9 @@ def is_trivial_function(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def real_helpers(helpers: Sequence[tuple[str, str]]) -> list[str]:
-    """The helper names whose code defines them with a return value and some real work."""
+    """The helper names whose code defines them, undecorated, returning a value computed from
+    their arguments: not an empty body, a constant, or an argument passed through unchanged
+    (``y = x; return y`` included)."""
     names = []
     for name, code in helpers:
         try:
@@ -172,9 +177,67 @@ def real_helpers(helpers: Sequence[tuple[str, str]]) -> list[str]:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         node = _top_level_functions(tree).get(name)
-        if node is not None and _returns_value(node) and not is_trivial_function(node):
+        if (node is not None and not node.decorator_list and _returns_value(node)
+                and not is_trivial_function(node) and not _passes_argument_through(node)
+                and returns_from(node, _nothing, _parameters(node))):
             names.append(name)
     return names
+
+
+def _nothing(_: ast.expr) -> bool:
+    return False
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    return {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+
+
+def _passes_argument_through(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every value it returns is a constant, a parameter, or a name only ever assigned one."""
+    assigned: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            assigned.setdefault(n.targets[0].id, []).append(n.value)
+    counts = bindings(node)
+    aliases = _parameters(node)
+    while True:
+        more = {name for name, values in assigned.items()
+                if name not in aliases and len(values) == counts[name]
+                and all(isinstance(v, ast.Name) and v.id in aliases for v in values)}
+        if not more:
+            break
+        aliases |= more
+    returned = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
+    return bool(returned) and all(
+        isinstance(v, ast.Constant) or (isinstance(v, ast.Name) and v.id in aliases) for v in returned
+    )
+
+
+def helper_result_used(helpers: Sequence[tuple[str, str]], main_code: str, entry_point: str) -> bool:
+    """Whether the value ``entry_point`` returns is computed from the result of a call to a
+    real helper (see ``real_helpers``), read from the code and never run.
+
+    Only values count (assignments, arithmetic, calls, containers, loops over a result), not
+    decisions (``if``/``while`` tests, comparisons, ``not``, filters): a decision on a helper's
+    result is how a main that does the work itself would test the helper, so it earns nothing.
+    The helper must be the function its agent defined: a name bound more than once in the team's
+    code (a redefinition, a parameter or local of that name) or code that reaches into
+    namespaces (``globals()``, ``exec``, ``f.__code__``, ``sys.modules``) earns nothing."""
+    real = set(real_helpers(helpers))
+    try:
+        trees = [ast.parse(code) for _, code in helpers] + [ast.parse(main_code)]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    main = _top_level_functions(trees[-1]).get(entry_point)
+    if main is None or not real or any(reaches_namespaces(tree) for tree in trees):
+        return False
+    counts = sum((bindings(tree) for tree in trees), Counter())
+    usable = {name for name in real if counts[name] == 1}
+
+    def helper_call(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in usable
+
+    return bool(usable) and returns_from(main, helper_call)
 
 
 @dataclass(frozen=True)
@@ -184,15 +247,22 @@ class LevelledReward:
     Nothing is paid until something real is earned: the combined program loads and at least
     one hidden test passes (``earned``); until then every level is 0. Then:
 
-    - structure: +0.4 x the share of helpers that are real (defined with a return value and
-      more than an empty body or a ``return`` of a constant or an argument unchanged), +0.6 if
+    - structure: +0.4 x the share of helpers that are real (see ``real_helpers``: returning a
+      value computed from their arguments, not a constant or an argument unchanged), +0.6 if
       the main answer defines the entry point with a return value; without the entry point
       the levels stop here.
     - syntax: +0.5 (the combined program compiles and loads).
     - tests: + the share of hidden tests passed (0..1).
-    - cooperation (only with a real helper the main function calls, and only when the tests
-      show its work matters, ``helpers_needed``): +0.5, then +1.0 if the main function is not
-      a thin wrapper around it, and -0.5 if it throws a helper's result away.
+    - cooperation (only when the value the main function returns is computed from a real
+      helper's result, ``helper_result_used``, see ``helper_result_used``): +0.5, then +1.0 if
+      the main function is not a thin wrapper around it, and -0.5 if it throws a helper's
+      result away.
+
+    Cooperation is read from the code, never from extra runs with the helpers taken away: a
+    main that computes the answer itself can test the helper (call it twice and compare, ask
+    whether ``aux(x) is x``) and fail only when the helper is taken away, and no substitute
+    that takes the helper's work away passes every such test. With no other run there is
+    nothing to tell apart, and a decision on a helper's result earns nothing.
     """
 
     structure: float = 0.0
@@ -206,8 +276,8 @@ class LevelledReward:
     earned: bool = False
     """The program loaded and at least one hidden test passed."""
     helper_called: bool = False
-    helpers_needed: bool = False
-    """The passing tests depend on the helpers' work (see ``CodeTaskEnv``'s check)."""
+    helper_result_used: bool = False
+    """The main function's returned value is computed from a real helper's result."""
     thin_wrapper: bool = False
     ignored_helper_call: bool = False
 
@@ -227,12 +297,10 @@ def levelled_reward(
     loads: bool,
     passed: int,
     total: int,
-    helpers_needed: bool = False,
 ) -> LevelledReward:
     """Score one joint answer. ``helpers`` are (helper function name, that agent's code);
-    ``loads`` says whether the combined program compiled and loaded in the sandbox;
-    ``helpers_needed`` whether the passing tests fail once the helpers' work is taken away
-    (the env runs that check)."""
+    ``loads`` says whether the combined program compiled and loaded in the sandbox, and
+    ``passed`` of ``total`` hidden tests passed there."""
     real = real_helpers(helpers)
     helper_defined = bool(real)
     main_defined = entry_point in analyze_code(main_code).returning
@@ -247,8 +315,8 @@ def levelled_reward(
     structure += 0.6
     cooperation = 0.0
     usage = helper_usage(main_code, entry_point, real) if real else HelperUsage()
-    needed = bool(usage.called) and helpers_needed
-    if needed:
+    used = bool(usage.called) and helper_result_used(helpers, main_code, entry_point)
+    if used:
         cooperation += 0.5
         if not usage.thin_wrapper:
             cooperation += 1.0
@@ -260,7 +328,7 @@ def levelled_reward(
         tests=round(passed / total if total else 0.0, 6),
         cooperation=cooperation,
         helper_called=bool(usage.called),
-        helpers_needed=needed,
+        helper_result_used=used,
         thin_wrapper=usage.thin_wrapper,
         ignored_helper_call=usage.ignored_calls > 0,
         **flags,

@@ -380,12 +380,12 @@ def test_levelled_reward_as_reward_and_its_levels():
     assert trajectory.steps[0].rewards["agent_0"] == 0.0
     assert trajectory.team_return == 0.0
 
-    facts = {"loads": True, "passed": 2, "total": 4, "helpers_needed": True}
+    facts = {"loads": True, "passed": 2, "total": 4}
     thin = levelled_reward([("aux", "def aux(a, b):\n    return a + b\n")], wrapper, "add", **facts)
     assert thin.thin_wrapper and thin.cooperation == 0.5 and thin.tests == 0.5
     ignored = levelled_reward(
         [("aux", "def aux(a):\n    return a * 2\n")],
-        "def add(a, b):\n    aux(a)\n    s = a + b\n    return s\n", "add", **facts,
+        "def add(a, b):\n    aux(a)\n    s = aux(a) + b\n    return s\n", "add", **facts,
     )
     assert ignored.ignored_helper_call and ignored.cooperation == 1.0
     no_main = levelled_reward([("aux", "def aux(a):\n    return a * 2\n")], "x = 1", "add", **facts)

@@ -1,0 +1,154 @@
+"""Static data flow in a team's Python answers, read from the syntax tree and never run: whether
+a function's returned value is computed from a given source (a helper's result, a parameter),
+and whether the team's code rebinds a name or reaches into namespaces at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+Source = Callable[[ast.expr], bool]
+"""Whether an expression, by itself, is a source of the value followed (a helper call)."""
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+NAMESPACE_REACHERS = frozenset({"globals", "vars", "locals", "exec", "eval", "compile", "setattr",
+                                "delattr", "__import__"})
+"""Builtins that read or rebind names at run time, out of the syntax tree's sight."""
+
+
+def carries(node: ast.AST, tainted: set[str], source: Source) -> bool:
+    """Whether the value of ``node`` is computed from a source or a name in ``tainted``.
+
+    Only values count, never decisions: a comparison, a ``not``, the test of a conditional
+    expression and a comprehension's filters carry nothing into the value they decide about,
+    and neither does a lambda (a function, not a value computed here)."""
+    if isinstance(node, ast.expr) and source(node):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in tainted
+    if isinstance(node, (ast.Compare, ast.Lambda)):
+        return False
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return False
+    if isinstance(node, ast.IfExp):
+        return carries(node.body, tainted, source) or carries(node.orelse, tainted, source)
+    if isinstance(node, _COMPREHENSIONS):
+        inner = set(tainted)
+        iterated = False
+        for generator in node.generators:
+            if carries(generator.iter, inner, source):
+                iterated = True
+                inner |= _target_names(generator.target)
+        elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return iterated or any(carries(e, inner, source) for e in elements)
+    return any(carries(child, tainted, source) for child in ast.iter_child_nodes(node))
+
+
+def _target_names(target: ast.AST) -> set[str]:
+    """The names an assignment target stores into: ``x``, ``a, *b``, and the container ``d``
+    of ``d[k] = ...`` or ``d.k = ...`` (its contents change)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_target_names(e) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    if isinstance(target, (ast.Subscript, ast.Attribute)):
+        return _target_names(target.value)
+    return set()
+
+
+def _flows(node: ast.AST, tainted: set[str], source: Source) -> set[str]:
+    """Names one statement or expression node makes carry the value."""
+    if isinstance(node, ast.Assign) and carries(node.value, tainted, source):
+        return set().union(*(_target_names(t) for t in node.targets))
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+        return _target_names(node.target) if carries(node.value, tainted, source) else set()
+    if isinstance(node, (ast.For, ast.AsyncFor)) and carries(node.iter, tainted, source):
+        return _target_names(node.target)
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return _target_names(node.optional_vars) if carries(node.context_expr, tainted, source) else set()
+    if isinstance(node, ast.NamedExpr) and carries(node.value, tainted, source):
+        return {node.target.id}
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and any(carries(a, tainted, source) for a in [*node.args, *(k.value for k in node.keywords)])):
+        return _target_names(node.func.value)  # out.append(aux(x)) puts the value into out
+    return set()
+
+
+def tainted_names(function: ast.FunctionDef | ast.AsyncFunctionDef, source: Source,
+                  start: Iterable[str] = ()) -> set[str]:
+    """The local names of ``function`` whose value is computed from a source (or from a name
+    in ``start``), followed through assignments, loops and in-place updates until nothing new
+    is found (functions nested in it are not followed). A branch is a decision, not a value:
+    an ``if`` whose test reads a source makes nothing inside it carry the value."""
+    tainted = set(start)
+    nodes = _own_nodes(function)
+    while True:
+        found = set().union(*(_flows(n, tainted, source) for n in nodes)) - tainted
+        if not found:
+            return tainted
+        tainted |= found
+
+
+def returns_from(function: ast.FunctionDef | ast.AsyncFunctionDef, source: Source,
+                 start: Iterable[str] = ()) -> bool:
+    """Whether a value ``function`` returns (or yields) is computed from a source."""
+    tainted = tainted_names(function, source, start)
+    own = _own_nodes(function)
+    return any(
+        isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) and n.value is not None
+        and carries(n.value, tainted, source)
+        for n in own
+    )
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of ``function``'s body, without those of functions and classes nested in it."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def bindings(tree: ast.AST) -> Counter[str]:
+    """How many times each name is bound anywhere in ``tree``: definitions, assignment and
+    deletion targets, parameters, imports, ``except ... as``, patterns, ``global``/``nonlocal``."""
+    counts: Counter[str] = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] += 1
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            counts[node.id] += 1
+        elif isinstance(node, ast.arg):
+            counts[node.arg] += 1
+        elif isinstance(node, ast.alias):
+            counts[node.asname or node.name.split(".")[0]] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            counts.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            counts[node.name] += 1
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            counts[node.rest] += 1
+    return counts
+
+
+def reaches_namespaces(tree: ast.AST) -> bool:
+    """Whether code could rebind a function behind the syntax tree's back: it calls one of
+    ``NAMESPACE_REACHERS``, touches a dunder attribute (``f.__code__``, ``__globals__``,
+    ``__dict__``) or ``sys.modules``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in NAMESPACE_REACHERS:
+            return True
+        if isinstance(node, ast.Attribute) and (
+            node.attr == "modules" or (node.attr.startswith("__") and node.attr.endswith("__"))
+        ):
+            return True
+    return False
