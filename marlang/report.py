@@ -203,9 +203,11 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
         "metric of the conversation-protocol paper; return: the team's reward per episode. "
-        "Intervals are 95% and stay inside each quantity's range: success rate, Wilson; steps, "
-        f"return, LLM calls and tokens, {BOOTSTRAP} over the episodes; fewer than {MIN_N} values "
-        "say 'n too small' instead of an interval. levels: distinct env seeds among the episodes."
+        "Intervals are 95% and stay inside each quantity's range: "
+        + ("the success rate's is Wilson; " if "success rate (95% CI)" in headers else "")
+        + ("steps, return, calls and tokens" if "LLM calls/ep" in headers else "steps and return")
+        + f" carry the {BOOTSTRAP} interval over the episodes; fewer than {MIN_N} values say 'n too "
+        "small' instead of an interval. levels: distinct env seeds among the episodes."
     )
     if evaluated:
         note += (" The other columns are over a run's own episodes (a learner's: its training "

@@ -39,7 +39,7 @@ def test_config_reference_has_every_section_and_key(reference, config_page):
             assert f'<a id="{section}.{key}"></a>`{section}.{key}`' in config_page
     # a known key with its type, default and description (a Field description or a note)
     row = next(line for line in config_page.splitlines() if line.startswith('| <a id="run.seed">'))
-    assert "| int | `0` |" in row and "run.seed + e" in row
+    assert "| int | `0` |" in row and "two run seeds share no level" in row
     row = next(line for line in config_page.splitlines() if line.startswith('| <a id="model.max_tokens">'))
     assert "Token budget for an action (thought + answer)." in row
 

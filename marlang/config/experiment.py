@@ -64,8 +64,8 @@ class ExperimentConfig(_Section):
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
         check_team(self, names)
         options = self.learning.options
-        if "seed" in type(options).model_fields and options.seed is None:
-            options.seed = self.run.seed  # a learner's own draws follow the run seed unless set
+        if "seed" in type(options).model_fields and "seed" not in options.model_fields_set:
+            options.seed = self.run.seed  # a learner's own draws follow the run seed unless given
         if self.iterations_set:
             # The iterations decide the run's length: run.episodes follows them.
             total = self.learning.iterations * self.rollouts_per_iteration

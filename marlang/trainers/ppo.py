@@ -66,8 +66,8 @@ class PPOOptions(AdapterOptions):
         None, description="'package.module:function' (trajectory, agent) -> per-step rewards of that "
         "agent, replacing the env's (shaped per-agent rewards); a hook that takes gamma= gets the "
         "learner's. Built in: 'marlang.envs.babyai.shaping:goal_progress' (BabyAI go-to).")
-    seed: int | None = Field(None, description="Seeds the adapters' initial weights and the minibatch order; "
-                             "None: run.seed (so each run seed is its own stream).")
+    seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order; in a "
+                      "config, run.seed unless given (so each run seed is its own stream).")
 
     renamed: ClassVar[dict[str, str]] = {
         "clip": "clip_coef", "lam": "gae_lambda", "entropy_coef": "ent_coef", "value_coef": "vf_coef"}

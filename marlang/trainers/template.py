@@ -73,8 +73,8 @@ class AdapterOptions(LearnerOptions):
     eval_episodes: int = Field(
         8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
     eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
-    seed: int | None = Field(None, description="Seeds the adapters' initial weights and the update's random "
-                             "draws; None: run.seed (so each run seed is its own stream).")
+    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws; in "
+                      "a config, run.seed unless given (so each run seed is its own stream).")
 
 
 @dataclass
