@@ -66,3 +66,59 @@ def test_booleans_are_not_counts_in_a_learners_own_sections():
 def test_a_set_value_with_a_key_twice_stays_text():
     assert parse_value("{a: 1, a: 2}") == "{a: 1, a: 2}"
     assert parse_value("{a: 1, b: 2}") == {"a": 1, "b": 2}
+
+
+GRID = ONE_RUN + "grid: {env.max_steps: [1, 2]}\n"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("how", ["run", "compare"])
+def test_a_grid_into_a_run_directory_is_refused_and_overwrites_nothing(tmp_path, capsys, how):
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path / "one.yaml", ONE_RUN)), "--out", str(out)]) == 0
+    before = _files(out)
+    capsys.readouterr()
+    assert main([how, str(write(tmp_path / "grid.yaml", GRID)), "--out", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"--out {out} holds a run (config.yaml)" in line
+    assert _files(out) == before
+
+
+def test_another_comparison_or_a_run_into_a_comparison_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    grid = write(tmp_path / "grid.yaml", GRID)
+    assert main(["compare", str(grid), "--out", str(out), "--no-reference"]) == 0
+    before = _files(out)
+    capsys.readouterr()
+    other = write(tmp_path / "other.yaml", GRID.replace("babyai/goto-obj", "babyai/pickup"))
+    assert main(["compare", str(other), "--out", str(out), "--no-reference"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"--out {out} holds another comparison" in line and "'env.id'" in line and "comparison.yaml" in line
+    assert main(["run", str(write(tmp_path / "one.yaml", ONE_RUN)), "--out", str(out)]) == 2
+    assert "holds a comparison (comparison.yaml)" in one_line(capsys.readouterr().err)
+    assert _files(out) == before
+    # The same comparison resumes in its own folder, longer, or with a grid of more values.
+    assert main(["compare", str(grid), "--out", str(out), "--no-reference", "--set", "run.episodes=2"]) == 0
+    assert main(["compare", str(grid), "--out", str(out), "--no-reference", "--grid", "env.max_steps=3"]) == 0
+    assert {p.parent.name for p in out.glob("*/config.yaml")} == {
+        "scripted--env.max_steps-1", "scripted--env.max_steps-2", "scripted--env.max_steps-3"}
+
+
+def test_an_interrupted_comparison_knows_its_folder(tmp_path, monkeypatch):
+    from marlang.compare import run_comparison
+    from marlang.run import executors
+
+    def interrupted(self, jobs, out_dir, notify=None):
+        raise RuntimeError("killed before its first run finished")
+
+    monkeypatch.setattr(executors.LocalExecutor, "run", interrupted)
+    base = build_config({"env": {"id": "babyai/goto-obj"}, "agents": {"kind": "scripted"}}).model_dump(mode="json")
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        run_comparison(base, [("env.max_steps", [1])], out, reference=False)
+    other = {**base, "env": {**base["env"], "id": "babyai/pickup"}}
+    with pytest.raises(ConfigError, match="holds another comparison"):
+        run_comparison(other, [("env.max_steps", [1])], out, reference=False)

@@ -234,25 +234,35 @@ def check_resume_compatible(saved: ExperimentConfig, new: ExperimentConfig) -> N
     equal, and a key set in one config but not the other is a difference. The message names
     the first offending key with its saved and new values.
     """
-    difference = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "")
+    difference = config_difference(saved, new)
     if difference is None:
         return
     key, old, now = difference
     raise ConfigError(
-        f"cannot resume: {key!r} is {_show(old)} in the saved run but {_show(now)} now; only "
+        f"cannot resume: {key!r} is {old} in the saved run but {now} now; only "
         "run length and concurrency (run.episodes, learning.iterations, run.parallel, "
         "model.max_concurrency, ...) may change on resume; start a new run directory instead"
     )
 
 
-def _first_difference(saved: Any, new: Any, prefix: str) -> tuple[str, Any, Any] | None:
+def config_difference(saved: ExperimentConfig, new: ExperimentConfig,
+                      also_may_change: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
+    """The first key (dotted) where ``new`` changes what ``saved`` measures, with its saved
+    and new values as JSON (``(not set)`` where absent); None if none does. Keys under
+    :data:`RESUME_MAY_CHANGE` and ``also_may_change`` may differ."""
+    found = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "",
+                              (*RESUME_MAY_CHANGE, *also_may_change))
+    return None if found is None else (found[0], _show(found[1]), _show(found[2]))
+
+
+def _first_difference(saved: Any, new: Any, prefix: str, may_change: tuple[str, ...]) -> tuple[str, Any, Any] | None:
     for key in [*saved, *(k for k in new if k not in saved)]:
         path = f"{prefix}{key}"
-        if any(path == k or path.startswith(k + ".") for k in RESUME_MAY_CHANGE):
+        if any(path == k or path.startswith(k + ".") for k in may_change):
             continue
         old, now = saved.get(key, _ABSENT), new.get(key, _ABSENT)
         if isinstance(old, dict) and isinstance(now, dict):
-            found = _first_difference(old, now, path + ".")
+            found = _first_difference(old, now, path + ".", may_change)
             if found is not None:
                 return found
         elif old != now or type(old) is not type(now):

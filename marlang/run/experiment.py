@@ -31,6 +31,7 @@ from marlang.run.resume import (
     Resume,
     check_adapters,
     check_directory,
+    check_not_a_comparison,
     decide,
     replay_lost_episodes,
 )
@@ -152,6 +153,7 @@ class Experiment:
     def run(self) -> RunResult:
         """Run (or resume) the experiment, holding the run directory's lock throughout: a
         second process on the same directory is refused, naming the first."""
+        check_not_a_comparison(self.run_dir)
         with self.run_dir.lock():
             if self.run_dir.exists():
                 self.run_dir.remove_unfinished_writes()

@@ -79,6 +79,13 @@ def check_directory(rd: RunDirectory, config: ExperimentConfig, resume: bool) ->
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
 
 
+def check_not_a_comparison(rd: RunDirectory) -> None:
+    """Refuse a comparison's folder as a run directory (checked before the run locks it)."""
+    if (rd.path / "comparison.yaml").is_file():
+        raise ConfigError(f"{rd.path} holds a comparison (comparison.yaml), not a run; choose another directory "
+                          "(--out) for this run")
+
+
 def holds_progress(rd: RunDirectory) -> bool:
     """Whether the directory holds work worth resuming: a finished episode, or a trained
     batch of a learner that plays no LLM episodes (its ``iterations.csv``)."""
