@@ -311,6 +311,9 @@ class Experiment:
                 loop.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * loop.iterations_left(snapshot.values)}
                 replayed = 0
+                if (snapshot.values or {}).get("policy") and not (self.run_dir.path / "learner_state.json").exists():
+                    # moved aside (it was damaged): the checkpoint holds the state the last commit wrote
+                    self.run_dir.write_json("learner_state.json", snapshot.values["policy"])
                 if snapshot.values:
                     self.run_dir.rebuild_llm_calls({e for _, _, e in self.record.episodes.recorded()},
                                                    self.learner.roles)
@@ -350,14 +353,21 @@ class Experiment:
     async def _checkpointer(self) -> AsyncIterator[Any]:
         """The training graph's checkpointer on the run's checkpoint file (`_drive` ends its
         database thread however the run ends)."""
-        from marlang.graphs.checkpoints import CheckpointDatabase
+        import sqlite3
 
-        database = self._checkpoints = CheckpointDatabase(self.run_dir.path / CHECKPOINT_FILE)
-        saver = await database.open()
+        from marlang.graphs.checkpoints import CheckpointDatabase
+        from marlang.rundir.untrusted import checkpoint_error
+
+        path = self.run_dir.path / CHECKPOINT_FILE
+        database = self._checkpoints = CheckpointDatabase(path)
         try:
-            yield saver
-        finally:
-            await database.aclose()
+            saver = await database.open()
+            try:
+                yield saver
+            finally:
+                await database.aclose()
+        except sqlite3.DatabaseError as err:  # a damaged file, a full or read-only disk: one line
+            raise checkpoint_error(path, err) from None
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
 from marlang.rundir import RunDirectory
+from marlang.rundir.untrusted import check_config_unedited
 from marlang.types import Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def check_directory(rd: RunDirectory, config: ExperimentConfig, resume: bool) ->
         raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to continue it "
                           "or --out to choose another directory")
     if resume and rd.exists():
+        check_config_unedited(rd.path, rd.read_json("manifest.json"))
         check_resume_compatible(load_config(rd.config_file), config)
         if rd.episodes_file.exists():
             rd.repair_episodes()
