@@ -72,6 +72,9 @@ def check_directory(rd: RunDirectory, config: ExperimentConfig, resume: bool) ->
         raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to continue it "
                           "or --out to choose another directory")
     if resume and rd.exists():
+        for name in ("learner_state.json", "review.json"):  # a damaged file refuses before any work
+            rd.read_json(name)
+        rd.read_iterations(), rd.read_llm_calls()
         check_config_unedited(rd.path, rd.read_json("manifest.json"))
         check_resume_compatible(load_config(rd.config_file), config)
         if rd.episodes_file.exists():

@@ -32,6 +32,7 @@ from marlang.rundir.untrusted import (
     read_csv_rows,
     read_json_object,
     refuse_links,
+    writing,
 )
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
@@ -111,16 +112,17 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     # Created like any other file (mode 0666 less the umask), not mkstemp's 0600: every file
     # of a run directory has the same permissions.
     tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def append_lines(path: str | Path, lines: Iterable[str]) -> None:
@@ -133,19 +135,20 @@ def append_lines(path: str | Path, lines: Iterable[str]) -> None:
     data = "".join(lines).encode()
     if not data:
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            keep = _last_newline_end(fd, size)
-            logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
-            os.ftruncate(fd, keep)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with writing(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                keep = _last_newline_end(fd, size)
+                logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
+                os.ftruncate(fd, keep)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class _Lines:
@@ -251,6 +254,7 @@ class RunDirectory:
             raise ConfigError(f"{self.path} is a file, not a run directory; choose a directory (--out DIR)")
         self.path.mkdir(parents=True, exist_ok=True)
         lock_path = self.path / self.LOCK_FILE
+        refuse_links(self.path, (self.LOCK_FILE, *self.RUN_FILES))
         while True:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # a link is refused
             try:
@@ -273,7 +277,6 @@ class RunDirectory:
                 break
             os.close(fd)  # the file was removed while we waited for it: lock the new one
         try:
-            refuse_links(self.path, self.RUN_FILES)
             cmd = redact_secrets(command if command is not None else shlex.join(sys.argv))
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": cmd}).encode(), 0)

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import hashlib
 import io
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,18 @@ STORAGE_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quot
                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
                   errno.EPERM: "not permitted", errno.EIO: "an input/output error",
                   errno.ELOOP: "it is a symbolic link, which a run directory never follows"}
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """An OSError of the block names ``path`` (a write through a file descriptor or into a
+    temporary names no file, or the wrong one)."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename == str(path) or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
 
 
 def storage_failure(exc: BaseException) -> str | None:
