@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -325,7 +324,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         if runs is not None and run_path.name not in runs:
             others.append(run_path.name)
             continue
-        summary = json.loads((run_path / "summary.json").read_text())
+        summary = RunDirectory(run_path).read_json("summary.json")  # damaged: one line naming it
         if not summary.get("episodes"):
             continue
         group = summary.get("env_id", "?")

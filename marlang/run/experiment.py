@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -166,11 +165,8 @@ class Experiment:
 
     def pending_review(self) -> dict[str, Any] | None:
         """What a paused run waits on (the update to review), or None."""
-        path = self.run_dir.path / "review.json"
-        if not path.is_file():
-            return None
-        payload = json.loads(path.read_text())
-        return None if payload.get("decided") else payload
+        payload = self.run_dir.read_json("review.json")
+        return None if payload is None or payload.get("decided") else payload
 
     def _drive(self, main: Callable[[], Any]) -> RunResult:
         """Run ``main()`` on a fresh event loop with Ctrl-C handled by the run: the first sets

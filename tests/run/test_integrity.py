@@ -176,3 +176,16 @@ def test_a_full_disk_keeps_every_finished_episode_and_the_run_resumes(run, capsy
     monkeypatch.undo()  # space freed
     assert main(COMMANDS["resume"](run)) == 0
     assert episodes(run) == [0, 1, 2]
+
+
+def test_report_and_view_of_a_comparison_with_a_damaged_run_summary_name_it(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    grid = write(tmp_path / "grid.yaml", RUN + "grid: {env.max_steps: [1, 2]}\n")
+    assert main(["compare", str(grid), "--out", str(out), "--no-reference"]) == 0
+    capsys.readouterr()
+    summary = next(out.glob("*/summary.json"))
+    summary.write_bytes(b"{" * 200_000)
+    for command in (["report", str(out)], ["view", str(out)]):
+        assert main(command) == 2
+        line = one_line(capsys.readouterr().err)
+        assert f"{summary} is damaged" in line and "marlang report" in line
