@@ -115,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         code = _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
+        # stopped this way keeps its finished episodes and resumes with --resume.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_BROKEN_PIPE
     except (ConfigError, OSError) as err:  # OSError: a full or read-only disk (report, view)
         from marlang.rundir.untrusted import storage_failure
 
@@ -123,13 +130,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"marlang: error: {_redact(line)}", file=sys.stderr)
         return EXIT_CONFIG
-    except BrokenPipeError:
-        # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
-        # stopped this way keeps its finished episodes and resumes with --resume.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return EXIT_BROKEN_PIPE
     if code == EXIT_INTERRUPTED and argv is None:
         _exit_at_next_ctrl_c()
     return code
