@@ -115,9 +115,6 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         code = _dispatch(args)
-    except ConfigError as err:
-        print(f"marlang: error: {_redact(str(err))}", file=sys.stderr)
-        return EXIT_CONFIG
     except BrokenPipeError:
         # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
         # stopped this way keeps its finished episodes and resumes with --resume.
@@ -125,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_BROKEN_PIPE
+    except (ConfigError, OSError) as err:  # OSError: a full or read-only disk (report, view)
+        from marlang.rundir.untrusted import storage_failure
+
+        line = str(err) if isinstance(err, ConfigError) else storage_failure(err)
+        if line is None:
+            raise
+        print(f"marlang: error: {_redact(line)}", file=sys.stderr)
+        return EXIT_CONFIG
     if code == EXIT_INTERRUPTED and argv is None:
         _exit_at_next_ctrl_c()
     return code
@@ -341,9 +346,12 @@ def _model_failure(exc: BaseException, config) -> str | None:
     """One line for a model that cannot be loaded or reached or refuses the key (None for
     any other error, which is a bug and keeps its traceback)."""
     from marlang.models import ModelNotAvailableError, ModelUnreachableError
+    from marlang.rundir.untrusted import storage_failure
 
     if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
         return str(exc)
+    if storage_failure(exc) is not None:  # a full or read-only disk
+        return storage_failure(exc)
     if type(exc).__name__ in ("AuthenticationError", "PermissionDeniedError") or \
             getattr(exc, "status_code", None) in (401, 403):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -354,14 +362,14 @@ def _model_failure(exc: BaseException, config) -> str | None:
 
 def _kept(run_dir: Path, neural: bool) -> str | None:
     """What an interrupted or failed run keeps ("3 finished episode(s)"), or None if nothing."""
+    from marlang.rundir import RunDirectory
+
     if not (run_dir / "config.yaml").is_file():
         return None
     if neural:
-        from marlang.rundir import RunDirectory
-
         batches = len(RunDirectory(run_dir).read_iterations())
         return f"{batches} trained batch(es)" if batches else None
-    n = _count_episodes(run_dir)
+    n = len(RunDirectory(run_dir).load_episode_dicts())
     return f"{n} finished episode(s)" if n else None
 
 
@@ -390,12 +398,6 @@ def _review(args: argparse.Namespace) -> int:
     from marlang.review import review_command
 
     return review_command(args, _print_result)
-
-
-def _count_episodes(run_dir: Path) -> int:
-    from marlang.rundir import RunDirectory
-
-    return len(RunDirectory(run_dir).load_episode_dicts())
 
 
 def _load_base(config_path: str, overrides: list[str], unset: list[str] = (), seeds: list[int] | None = None) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from marlang.config import (
     ExperimentConfig,
     apply_override,
     build_config,
+    config_difference,
     learning_method,
     parse_value,
     trains_weights,
@@ -242,6 +242,7 @@ def run_comparison(
     executor = executor if executor is not None else LocalExecutor()
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
+    check_comparison_folder(out, base, grid)
     shared_model: Any = None
     shared_cache: Any = None
     shares_model = executor.shares_model and not any(k.startswith("model") for k, _ in grid)
@@ -257,11 +258,44 @@ def run_comparison(
         if shares_model and _can_share(s.config, first_llm.config if first_llm else None):
             kwargs.update(chat_model=shared_model, cache=shared_cache, model_id=s.config.model.spec)
         jobs.append(RunJob(name, s.config, kwargs))
-    failed = executor.run(jobs, out, notify=notify)
-    atomic_write_text(out / "comparison.yaml", yaml.safe_dump(
+    # Written before the first run, so a rerun of an interrupted comparison knows the folder is its own.
+    atomic_write_text(out / COMPARISON_FILE, yaml.safe_dump(
         {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
         sort_keys=False))
+    failed = executor.run(jobs, out, notify=notify)
     return write_comparison(out, runs=names, failed=failed)
+
+
+COMPARISON_FILE = "comparison.yaml"
+"""What makes a folder a comparison's: its base config, grid and runs."""
+
+
+def check_comparison_folder(out: Path, base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> None:
+    """Refuse to write a comparison into a folder that holds a run, or another comparison:
+    one on another base config (its grids may differ: a new grid on the same base adds its
+    runs beside the earlier ones, and a rerun resumes them)."""
+    if (out / "config.yaml").is_file():
+        raise ConfigError(f"--out {out} holds a run (config.yaml), not a comparison; give the comparison a "
+                          "folder of its own (--out)")
+    saved_file = out / COMPARISON_FILE
+    if not saved_file.is_file():
+        return
+    try:
+        saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
+        saved_base, saved_grid = saved["base"], [next(iter(g.items())) for g in saved["grid"]]
+        saved_config = build_config(copy.deepcopy(saved_base))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError, KeyError, TypeError, AttributeError,
+            StopIteration) as err:
+        raise ConfigError(f"--out {out}: its {COMPARISON_FILE} is damaged or unreadable ({type(err).__name__}); "
+                          "choose another --out, or restore that file to continue the comparison there") from None
+    varied = ["run.seed", "run.seeds"]
+    for key, values in [*saved_grid, *grid]:
+        varied += [k for v in values if isinstance(v, dict) for k in v if k != "name"] if key == SETTING_KEY else [key]
+    difference = config_difference(saved_config, build_config(copy.deepcopy(base)), tuple(varied))
+    if difference is not None:
+        key, old, now = difference
+        raise ConfigError(f"--out {out} holds another comparison ({saved_file}: {key!r} is {old} there but "
+                          f"{now} here); choose another --out, or rerun that comparison's command to continue it")
 
 
 def _can_share(config: Any, shared: Any) -> bool:
@@ -290,7 +324,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         if runs is not None and run_path.name not in runs:
             others.append(run_path.name)
             continue
-        summary = json.loads((run_path / "summary.json").read_text())
+        summary = RunDirectory(run_path).read_json("summary.json")  # damaged: one line naming it
         if not summary.get("episodes"):
             continue
         group = summary.get("env_id", "?")

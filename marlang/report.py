@@ -449,7 +449,7 @@ def current_summary(path: Path) -> dict[str, Any] | None:
         return None
     try:
         agents = (yaml.safe_load((path / "config.yaml").read_text()) or {}).get("agents") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
+    except (OSError, ValueError, yaml.YAMLError, AttributeError, RecursionError):
         return None
     if not isinstance(agents, dict) or agents.get("kind") == "neural":
         return None
@@ -461,7 +461,7 @@ def current_summary(path: Path) -> dict[str, Any] | None:
         return None  # the plot is part of what report rebuilds
     try:
         found = json.loads(summary.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a damaged summary is rebuilt
         return None
     ok = isinstance(found, dict) and "setting" in found and bool(found.get("episodes"))
     return found if ok else None

@@ -21,10 +21,37 @@ from marlang.config.sections import (
 from marlang.config.team import SlotConfig
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the
+    last one silently); a key a merge (``<<: *base``) brings in may be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping (first on line "
+                    f"{seen[key].line + 1}); give it once", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` as YAML: a key given twice in one mapping is a ``yaml.YAMLError``, and so is
+    nesting too deep for the parser (which would otherwise overflow Python's stack)."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply (thousands of levels); a config is a few levels deep") from None
+
+
 def parse_value(text: str) -> Any:
     """Parse an override value the way YAML would (``3`` -> int, ``true`` -> bool, ``[a,b]``)."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         return text
 
@@ -106,8 +133,9 @@ def build_config(data: dict[str, Any]) -> ExperimentConfig:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML config file; a missing file, a directory or malformed YAML is a
-    :class:`ConfigError` naming the file (and the line and column of a YAML error)."""
+    """The mapping in a YAML config file; a missing file, a directory, malformed YAML (a key
+    given twice, nesting thousands of levels deep) or an empty file is a :class:`ConfigError`
+    naming the file (and the line and column of a YAML error)."""
     p = Path(path)
     if p.is_dir():
         configs = sorted(str(c) for c in p.glob("*.y*ml"))
@@ -116,7 +144,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not a text file (byte {err.start} is not UTF-8); give a YAML config") from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot be read ({err.strerror or err})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
@@ -124,7 +156,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         context = getattr(err, "context", None)
         raise ConfigError(f"{where}: not valid YAML: {problem}{f' ({context})' if context else ''}") from None
     if data is None:
-        return {}
+        # Not the defaults: an empty file is more likely a mistake than a wish for a full default run.
+        raise ConfigError(f"{p}: the config is empty; give the sections it sets, e.g. env: {{id: babyai/pickup}} "
+                          "(an empty mapping, {}, runs every default)")
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a config must be a mapping with sections env, model, protocol, agents, learning, run")
     return data
@@ -200,25 +234,35 @@ def check_resume_compatible(saved: ExperimentConfig, new: ExperimentConfig) -> N
     equal, and a key set in one config but not the other is a difference. The message names
     the first offending key with its saved and new values.
     """
-    difference = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "")
+    difference = config_difference(saved, new)
     if difference is None:
         return
     key, old, now = difference
     raise ConfigError(
-        f"cannot resume: {key!r} is {_show(old)} in the saved run but {_show(now)} now; only "
+        f"cannot resume: {key!r} is {old} in the saved run but {now} now; only "
         "run length and concurrency (run.episodes, learning.iterations, run.parallel, "
         "model.max_concurrency, ...) may change on resume; start a new run directory instead"
     )
 
 
-def _first_difference(saved: Any, new: Any, prefix: str) -> tuple[str, Any, Any] | None:
+def config_difference(saved: ExperimentConfig, new: ExperimentConfig,
+                      also_may_change: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
+    """The first key (dotted) where ``new`` changes what ``saved`` measures, with its saved
+    and new values as JSON (``(not set)`` where absent); None if none does. Keys under
+    :data:`RESUME_MAY_CHANGE` and ``also_may_change`` may differ."""
+    found = _first_difference(saved.model_dump(mode="json"), new.model_dump(mode="json"), "",
+                              (*RESUME_MAY_CHANGE, *also_may_change))
+    return None if found is None else (found[0], _show(found[1]), _show(found[2]))
+
+
+def _first_difference(saved: Any, new: Any, prefix: str, may_change: tuple[str, ...]) -> tuple[str, Any, Any] | None:
     for key in [*saved, *(k for k in new if k not in saved)]:
         path = f"{prefix}{key}"
-        if any(path == k or path.startswith(k + ".") for k in RESUME_MAY_CHANGE):
+        if any(path == k or path.startswith(k + ".") for k in may_change):
             continue
         old, now = saved.get(key, _ABSENT), new.get(key, _ABSENT)
         if isinstance(old, dict) and isinstance(now, dict):
-            found = _first_difference(old, now, path + ".")
+            found = _first_difference(old, now, path + ".", may_change)
             if found is not None:
                 return found
         elif old != now or type(old) is not type(now):

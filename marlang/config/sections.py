@@ -7,6 +7,8 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+import types
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -58,7 +60,32 @@ def check_name(registry: Registry, name: str, sort: bool = False) -> str:
     return name
 
 
-class _Section(BaseModel):
+def _wants_number(annotation: Any) -> bool:
+    """Whether a field typed ``annotation`` takes a number (int or float) but no boolean."""
+    if annotation in (int, float):
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _wants_number(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return bool not in args and any(_wants_number(a) for a in args)
+    return False
+
+
+class NumbersNotBooleans(BaseModel):
+    """A config model whose number keys refuse booleans: YAML reads ``episodes: true`` as a
+    boolean, which pydantic would take as the count 1. Every config model derives from it."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _wants_number(field.annotation):
+            raise ValueError(f"{str(value).lower()} is a boolean, not a number; give a number")
+        return value
+
+
+class _Section(NumbersNotBooleans):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import ConfigDict, model_validator
 
+from marlang.config import NumbersNotBooleans
 from marlang.registry import LEARNERS
 from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class LearnerOptions(BaseModel):
+class LearnerOptions(NumbersNotBooleans):
     """Method-specific ``learning.*`` keys; each learner declares its own subclass.
 
     ``renamed`` maps a key's old name to its new one: configs written with the old name keep

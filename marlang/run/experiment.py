@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from marlang.run.resume import (
     Resume,
     check_adapters,
     check_directory,
+    check_not_a_comparison,
     decide,
     replay_lost_episodes,
 )
@@ -152,6 +152,7 @@ class Experiment:
     def run(self) -> RunResult:
         """Run (or resume) the experiment, holding the run directory's lock throughout: a
         second process on the same directory is refused, naming the first."""
+        check_not_a_comparison(self.run_dir)
         with self.run_dir.lock():
             if self.run_dir.exists():
                 self.run_dir.remove_unfinished_writes()
@@ -164,11 +165,8 @@ class Experiment:
 
     def pending_review(self) -> dict[str, Any] | None:
         """What a paused run waits on (the update to review), or None."""
-        path = self.run_dir.path / "review.json"
-        if not path.is_file():
-            return None
-        payload = json.loads(path.read_text())
-        return None if payload.get("decided") else payload
+        payload = self.run_dir.read_json("review.json")
+        return None if payload is None or payload.get("decided") else payload
 
     def _drive(self, main: Callable[[], Any]) -> RunResult:
         """Run ``main()`` on a fresh event loop with Ctrl-C handled by the run: the first sets
@@ -309,6 +307,9 @@ class Experiment:
                 loop.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * loop.iterations_left(snapshot.values)}
                 replayed = 0
+                if (snapshot.values or {}).get("policy") and not (self.run_dir.path / "learner_state.json").exists():
+                    # moved aside (it was damaged): the checkpoint holds the state the last commit wrote
+                    self.run_dir.write_json("learner_state.json", snapshot.values["policy"])
                 if snapshot.values:
                     self.run_dir.rebuild_llm_calls({e for _, _, e in self.record.episodes.recorded()},
                                                    self.learner.roles)
@@ -348,14 +349,21 @@ class Experiment:
     async def _checkpointer(self) -> AsyncIterator[Any]:
         """The training graph's checkpointer on the run's checkpoint file (`_drive` ends its
         database thread however the run ends)."""
-        from marlang.graphs.checkpoints import CheckpointDatabase
+        import sqlite3
 
-        database = self._checkpoints = CheckpointDatabase(self.run_dir.path / CHECKPOINT_FILE)
-        saver = await database.open()
+        from marlang.graphs.checkpoints import CheckpointDatabase
+        from marlang.rundir.untrusted import checkpoint_error
+
+        path = self.run_dir.path / CHECKPOINT_FILE
+        database = self._checkpoints = CheckpointDatabase(path)
         try:
-            yield saver
-        finally:
-            await database.aclose()
+            saver = await database.open()
+            try:
+                yield saver
+            finally:
+                await database.aclose()
+        except sqlite3.DatabaseError as err:  # a damaged file, a full or read-only disk: one line
+            raise checkpoint_error(path, err) from None
 
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""

@@ -24,6 +24,7 @@ from marlang.rundir import (
     csv_lines,
     dumps_json,
 )
+from marlang.rundir.untrusted import json_value
 from marlang.types import Trajectory
 
 EpisodeKey = tuple[str, int, int]
@@ -135,10 +136,7 @@ class EpisodeIndex:
 def _record(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
-    try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+    record = json_value(line)[0]  # None for a damaged line
     return record if isinstance(record, dict) and "episode" in record else None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
 from marlang.rundir import RunDirectory
+from marlang.rundir.untrusted import check_config_unedited
 from marlang.types import Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
@@ -71,12 +72,23 @@ def check_directory(rd: RunDirectory, config: ExperimentConfig, resume: bool) ->
         raise ConfigError(f"run directory {rd.path} already holds a run; pass --resume {rd.path} to continue it "
                           "or --out to choose another directory")
     if resume and rd.exists():
+        for name in ("learner_state.json", "review.json"):  # a damaged file refuses before any work
+            rd.read_json(name)
+        rd.read_iterations(), rd.read_llm_calls()
+        check_config_unedited(rd.path, rd.read_json("manifest.json"))
         check_resume_compatible(load_config(rd.config_file), config)
         if rd.episodes_file.exists():
             rd.repair_episodes()
             dicts = rd.load_episode_dicts()
             rd.rewrite_metrics([d["metrics"] for d in dicts])
             logger.info("resuming %s: %d episodes already finished", rd.path, len(dicts))
+
+
+def check_not_a_comparison(rd: RunDirectory) -> None:
+    """Refuse a comparison's folder as a run directory (checked before the run locks it)."""
+    if (rd.path / "comparison.yaml").is_file():
+        raise ConfigError(f"{rd.path} holds a comparison (comparison.yaml), not a run; choose another directory "
+                          "(--out) for this run")
 
 
 def holds_progress(rd: RunDirectory) -> bool:

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+
+from marlang.config import NumbersNotBooleans
 
 
-class LoraOptions(BaseModel):
+class LoraOptions(NumbersNotBooleans):
     """LoRA hyper-parameters of every adapter (GLAM / lamorel: r 16, alpha 32 on q and v)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -19,7 +21,7 @@ class LoraOptions(BaseModel):
     r: int = 16
     alpha: int = 32
     dropout: float = 0.05
-    targets: list[str] = ["q_proj", "v_proj"]
+    targets: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"])
     layers: int | None = None
     """LoRA on the last ``layers`` transformer layers only (None: every layer). Nothing below
     the lowest adapted layer needs gradients, so backward stops there: a cheaper update."""
@@ -53,7 +55,7 @@ class LoraOptions(BaseModel):
         return value
 
 
-class ValueHeadOptions(BaseModel):
+class ValueHeadOptions(NumbersNotBooleans):
     """Value heads: MLPs (in -> width -> 1, fp32) on the last prompt token's hidden state.
 
     ``per_agent`` gives each adapter its own head (one head named ``shared`` when sharing);

@@ -25,6 +25,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from marlang.config import ConfigError, redact_secrets
+from marlang.rundir.untrusted import (
+    CONFIG_HASH,
+    config_sha256,
+    json_value,
+    read_csv_rows,
+    read_json_object,
+    refuse_links,
+    writing,
+)
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
@@ -103,16 +112,17 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     # Created like any other file (mode 0666 less the umask), not mkstemp's 0600: every file
     # of a run directory has the same permissions.
     tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def append_lines(path: str | Path, lines: Iterable[str]) -> None:
@@ -125,19 +135,20 @@ def append_lines(path: str | Path, lines: Iterable[str]) -> None:
     data = "".join(lines).encode()
     if not data:
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            keep = _last_newline_end(fd, size)
-            logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
-            os.ftruncate(fd, keep)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with writing(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                keep = _last_newline_end(fd, size)
+                logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
+                os.ftruncate(fd, keep)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class _Lines:
@@ -243,8 +254,9 @@ class RunDirectory:
             raise ConfigError(f"{self.path} is a file, not a run directory; choose a directory (--out DIR)")
         self.path.mkdir(parents=True, exist_ok=True)
         lock_path = self.path / self.LOCK_FILE
+        refuse_links(self.path, (self.LOCK_FILE, *self.RUN_FILES))
         while True:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # a link is refused
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -280,7 +292,7 @@ class RunDirectory:
     def create(self, config_yaml: str, manifest: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config_yaml)
-        self.write_json("manifest.json", manifest)
+        self.write_json("manifest.json", {**manifest, CONFIG_HASH: config_sha256(config_yaml)})
 
     def resumed_manifest(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """``manifest`` for a run resumed here: the original start time and command kept, this
@@ -334,17 +346,12 @@ class RunDirectory:
     iterations_file = _RunFile("iterations.csv")
 
     def read_iterations(self) -> list[dict[str, Any]]:
-        """``iterations.csv`` rows with numbers parsed (empty cells: None)."""
-        if not self.iterations_file.exists():
-            return []
-        with open(self.iterations_file, newline="") as fh:
-            return [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+        """``iterations.csv`` rows with numbers parsed (empty cells: None); a damaged file is a
+        `DamagedRunFile`."""
+        return [{k: _number(v) for k, v in r.items()} for r in read_csv_rows(self.iterations_file, "iteration")]
 
     def read_llm_calls(self) -> list[dict[str, Any]]:
-        if not self.llm_calls_file.exists():
-            return []
-        with open(self.llm_calls_file, newline="") as fh:
-            return list(csv.DictReader(fh))
+        return read_csv_rows(self.llm_calls_file)
 
     def read_jsonl(self, name: str) -> list[dict[str, Any]]:
         """Every record of a JSONL file; a damaged line (torn, or corrupted on disk) is skipped
@@ -354,9 +361,9 @@ class RunDirectory:
             logger.warning("%s: skipping %d damaged line(s)", self.path / name, len(damaged))
         return records
 
-    def read_json(self, name: str) -> Any:
-        path = self.path / name
-        return json.loads(path.read_text()) if path.exists() else None
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """The JSON object in the file ``name`` (None if absent; damaged: `DamagedRunFile`)."""
+        return read_json_object(self.path / name)
 
     def load_episode_dicts(self) -> list[dict[str, Any]]:
         """Every finished episode, in file order; a damaged record (a torn last line, a line
@@ -432,19 +439,14 @@ class RunDirectory:
         are kept: a resume goes on after the update's last finished step."""
         if not self.llm_calls_file.exists():
             return
-        import io
-
         roles = set(learner_roles)
-        raw = self.llm_calls_file.read_bytes()
-        whole = raw[: raw.rfind(b"\n") + 1]  # without a torn last row
-        reader = csv.DictReader(io.StringIO(whole.decode("utf-8", errors="replace"), newline=""))
-        fields = list(reader.fieldnames or [])
-        rows = [r for r in reader if None not in r and None not in r.values()]
-        if not fields:
+        rows = [r for r in self.read_llm_calls() if None not in r.values()]  # without a torn last row
+        if not rows:
             self.llm_calls_file.unlink()
             return
+        fields = list(rows[0])
         kept = [r for r in rows if r.get("role") in roles or _number(r.get("episode")) in (None, *finished)]
-        if len(kept) != len(rows) or len(whole) != len(raw):
+        if len(kept) != len(rows) or not self.llm_calls_file.read_bytes().endswith(b"\n"):
             logger.info("%s: %d call(s) of unfinished episodes dropped", self.llm_calls_file, len(rows) - len(kept))
             _write_csv(self.llm_calls_file, fields, kept)
 
@@ -470,10 +472,7 @@ def _parse_jsonl(path: Path, required: tuple[str, ...] = ()) -> tuple[list[dict[
     for line in path.read_bytes().splitlines(keepends=True):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            record = None
+        record = json_value(line)[0]
         if isinstance(record, dict) and all(key in record for key in required):
             records.append(record)
         else:

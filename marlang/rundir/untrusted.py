@@ -1,0 +1,164 @@
+"""The run directory's files read as untrusted input: a file that cannot be what it should be
+(truncated, random bytes, JSON nested past the parser's depth, a link) is a one-line
+`DamagedRunFile` naming it and what to do, and a full or read-only disk is one line too."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import hashlib
+import io
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from marlang.config import ConfigError
+
+WHAT_TO_DO = {
+    "manifest.json": "it records the run's start, command, versions and config hash: restore it, or move it "
+                     "aside and the next resume writes a new one (without the run's first start and command)",
+    "learner_state.json": "it holds the policies the last update accepted: move it aside and resume (marlang run "
+                          "--resume), which writes it again from the run's checkpoint",
+    "iterations.csv": "it holds one row per finished update (the learning curve): restore it, or move it aside "
+                      "and resume; the episodes are kept, the rows of past updates are not written again",
+    "llm_calls.csv": "it counts the run's model calls: move it aside and resume; the episodes keep their own "
+                     "counts in metrics.csv, the file starts again from the resume on",
+    "summary.json": "it is rebuilt from the run's files: move it aside and run marlang report",
+    "checkpoints.sqlite": "it holds where the training loop is: restore it from a backup; without it the run "
+                          "cannot continue, but its finished episodes stay readable (marlang report, marlang view)",
+}
+"""What to do about each damaged file (finished episodes are never dropped by the advice)."""
+
+CONFIG_HASH = "config_sha256"
+"""The manifest key of the SHA-256 of the ``config.yaml`` the run wrote."""
+
+
+class DamagedRunFile(ConfigError):
+    """A file of a run directory that cannot be read as what it should hold."""
+
+
+def damaged(path: Path, reason: str) -> DamagedRunFile:
+    advice = WHAT_TO_DO.get(path.name, "restore it from a backup, or move it aside")
+    return DamagedRunFile(f"{path} is damaged ({reason}); {advice}")
+
+
+def json_value(data: bytes | str) -> tuple[Any, str | None]:
+    """``data`` parsed as JSON, and None; or None and why it is no JSON (nesting too deep for
+    the parser is a damaged value, not a RecursionError)."""
+    try:
+        return json.loads(data), None
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except json.JSONDecodeError as err:
+        return None, f"not JSON: {err.msg} at line {err.lineno} column {err.colno}"
+    except RecursionError:
+        return None, "JSON nested too deeply to read"
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (None if there is no such file); anything else there is a
+    `DamagedRunFile`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise damaged(path, "a directory, not a file") from None
+    value, problem = json_value(data)
+    if problem is None and not isinstance(value, dict):
+        problem = f"a JSON {type(value).__name__}, not an object"
+    if problem is not None:
+        raise damaged(path, problem)
+    return value
+
+
+def read_csv_rows(path: Path, key: str | None = None) -> list[dict[str, str]]:
+    """The rows of a CSV file the run appends to; a torn last row (a writer killed mid-line)
+    is left out. Bytes that are no text, a row with more cells than the header, or a ``key``
+    cell that is no whole number are a `DamagedRunFile`."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    whole = raw[: raw.rfind(b"\n") + 1]
+    try:
+        text = whole.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise damaged(path, f"byte {err.start} is not UTF-8 text") from None
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+    except csv.Error as err:
+        raise damaged(path, f"not CSV: {err}") from None
+    for number, row in enumerate(rows, start=2):
+        if None in row:
+            raise damaged(path, f"line {number} has more cells than the header")
+        cell = (row.get(key) or "").strip() if key else "0"
+        if not cell.lstrip("-").isdigit():
+            raise damaged(path, f"line {number}: {key} {cell!r} is no whole number")
+    return rows
+
+
+def config_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_config_unedited(run_path: Path, manifest: dict[str, Any] | None) -> None:
+    """Refuse to resume a run whose ``config.yaml`` differs from the one the run wrote (as its
+    manifest's `CONFIG_HASH` records): a resume would mix two configs in one run. A manifest
+    without the hash (an older run) is not checked."""
+    recorded = (manifest or {}).get(CONFIG_HASH)
+    config = run_path / "config.yaml"
+    if recorded and config_sha256(config.read_text(encoding="utf-8", errors="replace")) != recorded:
+        raise ConfigError(f"{config} was edited after the run wrote it (manifest.json records another "
+                          f"{CONFIG_HASH}); a resume would mix two configs in one run: restore the file, or start "
+                          "a new run with the edited config (marlang run CONFIG --out NEW_DIR)")
+
+
+def refuse_links(run_path: Path, names: tuple[str, ...]) -> None:
+    """A run directory's files are never symbolic links: a write through one would change the
+    file it points at."""
+    for name in names:
+        if (run_path / name).is_symlink():
+            raise ConfigError(f"{run_path / name} is a symbolic link; a run directory's files are never links "
+                              "(a write would change the file it points at): replace it with the file itself")
+
+
+STORAGE_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "not permitted", errno.EIO: "an input/output error",
+                  errno.ELOOP: "it is a symbolic link, which a run directory never follows"}
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """An OSError of the block names ``path`` (a write through a file descriptor or into a
+    temporary names no file, or the wrong one)."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename == str(path) or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """One line for a file that could not be written or read for a reason of the storage (a
+    full or read-only disk, no permission, a link); None for any other error."""
+    if not isinstance(exc, OSError) or exc.errno not in STORAGE_ERRORS:
+        return None
+    where = exc.filename or "a file of the run"
+    return f"cannot write {where}: {STORAGE_ERRORS[exc.errno]} ({exc.strerror or exc})"
+
+
+def checkpoint_error(path: Path, err: sqlite3.DatabaseError) -> Exception:
+    """What a failure of the checkpoint database at ``path`` is: a `DamagedRunFile` for a file
+    that is no database (or a malformed one), else a storage error (full, read-only)."""
+    text = str(err)
+    if not isinstance(err, sqlite3.OperationalError) or "not a database" in text or "malformed" in text:
+        return damaged(path, f"SQLite: {text}")
+    code = errno.ENOSPC if "full" in text else errno.EROFS if "readonly" in text else errno.EIO
+    return OSError(code, f"SQLite: {text}", str(path))
