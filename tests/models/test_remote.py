@@ -225,9 +225,8 @@ async def test_a_server_with_one_bad_reply_in_seven_serves_every_call() -> None:
                                              ("closed", "the connection closed mid-reply"), (502, "HTTP 502")])
 def test_a_server_that_stays_broken_raises_one_line_naming_it_the_fault_and_what_to_check(fault, kind) -> None:
     rec = UsageRecorder()
-    with FakeOpenAIServer(faults=lambda n: fault) as server:
-        with pytest.raises(ModelServerError) as info:
-            on_faulty(server, max_retries=2).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+    with FakeOpenAIServer(faults=lambda n: fault) as server, pytest.raises(ModelServerError) as info:
+        on_faulty(server, max_retries=2).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
     message = str(info.value)
     assert not isinstance(info.value, ModelUnreachableError)
     assert "\n" not in message and server.base_url in message and kind in message
