@@ -241,7 +241,10 @@ class FakeOpenAIServer:
     def __enter__(self) -> Self:
         from http.server import ThreadingHTTPServer
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # concurrent calls wait for a thread, not for a SYN resent after 1 s
+
+        self._server = Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

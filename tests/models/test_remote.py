@@ -184,7 +184,7 @@ MISBEHAVIOURS = [*FAULTS, 500, 502, 503]
 
 def on_faulty(server: FakeOpenAIServer, max_retries: int = 3) -> ResilientChatModel:
     return load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=max_retries,
-                           retry_backoff_s=0.001, timeout=5)
+                           retry_backoff_s=0.001, timeout=30)
 
 
 @pytest.mark.parametrize("fault", MISBEHAVIOURS)
@@ -211,10 +211,15 @@ async def test_a_server_with_one_bad_reply_in_seven_serves_every_call() -> None:
         return kinds[(n // 7) % len(kinds)] if n % 7 == 0 else None
 
     rec = UsageRecorder()
+    bound = asyncio.Semaphore(8)  # as model.max_concurrency bounds a run's calls
+
+    async def call(model: ResilientChatModel) -> Any:
+        async with bound:
+            return await model.ainvoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+
     with FakeOpenAIServer(reply="go forward", faults=faults) as server:
         model = on_faulty(server)
-        replies = await asyncio.gather(*(model.ainvoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
-                                         for _ in range(40)))
+        replies = await asyncio.gather(*(call(model) for _ in range(40)))
     assert [r.content for r in replies] == ["go forward"] * 40
     sent = sum(1 for n in range(1, len(server.requests) + 1) if faults(n) is not None)
     assert sent >= 5 and len(server.requests) == 40 + sent
