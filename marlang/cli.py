@@ -303,7 +303,7 @@ def _run(args: argparse.Namespace) -> int:
                 _remove_unfinished(run_dir)
             print(f"marlang: {message}", file=sys.stderr)
         else:
-            print(f"marlang: {message}\n{kept} are kept in {run_dir}; continue with: "
+            print(f"marlang: {message.rstrip('.')}; {kept} are kept in {run_dir}; continue with: "
                   f"marlang run --resume {run_dir}", file=sys.stderr)
         return EXIT_INTERRUPTED if interrupted else EXIT_MODEL
 
@@ -343,12 +343,13 @@ def _notify(message: str) -> None:
 
 
 def _model_failure(exc: BaseException, config) -> str | None:
-    """One line for a model that cannot be loaded or reached or refuses the key (None for
-    any other error, which is a bug and keeps its traceback)."""
-    from marlang.models import ModelNotAvailableError, ModelUnreachableError
+    """One line for a model that cannot be loaded, a server that stays unreachable or broken
+    after the retries, a refused key, or a full or read-only disk (None for any other error,
+    which is a bug and keeps its traceback)."""
+    from marlang.models import ModelNotAvailableError, ModelServerError
     from marlang.rundir.untrusted import storage_failure
 
-    if isinstance(exc, (ModelUnreachableError, ModelNotAvailableError)):
+    if isinstance(exc, (ModelServerError, ModelNotAvailableError)):
         return str(exc)
     if storage_failure(exc) is not None:  # a full or read-only disk
         return storage_failure(exc)
@@ -451,8 +452,8 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
     if message is not None:
         message = _redact(message, build_config(base))
         kept = any(out.glob("*/episodes.jsonl"))
-        print(f"marlang: {message}" + (f"\nfinished episodes are kept under {out}; rerun the same command to "
-                                       "continue" if kept else ""), file=sys.stderr)
+        print(f"marlang: {message.rstrip('.')}" + (f"; finished episodes are kept under {out}; rerun the same "
+                                                   "command to continue" if kept else ""), file=sys.stderr)
         return code
     print(result.table)
     print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png)")

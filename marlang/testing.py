@@ -192,6 +192,10 @@ class ScriptedChatModel(BaseChatModel):
         return self._generate(messages, stop, **kwargs)
 
 
+FAULTS = ("cut", "empty", "closed")
+"""What `FakeOpenAIServer` can send instead of a completion, besides an HTTP status."""
+
+
 class FakeOpenAIServer:
     """A minimal OpenAI-compatible chat-completions server on 127.0.0.1, in a thread.
 
@@ -202,6 +206,12 @@ class FakeOpenAIServer:
     ``limit_fields`` names the body fields the server honours as a token limit (a word is a
     token): ``("max_tokens",)`` mimics llama.cpp's server, which cuts the reply at
     ``max_tokens`` and ignores ``max_completion_tokens``. By default no limit is honoured.
+
+    ``faults`` makes it misbehave as loaded servers and proxies do: request ``n`` (from 1)
+    gets ``faults[n - 1]`` (a sequence; requests past its end are answered) or ``faults(n)``
+    (a callable), each one of `FAULTS`, an HTTP status, or None to answer: ``"cut"`` (a body
+    cut mid-object), ``"empty"`` (``{"choices": []}``), ``"closed"`` (the headers and half
+    the body, then the connection closed).
     """
 
     def __init__(
@@ -211,11 +221,13 @@ class FakeOpenAIServer:
         fail_first: int = 0,
         fail_status: int = 503,
         limit_fields: Sequence[str] = (),
+        faults: Sequence[str | int | None] | Callable[[int], str | int | None] = (),
     ) -> None:
         self.reply = reply
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.limit_fields = tuple(limit_fields)
+        self.faults = faults
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: Any = None
@@ -229,7 +241,10 @@ class FakeOpenAIServer:
     def __enter__(self) -> Self:
         from http.server import ThreadingHTTPServer
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # concurrent calls wait for a thread, not for a SYN resent after 1 s
+
+        self._server = Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -238,19 +253,28 @@ class FakeOpenAIServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _fault(self, n: int) -> str | int | None:
+        if n <= self.fail_first:
+            return self.fail_status
+        if callable(self.faults):
+            return self.faults(n)
+        return self.faults[n - 1] if n <= len(self.faults) else None
+
+    def _respond(self, body: dict[str, Any]) -> tuple[int | str, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
-            failing = len(self.requests) <= self.fail_first
-        if failing:
-            return self.fail_status, {"error": {"message": "unavailable", "type": "server_error"}}
+            fault = self._fault(len(self.requests))
+        if isinstance(fault, int):
+            return fault, {"error": {"message": "unavailable", "type": "server_error"}}
+        if fault == "empty":
+            return 200, {"id": "chatcmpl-empty", "object": "chat.completion", "created": 0, "choices": []}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
         words = self.reply.split()
         limits = [int(body[f]) for f in self.limit_fields if body.get(f) is not None]
         cut = bool(limits) and min(limits) < len(words)
         text = " ".join(words[: min(limits)]) if cut else self.reply
         completion_tokens = len(text.split())
-        return 200, {
+        return fault or 200, {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": 0,
@@ -271,6 +295,7 @@ class FakeOpenAIServer:
 
     def _handler_class(self) -> type:
         import json
+        import socket
         from http.server import BaseHTTPRequestHandler
 
         server = self
@@ -280,11 +305,19 @@ class FakeOpenAIServer:
                 length = int(self.headers.get("Content-Length", 0))
                 status, payload = server._respond(json.loads(self.rfile.read(length)))
                 data = json.dumps(payload).encode()
-                self.send_response(status)
+                if status == "cut":  # a whole HTTP reply whose JSON stops mid-object
+                    data = data[: len(data) // 2]
+                self.send_response(status if isinstance(status, int) else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 try:
                     self.end_headers()
+                    if status == "closed":  # half the promised body, then the connection goes
+                        self.wfile.write(data[: len(data) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     # The client gave up on this request (a refusal it need not read in

@@ -1,6 +1,7 @@
 """The command's answers to bad input and odd states: one line naming what to fix, nothing
 created, nothing silently ignored."""
 
+import csv
 import io
 import json
 import shutil
@@ -84,6 +85,37 @@ def test_a_refused_api_key_is_one_line_and_leaves_no_run_directory(tmp_path, cap
     line = one_line(capsys.readouterr().err)
     assert "API key" in line and "OPENAI_API_KEY" in line
     assert not out.exists()  # a fixed command starts afresh
+
+
+def test_a_server_that_breaks_mid_run_stops_it_in_one_line_and_the_run_resumes(tmp_path, capsys):
+    # A cut reply in the first episode (4 acting calls, then a reflection each) is retried and
+    # counted; from the 6th request on (the reflections) the server answers 503 until it is mended.
+    from marlang.testing import FakeOpenAIServer
+
+    broken = True
+    server = FakeOpenAIServer(reply="Action: go forward",
+                              faults=lambda n: "cut" if n == 2 else 503 if broken and n > 5 else None)
+    out = tmp_path / "run"
+    with server:
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm").replace(
+            "episodes: 1", "episodes: 3") + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', "
+                                            "cache: false, max_retries: 1}\n")
+        assert main(["run", str(config), "--out", str(out)]) == 3
+        line = one_line(capsys.readouterr().err)
+        assert server.base_url in line and "HTTP 503" in line and "failed 2 attempt(s)" in line
+        assert "server's log" in line and "model.max_retries" in line
+        assert f"1 finished episode(s) are kept in {out}; continue with: marlang run --resume {out}" in line
+        assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
+        broken = False
+        assert main(["run", "--resume", str(out)]) == 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 3
+    with open(out / "llm_calls.csv", newline="") as fh:
+        calls = list(csv.DictReader(fh))
+    # the reflections that failed (each retried once) are recorded, then asked again on resume
+    failed = [(c["role"], c["retries"]) for c in calls if c["error"]]
+    assert failed == [("reflector", "1")] * 2 and all("HTTP 503" in c["error"] for c in calls if c["error"])
+    assert [(c["role"], c["retries"]) for c in calls if c["retries"] != "0" and not c["error"]] == [("actor", "1")]
+    assert len([c for c in calls if c["role"] == "reflector" and not c["error"]]) == 6
 
 
 def test_malformed_yaml_names_line_and_column_for_run_and_compare(tmp_path, capsys):

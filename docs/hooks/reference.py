@@ -43,8 +43,9 @@ NOTES: dict[str, str] = {
     "model.token_limit_field": "`max_completion_tokens` is what OpenAI's reasoning models need; "
     "`both` sends both fields.",
     "model.timeout": "Remote call timeout in seconds.",
-    "model.max_retries": "Retries of a remote call (exponential backoff); a server that stays "
-    "unreachable ends the run after every finished episode has been saved.",
+    "model.max_retries": "Retries of a remote call (exponential backoff) that timed out, found no server, "
+    "got a 5xx or 429, a cut or malformed body, no choices, or a connection closed mid-reply; a server "
+    "still failing ends the run (exit 3) after every finished episode has been saved.",
     "model.adapters": "See [Weight-space training](../concepts/learners.md#play-a-trained-team-back).",
     "protocol.name": "See [Conversation protocols](../concepts/protocols.md).",
     "agents.chain_of_thought": "Think (one sentence) before answering the action.",

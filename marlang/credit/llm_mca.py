@@ -377,13 +377,13 @@ class LLMCreditCritic(RecordingCritic):
 
     # calls ----------------------------------------------------------------------------------------
     def _ask_all(self, chunks: Sequence[Chunk], index: int) -> list[str]:
-        from marlang.models.errors import ModelUnreachableError
+        from marlang.models.errors import ModelServerError
 
         try:
             return asyncio.run(self._gather(chunks, index))
-        except ModelUnreachableError as err:
-            raise ModelUnreachableError(f"the LLM-MCA critic's model (learning.critic_model): {err}",
-                                        url=err.url, attempts=err.attempts) from err
+        except ModelServerError as err:
+            raise type(err)(f"the LLM-MCA critic's model (learning.critic_model): {err}",
+                            url=err.url, attempts=err.attempts) from err
 
     async def _gather(self, chunks: Sequence[Chunk], index: int) -> list[str]:
         from marlang.credit.rankers import LLMCallContext

@@ -168,13 +168,13 @@ class LLMRanker:
         return [SystemMessage(self.preamble), HumanMessage(text)]
 
     def rank(self, queries: Sequence[RankQuery], n: int) -> list[list[int | None]]:
-        from marlang.models.errors import ModelUnreachableError
+        from marlang.models.errors import ModelServerError
 
         try:
             return asyncio.run(self.arank(queries, n))
-        except ModelUnreachableError as err:
-            raise ModelUnreachableError(f"the LCA ranker's model (learning.critic_model): {err}",
-                                        url=err.url, attempts=err.attempts) from err
+        except ModelServerError as err:
+            raise type(err)(f"the LCA ranker's model (learning.critic_model): {err}",
+                            url=err.url, attempts=err.attempts) from err
 
     async def arank(self, queries: Sequence[RankQuery], n: int) -> list[list[int | None]]:
         ctx = LLMCallContext(self.callbacks, asyncio.Semaphore(self.max_concurrency), iteration=self.iteration)

@@ -44,6 +44,7 @@ _EXPORTS = {
     "LLMCallRecord": "marlang.models.accounting",
     # errors
     "ModelNotAvailableError": "marlang.models.errors",
+    "ModelServerError": "marlang.models.errors",
     "ModelUnreachableError": "marlang.models.errors",
     "ScoringNotSupportedError": "marlang.models.errors",
 }
@@ -59,6 +60,7 @@ __all__ = [
     "LocalChatModel",
     "LocalLM",
     "ModelNotAvailableError",
+    "ModelServerError",
     "ModelUnreachableError",
     "PackedScorer",
     "PerCandidateScorer",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
     from marlang.models.cache import SQLiteResponseCache, default_cache_dir
     from marlang.models.errors import (
         ModelNotAvailableError,
+        ModelServerError,
         ModelUnreachableError,
         ScoringNotSupportedError,
     )

@@ -1,12 +1,13 @@
 """Per-call LLM accounting: a LangChain callback recording one row per chat-model call.
 
 Rows carry who called (role, agent, episode, step from the call's metadata), the model,
-tokens, latency, whether the response came from the cache, and any error; `append_csv`
-writes them to a run's ``llm_calls.csv``.
+tokens, latency, whether the response came from the cache, how often a served model's call
+was retried, and any error; `append_csv` writes them to a run's ``llm_calls.csv``.
 """
 
 from __future__ import annotations
 
+import csv
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -51,6 +52,9 @@ class LLMCallRecord:
     """Empty for a successful call, else the exception's type and message."""
     iteration: Any = None
     """The learner iteration the call belongs to (rollouts and the update that follows)."""
+    retries: int = 0
+    """Attempts the server failed before this call's answer (or its error, when they ran
+    out): 5xx, timeouts, cut or malformed replies, ... (`ResilientChatModel`)."""
 
 
 CSV_FIELDS = tuple(f.name for f in fields(LLMCallRecord))
@@ -66,6 +70,7 @@ class _OpenCall:
     episode: Any
     step: Any
     iteration: Any = None
+    retries: int = 0
 
 
 class UsageRecorder(BaseCallbackHandler):
@@ -123,6 +128,12 @@ class UsageRecorder(BaseCallbackHandler):
         input_tokens, output_tokens = _token_usage(response)
         self._finish(run_id, input_tokens, output_tokens, cached=_is_cached(response))
 
+    def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            call = self._open.get(run_id)
+            if call is not None:
+                call.retries += 1
+
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         # One line: a row of llm_calls.csv is one line of the file.
         self._finish(run_id, 0, 0, cached=False, error=" ".join(f"{type(error).__name__}: {error}".split()))
@@ -138,7 +149,8 @@ class UsageRecorder(BaseCallbackHandler):
         """Append the rows not yet written to ``path`` (header only for a new file).
 
         Returns how many rows were written. Each path keeps its own position, so calling
-        this after every episode writes every row exactly once.
+        this after every episode writes every row exactly once. A file begun with fewer
+        columns (by an older marlang: a resumed run) keeps its own.
         """
         path = Path(path)
         key = path.resolve()
@@ -148,7 +160,7 @@ class UsageRecorder(BaseCallbackHandler):
             if not new_rows:
                 return 0
             # fsynced, a torn last row (a killed writer) cut first
-            append_csv(path, CSV_FIELDS, [asdict(row) for row in new_rows])
+            append_csv(path, _header(path) or CSV_FIELDS, [asdict(row) for row in new_rows])
             self._written[key] = start + len(new_rows)
         return len(new_rows)
 
@@ -157,9 +169,9 @@ class UsageRecorder(BaseCallbackHandler):
         return _total(self.rows)
 
     def totals_by_role(self) -> dict[str, dict[str, float]]:
-        """Per role: ``calls``, ``cached``, ``errors``, ``input_tokens``, ``output_tokens``,
-        ``latency_s`` (tokens of every answered call, cache hits included; latency of calls a
-        backend answered)."""
+        """Per role: ``calls``, ``cached``, ``errors``, ``retries``, ``input_tokens``,
+        ``output_tokens``, ``latency_s`` (tokens of every answered call, cache hits included;
+        latency of calls a backend answered)."""
         return self._grouped(lambda row: row.role)
 
     def totals_by_episode(self) -> dict[Any, dict[str, float]]:
@@ -220,6 +232,7 @@ class UsageRecorder(BaseCallbackHandler):
                     cached=cached,
                     error=error,
                     iteration=call.iteration,
+                    retries=call.retries,
                 )
             )
 
@@ -230,10 +243,21 @@ def _total(rows: list[LLMCallRecord]) -> dict[str, float]:
         "calls": len(rows),
         "cached": sum(1 for r in rows if r.cached),
         "errors": sum(1 for r in rows if r.error),
+        "retries": sum(r.retries for r in rows),
         "input_tokens": sum(r.input_tokens for r in answered),
         "output_tokens": sum(r.output_tokens for r in answered),
         "latency_s": sum(r.latency_s for r in rows if not r.cached),
     }
+
+
+def _header(path: Path) -> list[str] | None:
+    """The columns of an existing CSV file (None for a missing or empty one)."""
+    try:
+        with open(path, newline="") as fh:
+            first = fh.readline()
+    except FileNotFoundError:
+        return None
+    return next(csv.reader([first]), None) if first.strip() else None
 
 
 def _model_id(

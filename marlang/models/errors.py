@@ -11,13 +11,24 @@ class ModelNotAvailableError(RuntimeError):
     """A model or backend package is not installed or not found on this machine."""
 
 
-class ModelUnreachableError(ConnectionError):
-    """A remote model server could not be reached, even after retries."""
+class ModelServerError(ConnectionError):
+    """A remote model server failed a call even after retries: it could not be reached, or
+    its replies stayed broken (HTTP 5xx or 429, a cut or malformed body, no choices, the
+    connection closed mid-reply)."""
 
     def __init__(self, message: str, *, url: str, attempts: int) -> None:
         super().__init__(message)
         self.url = url
         self.attempts = attempts
+
+
+class ModelUnreachableError(ModelServerError):
+    """A remote model server could not be reached, even after retries."""
+
+
+class MalformedReplyError(RuntimeError):
+    """A server answered a chat call with something that is no completion (a body cut short,
+    not JSON, or without choices); retried like a timeout."""
 
 
 class ScoringNotSupportedError(NotImplementedError):

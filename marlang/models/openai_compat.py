@@ -1,4 +1,5 @@
-"""`ChatOpenAI` for OpenAI-compatible servers: choose the request field that carries the token limit.
+"""`ChatOpenAI` for OpenAI-compatible servers: choose the request field that carries the token limit,
+and name a reply that is no chat completion as such.
 
 langchain-openai always sends ``max_completion_tokens``, which OpenAI's API honours but
 llama.cpp's server (and some others) ignore, so replies run to the context limit there.
@@ -9,7 +10,10 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from langchain_core.language_models import LanguageModelInput
+from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
+
+from marlang.models.errors import MalformedReplyError
 
 TokenLimitField = Literal["max_tokens", "max_completion_tokens", "both"]
 TOKEN_LIMIT_FIELDS: tuple[str, ...] = get_args(TokenLimitField)
@@ -31,6 +35,16 @@ class TokenLimitChatOpenAI(ChatOpenAI):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {**super()._identifying_params, "token_limit_field": self.token_limit_field}
+
+    def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> ChatResult:
+        """The reply as a `ChatResult`; a 200 whose body is no completion (an HTML page, no
+        or null ``choices``, an ``error`` object) raises `MalformedReplyError`, which
+        `ResilientChatModel` retries (as it does an empty ``choices``), where langchain-openai
+        raises a plain TypeError, ValueError or KeyError."""
+        try:
+            return super()._create_chat_result(response, generation_info)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedReplyError(f"the reply is no chat completion ({' '.join(str(exc).split())[:200]})") from exc
 
     def _get_request_payload(
         self,

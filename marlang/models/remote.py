@@ -1,19 +1,20 @@
 """Retries with exponential backoff for remote chat models (OpenAI-compatible, LiteLLM).
 
-`ResilientChatModel` wraps any LangChain chat model: transient failures (connection errors,
-timeouts, rate limits, 5xx) are retried with backoff, and a server still unreachable after
-the retries raises `ModelUnreachableError` naming the URL and what to check.
+`ResilientChatModel` wraps any LangChain chat model: faults retrying may mend (connection
+errors, timeouts, rate limits, 5xx, a cut or malformed body, no choices, a connection closed
+mid-reply) are retried with backoff (tenacity), and a server still failing after the retries
+raises `ModelServerError` (`ModelUnreachableError` if it could not be reached) naming the URL,
+the fault and what to check.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import json
 import logging
 import random
-import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from langchain_core import exceptions as lc_exceptions
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -22,12 +23,16 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from marlang.models.errors import ModelUnreachableError
+from marlang.models.errors import MalformedReplyError, ModelServerError, ModelUnreachableError
 
 logger = logging.getLogger(__name__)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+UNREACHABLE = "unreachable"
+CLOSED_MID_REPLY = "the connection closed mid-reply"
+MALFORMED = "a malformed reply"
 
 
 def _exception_types(module: Any, names: Sequence[str]) -> tuple[type[BaseException], ...]:
@@ -64,12 +69,13 @@ def _provider_exception_types() -> tuple[
 class ResilientChatModel(BaseChatModel):
     """A chat model that retries its ``inner`` model's transient failures with backoff.
 
-    Attempt ``k`` (0-based) that fails transiently waits
+    Attempt ``k`` (0-based) that fails in a way `fault_kind` names waits
     ``min(max_backoff_s, initial_backoff_s * backoff_multiplier**k)`` seconds (plus up to
     10% jitter) before the next; after ``max_retries`` retries an unreachable server raises
-    `ModelUnreachableError`, other transient errors are re-raised as they are. Errors that
-    retrying cannot fix (bad request, authentication) are raised at once. Put the inner
-    model's own retries to 0 so the two do not multiply.
+    `ModelUnreachableError`, any other fault `ModelServerError`. Errors that retrying cannot
+    fix (bad request, authentication) are raised at once. Each retry is reported to the
+    call's callbacks (``on_retry``: `UsageRecorder` counts it). Put the inner model's own
+    retries to 0 so the two do not multiply.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -119,15 +125,20 @@ class ResilientChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        attempt = 0
-        while True:
+        def attempt() -> ChatResult:
             try:
-                return self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
+                return _checked(self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs))
+            except Exception as exc:
                 if (cut := self._cut_reply(exc)) is not None:
                     return cut
-                time.sleep(self._delay_or_raise(exc, attempt, kwargs))
-            attempt += 1
+                raise
+
+        def before_sleep(state: RetryCallState) -> None:
+            self._log_retry(state)
+            if run_manager is not None:
+                run_manager.on_retry(state)
+
+        return Retrying(before_sleep=before_sleep, **self._retry_policy(kwargs))(attempt)
 
     async def _agenerate(
         self,
@@ -136,17 +147,20 @@ class ResilientChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        attempt = 0
-        while True:
+        async def attempt() -> ChatResult:
             try:
-                return await self.inner._agenerate(
-                    messages, stop=stop, run_manager=run_manager, **kwargs
-                )
-            except Exception as exc:  # noqa: BLE001 - _delay_or_raise re-raises what retrying cannot fix
+                return _checked(await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs))
+            except Exception as exc:
                 if (cut := self._cut_reply(exc)) is not None:
                     return cut
-                await asyncio.sleep(self._delay_or_raise(exc, attempt, kwargs))
-            attempt += 1
+                raise
+
+        async def before_sleep(state: RetryCallState) -> None:
+            self._log_retry(state)
+            if run_manager is not None:
+                await run_manager.on_retry(state)
+
+        return await AsyncRetrying(before_sleep=before_sleep, **self._retry_policy(kwargs))(attempt)
 
     def _cut_reply(self, exc: BaseException) -> ChatResult | None:
         """The reply of a call that carried a ``response_format`` and stopped at its token
@@ -159,47 +173,106 @@ class ResilientChatModel(BaseChatModel):
             return None
         return create(completion)
 
-    def _delay_or_raise(self, exc: BaseException, attempt: int, kwargs: dict[str, Any] | None = None) -> float:
-        """Seconds to wait before retrying after failed ``attempt``, or raise if it was the last
-        or the error is not transient. A 500 to a request that asked for a ``json_schema``
-        reply is how llama-cpp-python's server refuses that format: raised at once, so the
-        caller can ask again in a form the server takes (`StructuredReplies.fall_back`)."""
-        unreachable, transient = _provider_exception_types()
-        is_unreachable = isinstance(exc, unreachable) and not isinstance(exc, ModelUnreachableError)
-        is_transient = (isinstance(exc, transient) or _retryable_status(exc)) and not _refused_schema(exc, kwargs)
-        if not (is_unreachable or is_transient):
-            raise exc
-        if attempt >= self.max_retries:
-            if is_unreachable:
-                raise ModelUnreachableError(
-                    unreachable_message(self.model_id, self.endpoint, attempt + 1, exc),
-                    url=self.endpoint,
-                    attempts=attempt + 1,
-                ) from exc
-            raise exc
-        delay = self.backoff_s(attempt) * (1.0 + 0.1 * random.random())
+    def _retry_policy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """tenacity's settings for one call: `backoff_policy` over what `fault_kind` names;
+        the last failure becomes `ModelUnreachableError` or `ModelServerError`."""
+        return {
+            **backoff_policy(self.max_retries, self.backoff_s, lambda exc: fault_kind(exc, kwargs) is not None),
+            "retry_error_callback": self._give_up,
+        }
+
+    def _give_up(self, state: RetryCallState) -> NoReturn:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        assert exc is not None  # tenacity gives up only after a failed attempt
+        raise server_error(self.model_id, self.endpoint, state.attempt_number, exc) from exc
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
         logger.warning(
-            "%s at %s failed (%s: %s); retry %d/%d in %.2f s",
+            "%s at %s: %s (%s); retry %d/%d in %.2f s",
             self.model_id,
             self.endpoint,
-            type(exc).__name__,
-            exc,
-            attempt + 1,
+            fault_kind(exc) if exc is not None else "failed",
+            _one_line(exc),
+            state.attempt_number,
             self.max_retries,
-            delay,
+            state.upcoming_sleep,
         )
-        return delay
+
+
+def backoff_policy(max_retries: int, backoff_s: Callable[[int], float],
+                   retryable: Callable[[BaseException], bool]) -> dict[str, Any]:
+    """tenacity's ``retry``, ``stop`` and ``wait`` for marlang's calls to servers: an error
+    ``retryable`` accepts is retried ``max_retries`` times, failed attempt ``k`` (0-based)
+    waiting ``backoff_s(k)`` seconds plus up to 10% jitter; anything else is raised at once."""
+    return {
+        "retry": retry_if_exception(retryable),
+        "stop": stop_after_attempt(max_retries + 1),
+        "wait": lambda state: backoff_s(state.attempt_number - 1) * (1.0 + 0.1 * random.random()),
+    }
+
+
+def _checked(result: ChatResult) -> ChatResult:
+    """``result``, unless the server's reply held no completion (``"choices": []``)."""
+    if not result.generations:
+        raise MalformedReplyError("the reply has no choices")
+    return result
+
+
+def _one_line(exc: BaseException | None) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300] if exc is not None else ""
+
+
+def fault_kind(exc: BaseException, kwargs: dict[str, Any] | None = None) -> str | None:
+    """What went wrong, when retrying may mend it (as it may a timeout): ``unreachable``,
+    ``the connection closed mid-reply``, ``HTTP <status>``, ``a malformed reply``; None for
+    errors that retrying cannot fix (a bad request, a refused key). A 500 to a request that
+    asked for a ``json_schema`` reply is how llama-cpp-python's server refuses that format:
+    None, so the caller can ask again in a form the server takes (`StructuredReplies.fall_back`)."""
+    if isinstance(exc, ModelServerError):
+        return None
+    unreachable, transient = _provider_exception_types()
+    if _closed_mid_reply(exc):
+        return CLOSED_MID_REPLY
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status in _RETRYABLE_STATUS or isinstance(exc, transient)):
+        return None if _refused_schema(exc, kwargs) else f"HTTP {status}"
+    if isinstance(exc, unreachable):
+        return UNREACHABLE
+    if isinstance(exc, transient):
+        return "a server error"
+    if isinstance(exc, (MalformedReplyError, json.JSONDecodeError)):
+        return MALFORMED
+    return None
+
+
+def _closed_mid_reply(exc: BaseException) -> bool:
+    """The server (or a proxy) closed the connection after it began to answer: httpx's
+    ``RemoteProtocolError``, which the openai client wraps in ``APIConnectionError``."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if type(seen).__name__ == "RemoteProtocolError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def server_error(model_id: str, url: str, attempts: int, exc: BaseException) -> ModelServerError:
+    """The error that ends a call whose retries ran out: `ModelUnreachableError` for a server
+    that could not be reached, else `ModelServerError`; each one line naming the server, the
+    fault and what to check."""
+    kind = fault_kind(exc) or "failed"
+    if kind == UNREACHABLE:
+        return ModelUnreachableError(unreachable_message(model_id, url, attempts, exc), url=url, attempts=attempts)
+    return ModelServerError(fault_message(model_id, url, attempts, kind, exc), url=url, attempts=attempts)
 
 
 def _refused_schema(exc: BaseException, kwargs: dict[str, Any] | None) -> bool:
     response_format = (kwargs or {}).get("response_format")
     return (getattr(exc, "status_code", None) == 500 and isinstance(response_format, dict)
             and response_format.get("type") == "json_schema")
-
-
-def _retryable_status(exc: BaseException) -> bool:
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and status in _RETRYABLE_STATUS
 
 
 def unreachable_message(model_id: str, url: str, attempts: int, exc: BaseException) -> str:
@@ -211,4 +284,14 @@ def unreachable_message(model_id: str, url: str, attempts: int, exc: BaseExcepti
         "in /v1; set base_url or OPENAI_BASE_URL); the network or proxy lets the connection "
         "through; the API key is valid (api_key or OPENAI_API_KEY); the timeout is long "
         "enough for the model."
+    )
+
+
+def fault_message(model_id: str, url: str, attempts: int, kind: str, exc: BaseException) -> str:
+    """What failed and what to check, for a `ModelServerError` that is not unreachability."""
+    return (
+        f"The model server for {model_id} at {url} failed {attempts} attempt(s) in a row: {kind} "
+        f"({_one_line(exc)}). Check the server's log (out of memory, a crashed worker, a model still "
+        "loading) and any proxy in between; lower model.max_concurrency if it is overloaded; raise "
+        "model.max_retries to wait longer for it."
     )

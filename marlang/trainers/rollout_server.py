@@ -16,12 +16,11 @@ import hashlib
 import logging
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 from marlang.models.errors import ModelUnreachableError
-from marlang.models.remote import unreachable_message
+from marlang.models.remote import backoff_policy, unreachable_message
 
 logger = logging.getLogger(__name__)
 
@@ -143,27 +142,34 @@ class RolloutServer:
         return self._request("POST", path, payload, what=what)
 
     def _request(self, method: str, path: str, payload: dict[str, Any] | None, *, what: str) -> Any:
-        """One request with retries while the server cannot be reached or answers 5xx; other
-        answers than 2xx are a one-line `RolloutServerError`."""
+        """One request, retried (as chat calls are: `backoff_policy`) while the server cannot be
+        reached or answers 5xx; other answers than 2xx are a one-line `RolloutServerError`."""
         import httpx
+        from tenacity import Retrying
 
         url = self.base_url + path
         headers = {"Authorization": f"Bearer {self.api_key}"}
-        attempt = 0
-        while True:
-            try:
-                response = httpx.request(method, url, json=payload, headers=headers, timeout=self.timeout)
-            except httpx.TransportError as exc:
-                if attempt >= self.max_retries:
-                    raise ModelUnreachableError(unreachable_message("the rollout server", url, attempt + 1, exc),
-                                                url=url, attempts=attempt + 1) from exc
-            else:
-                if response.status_code < 300:
-                    return response
-                if response.status_code < 500 or attempt >= self.max_retries:
-                    raise RolloutServerError(self._refusal(response, path, what))
-            time.sleep(min(8.0, self.backoff_s * 2 ** attempt))
-            attempt += 1
+
+        def attempt() -> Any:
+            response = httpx.request(method, url, json=payload, headers=headers, timeout=self.timeout)
+            if response.status_code >= 500:
+                response.raise_for_status()
+            return response
+
+        def retryable(exc: BaseException) -> bool:
+            return isinstance(exc, (httpx.TransportError, httpx.HTTPStatusError))
+
+        policy = backoff_policy(self.max_retries, lambda k: min(8.0, self.backoff_s * 2**k), retryable)
+        try:
+            response = Retrying(reraise=True, **policy)(attempt)
+        except httpx.TransportError as exc:
+            raise ModelUnreachableError(unreachable_message("the rollout server", url, self.max_retries + 1, exc),
+                                        url=url, attempts=self.max_retries + 1) from exc
+        except httpx.HTTPStatusError as exc:
+            raise RolloutServerError(self._refusal(exc.response, path, what)) from exc
+        if response.status_code >= 300:
+            raise RolloutServerError(self._refusal(response, path, what))
+        return response
 
     def _refusal(self, response: Any, path: str, what: str) -> str:
         text = " ".join(response.text.split())[:200]

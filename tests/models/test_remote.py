@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import csv
 import socket
 from typing import Any
 
@@ -12,13 +14,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from marlang.models import (
+    ModelServerError,
     ModelUnreachableError,
     ResilientChatModel,
     SQLiteResponseCache,
     UsageRecorder,
     load_chat_model,
 )
-from marlang.testing import FakeOpenAIServer
+from marlang.testing import FAULTS, FakeOpenAIServer
 
 MESSAGES = [HumanMessage("Which action?")]
 
@@ -164,7 +167,7 @@ def test_a_500_to_a_json_schema_request_is_not_retried() -> None:
 
 def test_retry_waits_grow_exponentially(monkeypatch) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("marlang.models.remote.time.sleep", waits.append)
+    monkeypatch.setattr("time.sleep", waits.append)  # tenacity sleeps with time.sleep
     model = flaky([ConnectionError("x")] * 4, max_retries=3)
     model = model.model_copy(update={"initial_backoff_s": 0.5, "max_backoff_s": 1.5})
     with pytest.raises(ModelUnreachableError):
@@ -173,6 +176,82 @@ def test_retry_waits_grow_exponentially(monkeypatch) -> None:
     # 0.5, 1.0, then capped at 1.5 s, each plus at most 10% jitter.
     for wait, base in zip(waits, [0.5, 1.0, 1.5], strict=True):
         assert base <= wait <= 1.1 * base
+
+
+ACTOR = {"metadata": {"marlang_role": "actor", "marlang_episode": 0}}
+MISBEHAVIOURS = [*FAULTS, 500, 502, 503]
+
+
+def on_faulty(server: FakeOpenAIServer, max_retries: int = 3) -> ResilientChatModel:
+    return load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=max_retries,
+                           retry_backoff_s=0.001, timeout=30)
+
+
+@pytest.mark.parametrize("fault", MISBEHAVIOURS)
+def test_a_misbehaving_server_is_retried_like_a_timeout_and_the_retries_are_counted(fault, tmp_path) -> None:
+    rec = UsageRecorder()
+    with FakeOpenAIServer(reply="go forward", faults=[fault, fault]) as server:
+        reply = on_faulty(server).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+    assert reply.content == "go forward" and len(server.requests) == 3
+    [row] = rec.rows
+    assert row.retries == 2 and not row.error and row.output_tokens == 2
+    assert rec.totals_by_role()["actor"]["retries"] == 2
+    rec.append_csv(tmp_path / "llm_calls.csv")
+    with open(tmp_path / "llm_calls.csv", newline="") as fh:
+        [written] = list(csv.DictReader(fh))
+    assert written["retries"] == "2" and written["role"] == "actor"
+
+
+async def test_a_server_with_one_bad_reply_in_seven_serves_every_call() -> None:
+    # Concurrent calls, each fault kind in turn on every seventh request: each call gets its
+    # answer, and the retries add up to the faults sent.
+    kinds = MISBEHAVIOURS
+
+    def faults(n: int) -> str | int | None:
+        return kinds[(n // 7) % len(kinds)] if n % 7 == 0 else None
+
+    rec = UsageRecorder()
+    bound = asyncio.Semaphore(8)  # as model.max_concurrency bounds a run's calls
+
+    async def call(model: ResilientChatModel) -> Any:
+        async with bound:
+            return await model.ainvoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+
+    with FakeOpenAIServer(reply="go forward", faults=faults) as server:
+        model = on_faulty(server)
+        replies = await asyncio.gather(*(call(model) for _ in range(40)))
+    assert [r.content for r in replies] == ["go forward"] * 40
+    sent = sum(1 for n in range(1, len(server.requests) + 1) if faults(n) is not None)
+    assert sent >= 5 and len(server.requests) == 40 + sent
+    assert rec.totals_by_role()["actor"]["retries"] == sent
+
+
+@pytest.mark.parametrize(("fault", "kind"), [("cut", "a malformed reply"), ("empty", "a malformed reply"),
+                                             ("closed", "the connection closed mid-reply"), (502, "HTTP 502")])
+def test_a_server_that_stays_broken_raises_one_line_naming_it_the_fault_and_what_to_check(fault, kind) -> None:
+    rec = UsageRecorder()
+    with FakeOpenAIServer(faults=lambda n: fault) as server, pytest.raises(ModelServerError) as info:
+        on_faulty(server, max_retries=2).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+    message = str(info.value)
+    assert not isinstance(info.value, ModelUnreachableError)
+    assert "\n" not in message and server.base_url in message and kind in message
+    assert "failed 3 attempt(s)" in message and "model.max_retries" in message and "server's log" in message
+    assert info.value.url == server.base_url and info.value.attempts == 3 and len(server.requests) == 3
+    [row] = rec.rows
+    assert row.retries == 2 and "ModelServerError" in row.error
+
+
+def test_a_file_begun_without_the_retries_column_keeps_its_columns(tmp_path) -> None:
+    path = tmp_path / "llm_calls.csv"
+    old = "time,model,role,agent,episode,step,input_tokens,output_tokens,latency_s,cached,error,iteration\n"
+    path.write_text(old)
+    rec = UsageRecorder()
+    with FakeOpenAIServer(faults=[503]) as server:
+        on_faulty(server).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+    rec.append_csv(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == old.strip().split(",") and len(rows[1]) == len(rows[0]) and rows[1][2] == "actor"
 
 
 def test_wrapper_identifies_model_and_endpoint_for_the_cache() -> None:

@@ -120,6 +120,22 @@ def test_an_unreachable_server_retries_then_says_what_to_check(tmp_path):
         server.listed_models()
 
 
+def test_the_rollout_server_retries_5xx_with_the_chat_calls_backoff_then_says_what_it_refused(tmp_path):
+    from marlang.testing import FakeOpenAIServer
+    from marlang.trainers.rollout_server import RolloutServer, RolloutServerError
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with FakeOpenAIServer(faults=[503, 502]) as fake:
+        server = RolloutServer(fake.base_url, tmp_path, max_retries=2, backoff_s=0.001, timeout=5)
+        assert server._post("/chat/completions", body, what="chat").status_code == 200
+        assert len(fake.requests) == 3
+    with FakeOpenAIServer(faults=lambda n: 500) as fake:
+        server = RolloutServer(fake.base_url, tmp_path, max_retries=1, backoff_s=0.001, timeout=5)
+        with pytest.raises(RolloutServerError, match="refused to chat: HTTP 500"):
+            server._post("/chat/completions", body, what="chat")
+        assert len(fake.requests) == 2
+
+
 def test_rollout_server_settings_are_checked_in_one_line():
     from marlang.learners.base import learner_entry
 
