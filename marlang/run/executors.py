@@ -218,14 +218,14 @@ class RayExecutor:
         if address is None:
             logger.warning("no Ray cluster named (--address, RAY_ADDRESS): starting a local Ray instance "
                            "on this machine")
-        options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
         try:
             if address is None:
                 # Ray's notices about an instance that lives only as long as the grid are noise.
-                ray.init(include_dashboard=False, **{**options, "logging_level": logging.ERROR})
+                ray.init(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
             else:
                 probe_cluster(address)
-                _init_bounded(ray, address, RAY_CONNECT_TIMEOUT_S, **options)
+                _init_bounded(ray, address, RAY_CONNECT_TIMEOUT_S, logging_level=logging.WARNING,
+                              log_to_driver=False)
         except ConnectionError as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ConfigError(f"cannot join the Ray cluster at {address}: {first}") from None
