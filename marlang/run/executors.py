@@ -193,7 +193,8 @@ class RayExecutor:
     comparison directory must be on storage every node sees at the same path.
 
     ``address``: a cluster (``auto``, ``HOST:PORT``, ``ray://...``); None joins the one
-    ``RAY_ADDRESS`` names, or starts a Ray instance on this machine when neither is given.
+    ``RAY_ADDRESS`` names, or starts a Ray instance of its own on this machine when neither
+    is given (not joining one that ``ray start`` runs there: ``auto`` joins that).
     A cluster that does not answer is a one-line `ConfigError` within about 30 s. Worker
     output stays in Ray's worker logs, and tasks draw no progress bars: the terminal shows
     what a local comparison shows. A Ray already initialised in this process is used as it
@@ -220,8 +221,11 @@ class RayExecutor:
                            "on this machine")
         try:
             if address is None:
-                # Ray's notices about an instance that lives only as long as the grid are noise.
-                ray.init(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+                # "local": with no address Ray would join the last cluster `ray start` ran on this
+                # machine, someone else's or one long gone (then it retries for minutes). Its
+                # notices about an instance that lives only as long as the grid are noise.
+                ray.init(address="local", include_dashboard=False, logging_level=logging.ERROR,
+                         log_to_driver=False)
             else:
                 probe_cluster(address)
                 _init_bounded(ray, address, RAY_CONNECT_TIMEOUT_S, logging_level=logging.WARNING,

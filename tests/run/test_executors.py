@@ -24,14 +24,15 @@ ROOM = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scr
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    """A Ray instance of two CPUs whose workers import marlang and these tests' envs (the
-    workers inherit PYTHONPATH); shut down after the module's tests."""
+    """A Ray instance of two CPUs of its own (not one `ray start` runs on the machine) whose
+    workers import marlang and these tests' envs (the workers inherit PYTHONPATH); shut down
+    after the module's tests."""
     import ray
 
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), before) if p)
     try:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
         yield ray
     finally:
         ray.shutdown()

@@ -1,13 +1,15 @@
 """The Ray executor as the terminal sees it: an address where no cluster answers is one line
-within seconds, and a grid on a Ray instance the executor starts prints what a local grid
-prints. Apart from test_executors.py, whose module-wide Ray instance the executor would use
-as it is."""
+within seconds, and a grid on a Ray instance the executor starts (of its own, even where
+`ray start` left a cluster's address) prints what a local grid prints. Apart from
+test_executors.py, whose module-wide Ray instance the executor would use as it is."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -88,7 +90,25 @@ def test_an_address_that_is_not_a_ray_cluster_fails_within_the_bound(tmp_path):
     assert "SIGTERM" not in done.stderr and not (tmp_path / "cmp").exists()
 
 
-def test_a_grid_on_ray_prints_no_worker_lines_and_a_failed_run_in_one_line(tmp_path, capfd, monkeypatch):
+@pytest.fixture
+def ray_tmpdir(monkeypatch):
+    """A Ray temp folder of this test's own (short: Ray's socket paths live under it) where
+    `ray start` seems to have run a cluster that is gone: its address file names a closed port."""
+    base = Path(tempfile.mkdtemp(prefix="mr", dir="/tmp"))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (base / "ray").mkdir()
+    (base / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{port}")
+    monkeypatch.setenv("RAY_TMPDIR", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_grid_on_ray_prints_no_worker_lines_and_a_failed_run_in_one_line(tmp_path, capfd, monkeypatch,
+                                                                           ray_tmpdir):
+    # With neither --address nor RAY_ADDRESS the executor starts a Ray of its own, not joining
+    # the (here, long gone) cluster that `ray start` left on the machine.
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the workers import these tests' envs
     config = _config(tmp_path, ROOM)  # progress bars on, as by default
