@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +25,18 @@ from marlang.rundir import RunDirectory
 logger = logging.getLogger(__name__)
 
 RAY_INSTALL = 'pip install "marlang[ray]"'
+
+RAY_PROBE_TIMEOUT_S = 5.0
+"""How long the check that something listens at ``--address HOST:PORT`` waits for its TCP
+connection (Ray itself retries a missing cluster for many minutes)."""
+
+RAY_CONNECT_TIMEOUT_S = 20.0
+"""How long joining a cluster at an address that accepts connections may take: a port that
+is not a Ray cluster's makes Ray retry for many minutes."""
+
+RAY_TASK_ENV = {"TQDM_DISABLE": "1"}
+"""The environment of each Ray task: no progress bars (their lines would reach the worker
+logs, or the terminal where the caller's own Ray forwards worker output)."""
 
 CANCEL_GRACE_S = 30.0
 """How long a Ctrl-C waits for the cancelled runs to stop at their next step (keeping what is
@@ -106,14 +120,85 @@ def import_ray() -> Any:
     return ray
 
 
+def cluster_endpoint(address: str) -> tuple[str, int] | None:
+    """The host and port of a cluster address (``HOST:PORT``, ``ray://HOST:PORT``); None for
+    ``auto``, ``local`` and addresses without a port, which Ray resolves itself."""
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def probe_cluster(address: str) -> None:
+    """A one-line `ConfigError` when nothing accepts a TCP connection at ``address`` (Ray
+    would retry for many minutes, printing only its own warnings)."""
+    endpoint = cluster_endpoint(address)
+    if endpoint is None:
+        return
+    host, port = endpoint
+    try:
+        with socket.create_connection((host, port), timeout=RAY_PROBE_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        client = address.startswith("ray://")
+        raise ConfigError(
+            f"no Ray cluster answers at {address} ({reason}): start one on {host} with "
+            + ("`ray start --head` (Ray Client port 10001 by default)" if client else
+               f"`ray start --head --port={port}` (the GCS port, 6379 by default)")
+            + ", or check the host, the port and the firewall") from None
+
+
+class _SigtermNotice(logging.Filter):
+    """Drops Ray's notice that a connection made off the main thread sets no SIGTERM handler
+    (the bounded join below connects from a thread; the default handler ends the process)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler" not in record.getMessage()
+
+
+def _init_bounded(ray: Any, address: str, timeout_s: float, **kwargs: Any) -> None:
+    """``ray.init(address=...)`` within ``timeout_s``, or a one-line `ConfigError`. A join
+    that does not finish is left running in a daemon thread: Ray cannot cancel it."""
+    outcome: dict[str, BaseException | None] = {}
+
+    def join() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+            outcome["error"] = None
+        except BaseException as err:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = err
+
+    notice = _SigtermNotice()
+    ray_logger = logging.getLogger("ray._private.worker")
+    ray_logger.addFilter(notice)
+    try:
+        thread = threading.Thread(target=join, name="marlang-ray-init", daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+    finally:
+        ray_logger.removeFilter(notice)
+    if "error" not in outcome:
+        raise ConfigError(f"the Ray cluster at {address} did not answer within {timeout_s:.0f} s: is that "
+                          "port a Ray cluster's (`ray start --head` prints it; the GCS port is 6379 by "
+                          "default), and is the cluster's Ray version this one's?")
+    if outcome["error"] is not None:
+        raise outcome["error"]
+
+
 class RayExecutor:
     """Each run a Ray task reserving its ``run.resources`` (a scripted team: its CPUs only),
     retried once if its worker dies. Workers write run directories themselves: the
     comparison directory must be on storage every node sees at the same path.
 
     ``address``: a cluster (``auto``, ``HOST:PORT``, ``ray://...``); None joins the one
-    ``RAY_ADDRESS`` names, or starts a Ray instance on this machine when neither is given.
-    A Ray already initialised in this process is used as it is."""
+    ``RAY_ADDRESS`` names, or starts a Ray instance of its own on this machine when neither
+    is given (not joining one that ``ray start`` runs there: ``auto`` joins that).
+    A cluster that does not answer is a one-line `ConfigError` within about 30 s. Worker
+    output stays in Ray's worker logs, and tasks draw no progress bars: the terminal shows
+    what a local comparison shows. A Ray already initialised in this process is used as it
+    is."""
 
     shares_model = False
 
@@ -134,9 +219,17 @@ class RayExecutor:
         if address is None:
             logger.warning("no Ray cluster named (--address, RAY_ADDRESS): starting a local Ray instance "
                            "on this machine")
-        local = {"include_dashboard": False} if address is None else {}
         try:
-            ray.init(address=address, logging_level=logging.WARNING, **local)
+            if address is None:
+                # "local": with no address Ray would join the last cluster `ray start` ran on this
+                # machine, someone else's or one long gone (then it retries for minutes). Its
+                # notices about an instance that lives only as long as the grid are noise.
+                ray.init(address="local", include_dashboard=False, logging_level=logging.ERROR,
+                         log_to_driver=False)
+            else:
+                probe_cluster(address)
+                _init_bounded(ray, address, RAY_CONNECT_TIMEOUT_S, logging_level=logging.WARNING,
+                              log_to_driver=False)
         except ConnectionError as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ConfigError(f"cannot join the Ray cluster at {address}: {first}") from None
@@ -146,7 +239,7 @@ class RayExecutor:
         res = config.run.resources
         scripted = config.agents.kind == "scripted"
         options: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": 0 if scripted else res.gpus,
-                                   "max_retries": 1}
+                                   "max_retries": 1, "runtime_env": {"env_vars": dict(RAY_TASK_ENV)}}
         if res.memory is not None and not scripted:
             options["memory"] = res.memory
         return options

@@ -1,6 +1,7 @@
 """Comparison executors: the Ray executor against a real Ray instance on this machine gives the
 local executor's table, retries a run whose worker died, reports a run that keeps failing,
-sends no finished run again and stops its tasks at Ctrl-C; bad input is one line."""
+sends no finished run again, stops its tasks at Ctrl-C and draws no progress bars in them; bad
+input is one line."""
 
 from __future__ import annotations
 
@@ -23,14 +24,15 @@ ROOM = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scr
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    """A Ray instance of two CPUs whose workers import marlang and these tests' envs (the
-    workers inherit PYTHONPATH); shut down after the module's tests."""
+    """A Ray instance of two CPUs of its own (not one `ray start` runs on the machine) whose
+    workers import marlang and these tests' envs (the workers inherit PYTHONPATH); shut down
+    after the module's tests."""
     import ray
 
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), before) if p)
     try:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
         yield ray
     finally:
         ray.shutdown()
@@ -73,6 +75,19 @@ def test_ray_runs_give_the_local_table_and_a_rerun_sends_nothing(ray_instance, t
     run_comparison(ROOM, grid, tmp_path / "ray", reference=False, executor=third)
     assert third.submitted == [names[0]] and third.skipped == [names[1]]
     assert (tmp_path / "ray" / names[0] / "episodes.jsonl").read_text() == episodes[names[0]]
+
+
+def test_tasks_draw_no_progress_bars_where_the_callers_ray_forwards_worker_output(ray_instance, tmp_path,
+                                                                                  capfd):
+    from marlang.run.executors import RayExecutor
+
+    base = {**ROOM, "run": {**ROOM["run"], "progress": True}}
+    grid = [("env.max_steps", [3])]
+    result = run_comparison(base, grid, tmp_path / "cmp", reference=False, executor=RayExecutor())
+    assert not result.failed
+    time.sleep(1.0)  # worker output reaches the driver a moment after the task ends
+    out, err = capfd.readouterr()
+    assert "ep/s" not in out + err and "(_ray_task" not in out + err
 
 
 def test_a_dead_worker_is_retried_once_then_its_run_is_reported(ray_instance, tmp_path):
