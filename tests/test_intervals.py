@@ -82,3 +82,20 @@ def test_trees_sampling_counts_in_the_cost_columns():
     summary = summarize_episodes(costed)
     assert summary["llm_calls_per_episode"]["mean"] == 8 and summary["tokens_per_episode"]["mean"] == 2400
     assert with_sampling_cost(rows, [{"iteration": "0"}]) == rows  # a learner that samples nothing itself
+
+
+def test_the_curve_of_two_episodes_keeps_its_axis_inside_the_returns_range():
+    # two episodes' t-interval drew a return in [0, 1] on an axis from -5 to 6
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from marlang.report import iteration_figure, iteration_row
+
+    episodes = [SimpleNamespace(team_return=r, success=r > 0, metrics={}) for r in (0.82, 0.0)]
+    rows = [iteration_row(i, episodes, []) for i in range(2)]
+    assert rows[0]["return_low"] is None and rows[0]["return_high"] is None
+    fig = iteration_figure({"none": rows})
+    low, high = fig.axes[0].get_ylim()
+    assert -0.5 < low and high < 1.5, (low, high)
+    plt.close(fig)
