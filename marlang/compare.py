@@ -243,6 +243,7 @@ def run_comparison(
     out = Path(out_dir)
     settings = expand_grid(base, grid, reference)
     check_comparison_folder(out, base, grid)
+    executor.prepare()  # a cluster that cannot be joined fails before anything is written
     shared_model: Any = None
     shared_cache: Any = None
     shares_model = executor.shares_model and not any(k.startswith("model") for k, _ in grid)

@@ -60,6 +60,9 @@ class Executor(Protocol):
     shares_model: bool
     """Whether jobs may carry one chat model built by the caller (only in-process)."""
 
+    def prepare(self) -> None:
+        """Check what the executor needs before the grid writes anything (a cluster to join)."""
+
     def run(self, jobs: Sequence[RunJob], out_dir: Path,
             notify: Callable[[str], None] | None = None) -> dict[str, str]: ...
 
@@ -79,6 +82,9 @@ class LocalExecutor:
     stops the run in progress, keeping what it finished)."""
 
     shares_model = True
+
+    def prepare(self) -> None:
+        """Nothing to check: the runs play in this process."""
 
     def run(self, jobs: Sequence[RunJob], out_dir: Path,
             notify: Callable[[str], None] | None = None) -> dict[str, str]:
@@ -209,6 +215,15 @@ class RayExecutor:
         """The runs this executor sent to the cluster (finished runs are not sent)."""
         self.skipped: list[str] = []
         """The runs found finished and not sent."""
+        self._owns = False
+        """Whether this executor joined (or started) the Ray connection, so it ends it."""
+
+    def prepare(self) -> None:
+        """Join a named cluster now, before the grid writes anything: an address where no
+        cluster answers is one line and leaves no folder. (With no address the local Ray
+        instance starts only when there is a run to send.)"""
+        if self.address is not None and not self.ray.is_initialized():
+            self._owns = self._connect()
 
     def _connect(self) -> bool:
         """Join (or start) the cluster; True if this call did, so the run ends the connection."""
@@ -258,8 +273,10 @@ class RayExecutor:
             else:
                 todo.append(job)
         if not todo:
+            self._close()
             return {}
-        started = self._connect()
+        if not self.ray.is_initialized():
+            self._owns = self._connect()
         try:
             task = ray.remote(_ray_task)
             refs: dict[Any, RunJob] = {}
@@ -272,8 +289,12 @@ class RayExecutor:
                 logger.info("setting %s -> %s (Ray task)", job.kwargs.get("label") or job.name, out / job.name)
             return self._collect(refs, notify)
         finally:
-            if started:
-                ray.shutdown()
+            self._close()
+
+    def _close(self) -> None:
+        if self._owns:
+            self.ray.shutdown()
+            self._owns = False
 
     def _collect(self, refs: dict[Any, RunJob], notify: Callable[[str], None] | None) -> dict[str, str]:
         ray = self.ray
