@@ -36,9 +36,9 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 from marlang.agents import CallContext
 from marlang.config import build_config
 from marlang.envs import make as make_env
-from marlang.experiment import Experiment
 from marlang.learners import LangMARLLearner, LangMARLOptions, LearnerContext, PolicyState
 from marlang.models import UsageRecorder, load_chat_model
+from marlang.run import Experiment
 from marlang.types import Decision, Step, Trajectory
 
 N_AGENTS = 4
@@ -273,7 +273,7 @@ def bench_update(server: LatencyChatServer, latency: float, repeats: int = 3) ->
 _CHILD = (
     "import json, sys\n"
     "from marlang.config import build_config\n"
-    "from marlang.experiment import Experiment\n"
+    "from marlang.run import Experiment\n"
     "Experiment(build_config(json.loads(sys.argv[1])), sys.argv[2]).run()\n"
 )
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from marlang.config import build_config
-from marlang.experiment import Experiment, build_chat_model
+from marlang.run import Experiment, build_chat_model
 
 
 def _config(parallel: int, episodes: int, max_steps: int):

@@ -21,7 +21,7 @@ from marlang.testing import ScriptedChatModel
 try:
     from marlang.run import Experiment
 except ImportError:  # a checkout from before marlang.run, to compare with
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,7 +60,7 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
 
 def _tiny_runs(out: Path) -> dict[str, dict[str, Any]]:
     from marlang.config import build_config
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
     from marlang.testing import tiny_chat_model
 
     ppo = build_config({

@@ -9,13 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from marlang import _compat
-
 __version__ = "0.1.0"
-
-# Modules that moved into marlang.envs still import under their old names, with a
-# DeprecationWarning (the table is in marlang._compat).
-_compat.install()
 
 _EXPORTS = {
     "ExperimentConfig": "marlang.config",

@@ -3,8 +3,9 @@
 marlang imports in one direction only. Its layers, top to bottom (``[tool.importlinter]`` in
 ``pyproject.toml``; ``make lint`` and ``make test`` check them):
 
-    cli | testing, compare, experiment, runtime, trainers, learners, graphs, agents,
-    envs, sandbox, models, prompts, report | rundir, config, registry | types
+    cli | testing, compare | view | review, run, trainers, credit, learners, graphs, agents,
+    envs, sandbox, models, prompts, report | rundir, scalars | plots | intervals, config,
+    registry | types | lazy | seeds
 
 ``marlang.config`` validates ``learning.method``, ``protocol.name`` and ``env.id`` (and a
 learner's own ``learning.*`` keys) without importing the layers that implement them: it asks

@@ -154,7 +154,7 @@ def test_report_of_a_finished_run_reads_its_summary_without_the_run_machinery(tm
     assert main(["run", str(config), "--out", str(out)]) == 0
     capsys.readouterr()
     script = ("import sys; from marlang.cli import main; code = main(['report', sys.argv[1]]); "
-              "heavy = [m for m in ('marlang.experiment', 'torch', 'langgraph', 'marlang.envs') "
+              "heavy = [m for m in ('marlang.run.experiment', 'torch', 'langgraph', 'marlang.envs') "
               "if m in sys.modules]; print('HEAVY', heavy); sys.exit(code)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True,

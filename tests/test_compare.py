@@ -1,7 +1,7 @@
 """Comparison grids: settings expansion, the scripted reference rows, the written table."""
 
 from marlang.compare import expand_grid, write_comparison
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 
 
 def _base(max_steps):

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.models import LocalChatModel
+from marlang.run import Experiment
 
 pytestmark = pytest.mark.real_model
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.models import LocalChatModel
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 
 pytestmark = pytest.mark.real_model

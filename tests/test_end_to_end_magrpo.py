@@ -12,8 +12,8 @@ import yaml
 
 from marlang.cli import main
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.models import LocalChatModel, LocalLM
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 
 pytestmark = pytest.mark.real_model

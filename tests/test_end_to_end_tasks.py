@@ -12,8 +12,8 @@ import pytest
 
 from marlang.config import build_config
 from marlang.envs.tasks.data.math_answers import extract_boxed, is_placeholder_answer
-from marlang.experiment import Experiment
 from marlang.models import LocalChatModel
+from marlang.run import Experiment
 
 pytestmark = pytest.mark.real_model
 

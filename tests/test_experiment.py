@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from marlang.config import ConfigError, build_config
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
 from tests.fakes import FakeRuleChatModel, babyai_rule

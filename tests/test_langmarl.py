@@ -10,9 +10,9 @@ import pytest
 
 from marlang import make_env
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.learners import parse_credits
 from marlang.report import policies_text
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
 from tests.fakes import FakeRuleChatModel, langmarl_rule

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from marlang.config import load_config
 from marlang.envs.tasks.data import load_task
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "langmarl_humaneval.yaml"

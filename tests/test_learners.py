@@ -5,8 +5,8 @@ import pytest
 from pydantic import Field
 
 from marlang.config import ConfigError, build_config
-from marlang.experiment import Experiment
 from marlang.learners import Candidate, Learner, LearnerOptions, list_learners, register_learner
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from tests.fakes import FakeRuleChatModel, babyai_rule
 

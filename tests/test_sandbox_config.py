@@ -8,7 +8,7 @@ import json
 import pytest
 
 from marlang.config import ConfigError, build_config
-from marlang.experiment import Experiment, run_experiment
+from marlang.run import Experiment, run_experiment
 from marlang.sandbox import isolation as isolation_module
 from tests.fakes import FakeRuleChatModel
 

@@ -60,7 +60,7 @@ def llm_config(tmp_path, loggers):
 
 
 def test_an_llm_run_writes_its_iterations_as_tensorboard_scalars(tmp_path):
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     out = tmp_path / "runs" / "llm"
     Experiment(llm_config(tmp_path, ["csv", "tensorboard"]), out,
@@ -77,7 +77,7 @@ def test_an_llm_run_writes_its_iterations_as_tensorboard_scalars(tmp_path):
 
 
 def test_without_tensorboard_in_run_loggers_no_event_file_is_written(tmp_path):
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     out = tmp_path / "run"
     Experiment(llm_config(tmp_path, ["csv"]), out, chat_model=FakeRuleChatModel(rule=babyai_rule)).run()

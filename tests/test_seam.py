@@ -6,8 +6,8 @@ import json
 from typing import ClassVar
 
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.learners import Candidate, Learner, LearnerOptions, RolloutPlan, register_learner
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from tests.fakes import FakeRuleChatModel
 

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from marlang.config import ConfigError, build_config, slot_player
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from tests.fakes import FakeRuleChatModel, babyai_rule, langmarl_rule
 

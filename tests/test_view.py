@@ -14,7 +14,7 @@ import pytest
 from marlang.cli import main
 from marlang.compare import expand_grid, write_comparison
 from marlang.config import build_config, load_config
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 from marlang.view import collect
 from marlang.view.page import _embedded_json
 from tests.fakes import FakeRuleChatModel, babyai_rule, langmarl_rule

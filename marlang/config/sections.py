@@ -241,9 +241,8 @@ class LearningConfig(_Section):
         entry = learning_method(self.method)
         extra = dict(self.model_extra or {})
         valid = ["method", "iterations", "rollouts", *entry.options_model.model_fields]
-        renamed = getattr(entry.options_model, "renamed", {})
         for key in extra:
-            if key not in entry.options_model.model_fields and key not in renamed:
+            if key not in entry.options_model.model_fields:
                 raise ValueError(
                     f"unknown config key 'learning.{key}' for learning.method {self.method!r}"
                     f"{did_you_mean(key, valid)}; valid keys here: {', '.join(valid)}"
@@ -254,14 +253,9 @@ class LearningConfig(_Section):
             first = err.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             msg = first["msg"].removeprefix("Value error, ")
-            if not loc:  # a check of several keys together (a renamed key given twice)
+            if not loc:  # a check of several keys together
                 raise ValueError(msg) from None
             raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
-        extras = self.__pydantic_extra__ or {}
-        for old_key in [k for k in extras if k in renamed]:
-            # kept under its current name: the saved config, and a resume's comparison with
-            # it, see one name whichever the user wrote
-            extras[renamed[old_key]] = extras.pop(old_key)
         self._options = options
         return self
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict
 
 from marlang.config import NumbersNotBooleans
 from marlang.registry import LEARNERS
@@ -35,33 +35,10 @@ logger = logging.getLogger(__name__)
 
 
 class LearnerOptions(NumbersNotBooleans):
-    """Method-specific ``learning.*`` keys; each learner declares its own subclass.
-
-    ``renamed`` maps a key's old name to its new one: configs written with the old name keep
-    working for one release (mapped, with one deprecation line each); both names at once is
-    an error.
-    """
+    """Method-specific ``learning.*`` keys; each learner declares its own subclass. A key it
+    does not declare is refused (the config names the valid ones)."""
 
     model_config = ConfigDict(extra="forbid")
-
-    renamed: ClassVar[dict[str, str]] = {}
-    """Old key name -> its current name (e.g. ``{"lam": "gae_lambda"}``)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not cls.renamed or not cls.renamed.keys() & data.keys():
-            return data
-        data = dict(data)
-        for old, new in cls.renamed.items():
-            if old not in data:
-                continue
-            if new in data:
-                raise ValueError(f"learning.{old} and learning.{new} are the same key (learning.{old} is "
-                                 f"deprecated); give only learning.{new}")
-            logger.warning("learning.%s is deprecated: use learning.%s", old, new)
-            data[new] = data.pop(old)
-        return data
 
 
 class UpdateState(TypedDict, total=False):

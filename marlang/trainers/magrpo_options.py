@@ -4,7 +4,7 @@ where it has them.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -56,6 +56,4 @@ class MAGRPOOptions(AdapterOptions):
         "None: the same path.")
     rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
                                      "server's API key (unset: none sent).")
-
-    renamed: ClassVar[dict[str, str]] = {"epsilon": "clip_coef", "epsilon_high": "clip_coef_high"}
 

@@ -69,9 +69,6 @@ class PPOOptions(AdapterOptions):
     seed: int = Field(0, description="Seeds the adapters' initial weights and the minibatch order; in a "
                       "config, run.seed unless given (so each run seed is its own stream).")
 
-    renamed: ClassVar[dict[str, str]] = {
-        "clip": "clip_coef", "lam": "gae_lambda", "entropy_coef": "ent_coef", "value_coef": "vf_coef"}
-
     @field_validator("reward_hook")
     @classmethod
     def _importable_hook(cls, v: str | None) -> str | None:

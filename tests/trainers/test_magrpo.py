@@ -375,7 +375,7 @@ def test_memoryful_turns_continue_the_kv_cache_and_score_as_the_full_prompt(tmp_
     log-probs equal the training pass's on that full prompt (which also serve as the ratio
     losses' old log-probs)."""
     from marlang.config import build_config
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
     from marlang.testing import tiny_chat_model
     from marlang.trainers.magrpo import MAGRPOLearner
 
@@ -445,7 +445,7 @@ def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_it
     import time
 
     from marlang.config import build_config
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
     from marlang.rundir import RunDirectory
     from marlang.testing import tiny_chat_model
     from marlang.trainers.magrpo import MAGRPOLearner
@@ -519,7 +519,7 @@ def test_each_problem_is_played_once_and_its_episode_is_the_trees_first_path(tmp
 
     from marlang import make_env
     from marlang.envs.tasks.coding import CodeTaskEnv
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
     from marlang.rundir import RunDirectory
     from marlang.seeds import env_seeds
     from marlang.testing import tiny_chat_model
@@ -565,7 +565,7 @@ def test_each_problem_is_played_once_and_its_episode_is_the_trees_first_path(tmp
 def test_a_lost_episode_of_a_finished_update_is_reported_not_replayed(tmp_path):
     """The tree that played a training episode is gone once its update finished: a resume
     that finds the episode's record lost says so in one line and plays nothing."""
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
     from marlang.rundir import RunDirectory
     from marlang.testing import tiny_chat_model
 

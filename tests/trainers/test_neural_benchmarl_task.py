@@ -116,7 +116,7 @@ def test_env_without_numeric_mode_fails_before_the_run_directory(tmp_path):
     from marlang.config import ConfigError, build_config
     from marlang.envs import register_env
     from marlang.envs.registry import DEFAULT_REGISTRY
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     def text_only(n_agents=2, **kwargs):
         if kwargs:

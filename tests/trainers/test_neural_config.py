@@ -87,19 +87,15 @@ def test_neural_ppo_options_have_cleanrl_names_and_benchmarl_reads_its_own():
     # BenchMARL's algorithm and experiment configs read these names (trainers/neural/learner.py)
     assert (options.clip_epsilon, options.entropy_coef, options.critic_coef, options.lmbda,
             options.clip_grad_norm) == (0.1, 0.02, 0.3, 0.8, 2.0)
-    from marlang.trainers import neural
-
-    with pytest.warns(DeprecationWarning, match="use NeuralPPOOptions"):
-        assert neural.PPOOptions is NeuralPPOOptions
 
 
-def test_benchmarl_gets_the_renamed_keys_values(tmp_path):
+def test_benchmarl_gets_the_cleanrl_keys_values(tmp_path):
     from marlang.config import build_config
     from marlang.trainers.neural.learner import benchmarl_configs
 
     cfg = build_config({"agents": {"kind": "neural"}, "env": {"id": "matrix/climbing"},
                         "learning": {"method": "mappo", "clip_coef": 0.1, "ent_coef": 0.03, "vf_coef": 0.4,
-                                     "lmbda": 0.7, "max_grad_norm": 2.0}})
+                                     "gae_lambda": 0.7, "max_grad_norm": 2.0}})
     algorithm, _model, experiment = benchmarl_configs(cfg, tmp_path)
     assert (algorithm.clip_epsilon, algorithm.entropy_coef, algorithm.critic_coef, algorithm.lmbda) == \
         (0.1, 0.03, 0.4, 0.7)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from marlang.config import ConfigError, build_config
-from marlang.experiment import Experiment
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
 from marlang.testing import tiny_chat_model

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from marlang.config import build_config
-from marlang.experiment import Experiment
 from marlang.models import LocalChatModel, LocalLM
+from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.testing import tiny_llama, tiny_tokenizer
 from tests.trainers.fake_lora_server import ANSWERS, BASE, FakeLoraServer

@@ -1,23 +1,10 @@
-"""The weight-space trainer template: PPO and MAGRPO bring options, samples and loss, and the
-template's former module path still imports."""
+"""The weight-space trainer template: PPO and MAGRPO bring options, samples and loss."""
 
 from __future__ import annotations
-
-import importlib
-import sys
-
-import pytest
 
 from marlang.trainers import template
 from marlang.trainers.magrpo import MAGRPOLearner, MAGRPOOptions
 from marlang.trainers.ppo import PPOLearner, PPOOptions
-
-
-def test_the_former_module_path_still_imports_with_a_deprecation_warning():
-    sys.modules.pop("marlang.trainers.adapter_learner", None)
-    with pytest.warns(DeprecationWarning, match="use marlang.trainers.template"):
-        old = importlib.import_module("marlang.trainers.adapter_learner")
-    assert old.AdapterLearner is template.AdapterLearner and old.AdapterOptions is template.AdapterOptions
 
 
 def test_learners_bring_only_their_options_samples_and_loss():

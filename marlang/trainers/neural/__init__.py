@@ -7,9 +7,6 @@ Only the options models load with the package; torch, torchrl and BenchMARL load
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from marlang.lazy import lazy_getattr
 from marlang.trainers.neural.methods import (
     NEURAL_LEARNERS,
@@ -30,15 +27,7 @@ _LAZY = {
     "RewardHookCallback": "marlang.trainers.neural.callbacks",
     "IterationRecorder": "marlang.trainers.neural.callbacks",
 }
-_lazy = lazy_getattr(__name__, _LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PPOOptions":  # renamed: LoRA PPO's options are marlang.trainers.ppo.PPOOptions
-        warnings.warn("marlang.trainers.neural.PPOOptions is deprecated: use NeuralPPOOptions",
-                      DeprecationWarning, stacklevel=2)
-        return NeuralPPOOptions
-    return _lazy(name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

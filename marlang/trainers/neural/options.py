@@ -6,7 +6,7 @@ purpose: nothing here imports torch or BenchMARL.
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -64,8 +64,6 @@ class NeuralOptions(CreditOptions):
         default_factory=lambda: ["csv"], description="BenchMARL loggers writing under benchmarl/."
     )
 
-    renamed: ClassVar[dict[str, str]] = {"clip_grad_norm": "max_grad_norm"}
-
     @property
     def clip_grad_norm(self) -> float | None:
         """BenchMARL's name for ``max_grad_norm`` (what its experiment config reads)."""
@@ -121,10 +119,6 @@ class NeuralPPOOptions(NeuralOptions):
     gae_lambda: float = Field(0.9, ge=0, le=1, description="GAE lambda.")
     share_param_critic: bool = Field(True, description="One critic network for all agents.")
 
-    renamed: ClassVar[dict[str, str]] = {
-        **NeuralOptions.renamed, "clip_epsilon": "clip_coef", "entropy_coef": "ent_coef",
-        "critic_coef": "vf_coef", "lmbda": "gae_lambda"}
-
     @property
     def clip_epsilon(self) -> float:
         """BenchMARL's name for ``clip_coef``."""
@@ -152,10 +146,6 @@ class NeuralPPOOptions(NeuralOptions):
         if batch and v > batch:
             raise ValueError(f"minibatch_size ({v}) must not exceed learning.frames_per_batch ({batch})")
         return v
-
-
-PPOOptions = NeuralPPOOptions
-"""The former name of `NeuralPPOOptions` (``marlang.trainers.ppo.PPOOptions`` is LoRA PPO's)."""
 
 
 class ValueDecompositionOptions(NeuralOptions):

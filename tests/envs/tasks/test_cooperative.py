@@ -713,7 +713,7 @@ def test_broken_programs_syntax_error_and_missing_entry_point():
 
 def test_scripted_experiment_runs_the_task_envs(tmp_path, data_files):
     from marlang.config import build_config
-    from marlang.experiment import Experiment
+    from marlang.run import Experiment
 
     for env_id, kwargs in (("code/humaneval", {}), ("math/math", {"data_files": str(data_files["math"])})):
         config = build_config({

@@ -1,0 +1,39 @@
+"""``import marlang``: the public names come from their one home, and each module has one name
+(marlang 0.1.0 was never released, so no old import path is kept)."""
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import marlang
+
+
+@pytest.mark.parametrize("name", marlang.__all__)
+def test_every_public_name_is_its_home_modules_object(name):
+    target = marlang._EXPORTS[name]
+    module, attr = target if isinstance(target, tuple) else (target, name)
+    assert getattr(marlang, name) is getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize("old", [
+    "marlang.experiment", "marlang.runtime", "marlang._compat", "marlang.trainers.adapter_learner",
+    "marlang.envs_text", "marlang.envs_text.babyai", "marlang.envs_marl.lbf", "marlang.tasks.humaneval",
+    "marlang.trainers.neural.tasks",
+])
+def test_a_module_has_one_name(old):
+    try:
+        spec = importlib.util.find_spec(old)
+    except ModuleNotFoundError:  # its parent package is gone too
+        spec = None
+    # only this marlang counts: an editable install of another checkout may resolve the name
+    assert spec is None or not Path(spec.origin).is_relative_to(Path(marlang.__file__).parent)
+
+
+def test_neural_ppo_options_have_one_name():
+    from marlang.trainers import neural
+
+    assert neural.NeuralPPOOptions.__name__ == "NeuralPPOOptions"
+    with pytest.raises(AttributeError):
+        neural.PPOOptions  # noqa: B018 - LoRA PPO's options are marlang.trainers.ppo.PPOOptions
