@@ -27,7 +27,8 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     invalid = sum(r["invalid_actions"] for r in rows)
     return {
         "episodes": n,
-        "levels": len({r["seed"] for r in rows if r.get("seed") is not None}),
+        "levels": len(_levels(rows)),
+        "level_ids": sorted(_levels(rows)),
         "success_rate": wilson_interval(successes, n),
         "steps": mean_interval([r["steps"] for r in rows]),
         "steps_when_solved": mean_interval([r["steps"] for r in rows if r["success"]]),
@@ -49,6 +50,11 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "tokens_per_episode": [r["tokens_in"] + r["tokens_out"] for r in rows],
         },
     }
+
+
+def _levels(rows: list[dict[str, Any]]) -> set[str]:
+    """The distinct levels of episode rows: their ``level`` (a task's problem), else their seed."""
+    return {str(r.get("level", r.get("seed"))) for r in rows if r.get("level", r.get("seed")) is not None}
 
 
 def paired_change(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -346,8 +352,10 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
             pooled[label] = runs[0]
             continue
         row: dict[str, Any] = {"setting": label, "episodes": sum(int(r.get("episodes") or 0) for r in runs)}
-        if all(isinstance(r.get("levels"), int) for r in runs):
-            row["levels"] = sum(r["levels"] for r in runs)  # run seeds share no level
+        if all(isinstance(r.get("level_ids"), list) for r in runs):
+            # distinct over the seeds: run seeds share no env seed, a task's problems they may
+            row["level_ids"] = sorted({str(level) for r in runs for level in r["level_ids"]})
+            row["levels"] = len(row["level_ids"])
         row.update({k: runs[0][k] for k in SETTING_KEYS if k in runs[0]})
         for key in POOLED_STATS:
             row[key] = _over_seeds(runs, key)

@@ -99,3 +99,21 @@ def test_the_curve_of_two_episodes_keeps_its_axis_inside_the_returns_range():
     low, high = fig.axes[0].get_ylim()
     assert -0.5 < low and high < 1.5, (low, high)
     plt.close(fig)
+
+
+def test_a_task_envs_levels_are_its_problems_not_its_seeds():
+    from marlang import make_env
+    from marlang.run.record import episode_metrics
+    from marlang.types import Step, Trajectory
+
+    env = make_env("code/humaneval", n_agents=1, structure="sequential", task_ids=["HumanEval/0", "HumanEval/2"],
+                   max_steps=1)
+    rows = []
+    for seed in range(6):  # six seeds, two problems
+        observations, _ = env.reset(seed=seed)
+        traj = Trajectory(episode=seed, seed=seed, env_id="code/humaneval", protocol="none", agents=["agent_0"],
+                          steps=[Step(t=0, observations=observations, messages=[], decisions={}, rewards={})])
+        rows.append({**_row(seed, False, 1, 0.0), "level": episode_metrics(traj)["level"]})
+    env.close()
+    assert summarize_episodes(rows)["levels"] == 2
+    assert summarize_episodes([_row(e, False, 1, 0.0) for e in range(6)])["levels"] == 6  # no problem: seeds

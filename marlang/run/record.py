@@ -58,7 +58,21 @@ def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> di
         "cached_calls": int(llm.get("cached", 0)),
         "tokens_in": int(llm.get("input_tokens", 0)),
         "tokens_out": int(llm.get("output_tokens", 0)),
+        "level": level_of(traj),
     }
+
+
+def level_of(traj: Trajectory) -> str:
+    """What level an episode played: the problem an env poses from a fixed set (``task_id`` in
+    its first observations' data: the coding and reasoning tasks, where many seeds pose one
+    problem), else its env seed. Kept with the episode (not a ``metrics.csv`` column) for the
+    tables' level counts."""
+    for step in traj.steps[:1]:
+        for obs in step.observations.values():
+            task = (getattr(obs, "data", None) or {}).get("task_id")
+            if task is not None:
+                return str(task)
+    return str(traj.seed)
 
 
 @dataclass
