@@ -37,6 +37,16 @@ from marlang.prompts import PromptLibrary
 def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None, *, mca_steps: int = 12,
          mca_calls_per_mode: int = 2, hook_batches: int = 3, hook_frames: int = 6000) -> dict[str, Any]:
     engine = engine or LocalLM.from_spec("local:smollm2")
+    out = ranking_speed(engine, pairs, max_tokens)
+    out.update(mca_calls(engine, steps=mca_steps, calls=mca_calls_per_mode))
+    out.update(hook_overhead(batches=hook_batches, frames_per_batch=hook_frames))
+    _print_report(out)
+    return out
+
+
+def ranking_speed(engine: LocalLM, pairs: int = 32, max_tokens: int = 64) -> dict[str, Any]:
+    """LCA ranking of ``pairs`` Two-Switch pairs on ``engine``: pairs per second scoring "Yes"
+    against "No", and generating (up to ``max_tokens``) then parsing; ``speedup`` is their ratio."""
     preamble, question, _ = _prompts("gridworld/two-switch")
     queries = random_queries(make("gridworld/two-switch", observation_mode="text"), pairs, texts=True)[:pairs]
 
@@ -57,9 +67,6 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None, *
         out[f"{name}_unparseable"] = sum(a[0] is None for a in answers)
         out[f"{name}_yes_share"] = round(sum(a[0] == 1 for a in answers) / pairs, 3)
     out["speedup"] = round(out["scoring_pairs_per_s"] / out["generating_pairs_per_s"], 2)
-    out.update(mca_calls(engine, steps=mca_steps, calls=mca_calls_per_mode))
-    out.update(hook_overhead(batches=hook_batches, frames_per_batch=hook_frames))
-    _print_report(out)
     return out
 
 

@@ -67,7 +67,7 @@ def _team(engine: LocalLM) -> TeamAdapters:
     gen = torch.Generator().manual_seed(0)
     for agent in AGENTS:  # LoRA B starts at zero: give each agent its own policy
         for p in team.parameters_of(agent):
-            p.data.add_(torch.randn(p.shape, generator=gen) * 0.01)
+            p.data.add_((torch.randn(p.shape, generator=gen) * 0.01).to(p.device, p.dtype))
     engine.attach_adapters(team)
     return team
 
@@ -104,7 +104,7 @@ def sampling_times(engine: LocalLM, team: TeamAdapters, new_tokens: int, *, repe
         with torch.inference_mode():
             for agent in AGENTS:
                 team.model.set_adapter(team.adapter_for(agent))
-                ids = torch.tensor([prompts[AGENTS.index(agent)]])
+                ids = torch.tensor([prompts[AGENTS.index(agent)]], device=engine.device)
                 out = team.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
                                           temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=G,
                                           max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=pad)
@@ -152,7 +152,8 @@ def training_times(engine: LocalLM, team: TeamAdapters, *, repeats: int, warmup:
             for start in range(0, len(items), size):
                 part = items[start:start + size]
                 lp, mask = logprobs(part)
-                loss = policy_loss(lp, mask.to(lp.device), adv[start:start + size]) * (len(part) / len(items))
+                loss = policy_loss(lp, mask.to(lp.device), adv[start:start + size].to(lp.device)) * (
+                    len(part) / len(items))
                 loss.backward()
         for p in team.parameters_of(agent):
             p.grad = None

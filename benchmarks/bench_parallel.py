@@ -13,6 +13,7 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from marlang.config import build_config
 from marlang.run import Experiment, build_chat_model
@@ -28,8 +29,10 @@ def _config(parallel: int, episodes: int, max_steps: int):
     })
 
 
-def main(episodes: int = 8, max_steps: int = 4) -> dict[str, float]:
-    model, _ = build_chat_model(_config(1, episodes, max_steps).model)
+def main(episodes: int = 8, max_steps: int = 4, model: Any = None, label: str = "local:smollm2") -> dict[str, float]:
+    """Measure and print; ``model`` (a chat model, default the embedded one) plays every episode."""
+    if model is None:
+        model, _ = build_chat_model(_config(1, episodes, max_steps).model)
     # Warm-up: load weights and run one tiny episode so neither setting pays first-call costs.
     with tempfile.TemporaryDirectory() as tmp:
         Experiment(_config(1, 1, 1), Path(tmp) / "warm", chat_model=model).run()
@@ -43,7 +46,7 @@ def main(episodes: int = 8, max_steps: int = 4) -> dict[str, float]:
             figures[f"episodes_per_min_parallel_{parallel}"] = episodes / elapsed * 60
             figures[f"seconds_parallel_{parallel}"] = elapsed
     figures["speedup_8_vs_1"] = figures["episodes_per_min_parallel_8"] / figures["episodes_per_min_parallel_1"]
-    print(f"parallel episodes ({episodes} episodes of {max_steps} steps, 2 agents, protocol none, local:smollm2)")
+    print(f"parallel episodes ({episodes} episodes of {max_steps} steps, 2 agents, protocol none, {label})")
     for p in (1, 8):
         print(f"  run.parallel={p}: {figures[f'episodes_per_min_parallel_{p}']:.2f} episodes/min "
               f"({figures[f'seconds_parallel_{p}']:.1f} s)")

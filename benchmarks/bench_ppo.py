@@ -154,6 +154,14 @@ class Minibatch:
     def prompt_tokens(self) -> list[int]:
         return [len(p) for p, _ in self.items]
 
+    def to(self, device: str | torch.device) -> Minibatch:
+        """The same decisions with PPO's constants on ``device`` (the policy's)."""
+        return Minibatch(
+            self.items,
+            self.agents,
+            *(t.to(device) for t in (self.action, self.old_logprob, self.advantage, self.old_value, self.ret)),
+        )
+
     def rows(self, chunk: slice) -> Minibatch:
         return Minibatch(
             self.items[chunk],
@@ -262,14 +270,14 @@ def _team(model: Any, agents: Sequence[str]) -> TeamAdapters:
 # ------------------------------------------------------------------------- 1. one PPO minibatch
 
 
-def _floor_inputs(mb: Minibatch, pad_id: int) -> dict[str, torch.Tensor]:
+def _floor_inputs(mb: Minibatch, pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
     batch = packed_batch(mb.items, pad_id, torch.float32)
     return {
-        "input_ids": batch.input_ids,
-        "prompt_last": batch.prompt_last,
-        "predictors": batch.predictors,
-        "targets": batch.targets,
-        "owners": batch.owners,
+        "input_ids": batch.input_ids.to(device),
+        "prompt_last": batch.prompt_last.to(device),
+        "predictors": batch.predictors.to(device),
+        "targets": batch.targets.to(device),
+        "owners": batch.owners.to(device),
     }
 
 
@@ -283,7 +291,8 @@ def minibatch_times(
     inner = model.get_base_model().model  # the decoder stack, LoRA layers included
     lm_head = model.get_output_embeddings()
     params = team.parameters_of(agent)
-    floor = _floor_inputs(mb, pad_id)
+    device = mb.action.device
+    floor = _floor_inputs(mb, pad_id, device)
     grads: dict[str, list[torch.Tensor]] = {}
 
     def finish(name: str) -> None:
@@ -316,7 +325,9 @@ def minibatch_times(
         rows, cols = floor["predictors"].unbind(-1)
         logits = lm_head(hidden[rows, cols]).float()
         token_logprobs = selective_log_softmax(logits[None], floor["targets"][None])[0]
-        flat = torch.zeros(len(mb) * len(CANDIDATES)).index_add(0, floor["owners"], token_logprobs)
+        flat = torch.zeros(len(mb) * len(CANDIDATES), device=device).index_add(
+            0, floor["owners"], token_logprobs
+        )
         ppo_loss(
             flat.split(len(CANDIDATES)), team.value(agent, prompt_hidden), mb, len(mb)
         ).backward()
@@ -410,6 +421,65 @@ def _rss_kb(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+@dataclass
+class UpdateParts:
+    """What one PPO update of ``variant`` ("lora": one agent's adapter and value head; "full":
+    every weight and a value head) runs on: the policy, its trainable parameters and AdamW."""
+
+    policy: Any
+    params: list[torch.nn.Parameter]
+    value: Callable[[torch.Tensor], torch.Tensor]
+    context: Any
+    mb: Minibatch
+    pad_id: int
+    optimizer: torch.optim.Optimizer
+
+    @classmethod
+    def build(
+        cls, model: Any, tokenizer: Any, variant: str, decisions: int, checkpointing: bool = False
+    ) -> UpdateParts:
+        if checkpointing:  # as PPOLearner does with gradient_checkpointing: true
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        mb = make_minibatch(tokenizer, decisions).to(model.device)
+        pad_id = int(tokenizer.pad_token_id)
+        if variant == "lora":
+            team = _team(model, AGENTS[:1])
+            params = team.parameters_of(AGENTS[0])
+            policy = team.model
+
+            def value(hidden: torch.Tensor) -> torch.Tensor:
+                return team.value(AGENTS[0], hidden)
+
+            context: Any = team.training(AGENTS[0])
+        elif variant == "full":
+            head = torch.nn.Sequential(
+                torch.nn.Linear(model.config.hidden_size, model.config.hidden_size),
+                torch.nn.Tanh(),
+                torch.nn.Linear(model.config.hidden_size, 1),
+            ).to(device=model.device, dtype=model.dtype)
+            model.requires_grad_(True)
+            model.train()
+            params = [*model.parameters(), *head.parameters()]
+            policy = model
+
+            def value(hidden: torch.Tensor) -> torch.Tensor:
+                return head(hidden).squeeze(-1)
+
+            context = contextlib.nullcontext()
+        else:
+            raise ValueError(f"unknown variant {variant!r}")
+        optimizer = torch.optim.AdamW(params, lr=1e-5)
+        return cls(policy, params, value, context, mb, pad_id, optimizer)
+
+    def run(self, updates: int) -> None:
+        """``updates`` PPO updates (forward, backward, AdamW step); call inside ``context``."""
+        for _ in range(updates):
+            scored = score_decisions(self.policy, self.mb.items, self.pad_id)
+            ppo_loss(scored.scores, self.value(scored.prompt_hidden), self.mb, len(self.mb)).backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+
 def memory_child(
     variant: str,
     decisions: int,
@@ -426,37 +496,8 @@ def memory_child(
     with torch.no_grad():
         for param in model.parameters():
             param.data = param.data.clone()
-    if checkpointing:  # as PPOLearner does with gradient_checkpointing: true
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    mb = make_minibatch(tokenizer, decisions)
-    pad_id = int(tokenizer.pad_token_id)
-    if variant == "lora":
-        team = _team(model, AGENTS[:1])
-        params = team.parameters_of(AGENTS[0])
-        policy = team.model
-
-        def value(hidden: torch.Tensor) -> torch.Tensor:
-            return team.value(AGENTS[0], hidden)
-
-        context: Any = team.training(AGENTS[0])
-    elif variant == "full":
-        head = torch.nn.Sequential(
-            torch.nn.Linear(model.config.hidden_size, model.config.hidden_size),
-            torch.nn.Tanh(),
-            torch.nn.Linear(model.config.hidden_size, 1),
-        )
-        model.requires_grad_(True)
-        model.train()
-        params = [*model.parameters(), *head.parameters()]
-        policy = model
-
-        def value(hidden: torch.Tensor) -> torch.Tensor:
-            return head(hidden).squeeze(-1)
-
-        context = contextlib.nullcontext()
-    else:
-        raise ValueError(f"unknown variant {variant!r}")
-    optimizer = torch.optim.AdamW(params, lr=1e-5)
+    update = UpdateParts.build(model, tokenizer, variant, decisions, checkpointing)
+    policy, mb, pad_id, context = update.policy, update.mb, update.pad_id, update.context
     # One-time costs (trl's import on the first scoring, thread pools) are not the update's.
     with torch.no_grad():
         score_decisions(policy, mb.items[:1], pad_id)
@@ -469,11 +510,7 @@ def memory_child(
         peak_field = ""
     start = time.perf_counter()
     with context:
-        for _ in range(updates):
-            scored = score_decisions(policy, mb.items, pad_id)
-            ppo_loss(scored.scores, value(scored.prompt_hidden), mb, len(mb)).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        update.run(updates)
     seconds = (time.perf_counter() - start) / updates
     peak_kb = (
         _rss_kb(peak_field) if peak_field else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -484,7 +521,7 @@ def memory_child(
         "peak_mb": peak_kb / 1024,
         "increase_mb": (peak_kb - baseline_kb) / 1024,
         "after_mb": (_rss_kb("VmRSS") - baseline_kb) / 1024,
-        "trainable_params": sum(p.numel() for p in params),
+        "trainable_params": sum(p.numel() for p in update.params),
         "peak_source": peak_field or "ru_maxrss (VmHWM reset unavailable: includes model loading)",
         "update_s": seconds,
     }
