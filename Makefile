@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench bench-full lint docs browser clean
+.PHONY: setup demo test bench bench-full bench-gpu lint docs browser clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -53,6 +53,11 @@ bench: $(STAMP)
 
 bench-full: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py --full $(ARGS)
+
+# every GPU target measured on one GPU, side by side with the CPU figures (docs/howto/gpus.md);
+# no download, under 8 minutes on an H100. On a GPU machine without this venv: python benchmarks/gpu.py
+bench-gpu: $(STAMP)
+	$(BIN)/python benchmarks/gpu.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check marlang tests benchmarks docs/hooks

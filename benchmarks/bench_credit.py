@@ -51,7 +51,7 @@ def ranking_speed(engine: LocalLM, pairs: int = 32, max_tokens: int = 64) -> dic
     queries = random_queries(make("gridworld/two-switch", observation_mode="text"), pairs, texts=True)[:pairs]
 
     def ranker(scores: bool) -> LLMRanker:
-        model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0, max_tokens=max_tokens)
+        model = load_chat_model(engine.model_id, engine=engine, cache=None, temperature=0.0, max_tokens=max_tokens)
         r = LLMRanker(model, preamble=preamble, question=question, max_tokens=max_tokens, max_concurrency=pairs)
         r.scores = scores  # False: generate and parse, as with a backend that cannot score
         return r

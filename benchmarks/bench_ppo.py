@@ -223,14 +223,18 @@ def measure(
     """Milliseconds per call of each method over ``repeats`` rounds, each running every method
     once, in alternating order (forward, then reversed), after ``warmup`` such rounds."""
     names = list(methods)
+    # A GPU runs a method's kernels after it returns: wait for them inside its time.
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(warmup):
         for name in names:
             methods[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
+            sync()
             start = time.perf_counter()
             methods[name]()
+            sync()
             times[name].append((time.perf_counter() - start) * 1000.0)
     return times
 
