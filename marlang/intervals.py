@@ -58,16 +58,23 @@ def _bootstrap(strata: Sequence[Sequence[float]], statistic: str) -> tuple[float
     return _finite(low), _finite(high)
 
 
+def mean_of(values: Sequence[float]) -> float | None:
+    """The plain mean, None where it is undefined (no values, or a non-finite one): for a
+    verdict that needs the mean alone, without resampling for an interval."""
+    values = [float(v) for v in values]
+    if not values or not all(math.isfinite(v) for v in values):
+        return None
+    return sum(values) / len(values)
+
+
 def mean_interval(values: Sequence[float]) -> dict[str, Any]:
     """The mean of ``values`` with its 95% bootstrap percentile interval ("n too small" below
     :data:`MIN_N` values)."""
     values = [float(v) for v in values]
     n = len(values)
-    if n == 0:
-        return _none(0, TOO_FEW)
-    if not all(math.isfinite(v) for v in values):
+    mean = mean_of(values)
+    if mean is None:
         return _none(n, TOO_FEW)
-    mean = sum(values) / n
     if n < MIN_N:
         return {"mean": mean, "low": None, "high": None, "n": n, "interval": TOO_FEW}
     low, high = _bootstrap([values], "mean")
@@ -120,13 +127,15 @@ def wilson_interval(successes: int, n: int) -> dict[str, Any]:
 
 def show(stat: dict[str, Any] | None, digits: int = 1) -> str:
     """``mean [low, high]``, ``mean (n too small)``, or ``-`` when undefined."""
-    if not isinstance(stat, dict) or not _defined(stat.get("mean")):
+    if not isinstance(stat, dict) or not defined(stat.get("mean")):
         return "-"
     mean = f"{stat['mean']:.{digits}f}"
-    if _defined(stat.get("low"), stat.get("high")):
+    if defined(stat.get("low"), stat.get("high")):
         return f"{mean} [{stat['low']:.{digits}f}, {stat['high']:.{digits}f}]"
     return f"{mean} ({TOO_FEW}, n={stat.get('n')})" if stat.get("n") else mean
 
 
-def _defined(*values: Any) -> bool:
+def defined(*values: Any) -> bool:
+    """Every value is a finite number (summaries store undefined ones as None; files written
+    before that may hold NaN)."""
     return all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values)

@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marlang.intervals import BOOTSTRAP, MIN_N, STRATIFIED, mean_interval, pooled_interval, show, wilson_interval
+from marlang.intervals import (
+    BOOTSTRAP,
+    MIN_N,
+    STRATIFIED,
+    defined,
+    mean_interval,
+    pooled_interval,
+    show,
+    wilson_interval,
+)
 from marlang.plots import MARKERS, iteration_figure, plot_iteration_curves
 
 __all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in marlang.plots; kept here
@@ -21,34 +30,29 @@ __all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in m
 def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Aggregate per-episode metric rows into the summary of one setting: the success rate
     with its Wilson interval, every other mean with its bootstrap percentile interval."""
-    n = len(rows)
-    successes = sum(1 for r in rows if r["success"])
+    per_episode = {  # each episode's figures, in episode order: a row pooling seeds resamples them by seed
+        "success_rate": [float(bool(r["success"])) for r in rows],
+        "steps": [r["steps"] for r in rows],
+        "steps_when_solved": [r["steps"] for r in rows if r["success"]],
+        "return": [r["return"] for r in rows],
+        "llm_calls_per_episode": [r["llm_calls"] for r in rows],
+        "tokens_per_episode": [r["tokens_in"] + r["tokens_out"] for r in rows],
+    }
     decisions = sum(r["decisions"] for r in rows)
     invalid = sum(r["invalid_actions"] for r in rows)
+    levels = sorted(_levels(rows))
     return {
-        "episodes": n,
-        "levels": len(_levels(rows)),
-        "level_ids": sorted(_levels(rows)),
-        "success_rate": wilson_interval(successes, n),
-        "steps": mean_interval([r["steps"] for r in rows]),
-        "steps_when_solved": mean_interval([r["steps"] for r in rows if r["success"]]),
-        "return": mean_interval([r["return"] for r in rows]),
+        "episodes": len(rows),
+        "levels": len(levels),
+        "level_ids": levels,
+        "success_rate": wilson_interval(sum(1 for r in rows if r["success"]), len(rows)),
+        **{key: mean_interval(values) for key, values in per_episode.items() if key != "success_rate"},
         "invalid_action_rate": {
             "mean": invalid / decisions if decisions else 0.0,
             "invalid": invalid,
             "decisions": decisions,
         },
-        "llm_calls_per_episode": mean_interval([r["llm_calls"] for r in rows]),
-        "tokens_per_episode": mean_interval([r["tokens_in"] + r["tokens_out"] for r in rows]),
-        # each episode's figures, in episode order: a row pooling seeds resamples them by seed
-        "per_episode": {
-            "success_rate": [float(bool(r["success"])) for r in rows],
-            "steps": [r["steps"] for r in rows],
-            "steps_when_solved": [r["steps"] for r in rows if r["success"]],
-            "return": [r["return"] for r in rows],
-            "llm_calls_per_episode": [r["llm_calls"] for r in rows],
-            "tokens_per_episode": [r["tokens_in"] + r["tokens_out"] for r in rows],
-        },
+        "per_episode": per_episode,
     }
 
 
@@ -80,21 +84,6 @@ def paired_change(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> 
     }
 
 
-def _defined(*values: Any) -> bool:
-    """Every value is a finite number (summaries store undefined ones as None; files from
-    before that may hold NaN)."""
-    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
-
-
-def _pm(stat: dict[str, Any], digits: int = 1) -> str:
-    """``mean [low, high]`` (the interval the statistic carries), or says n is too small."""
-    return show(stat, digits)
-
-
-def _rate(stat: dict[str, Any]) -> str:
-    return show(stat, 2)
-
-
 TABLE_HEADERS = [
     "setting", "episodes", "success rate (95% CI)", "steps", "steps when solved", "return",
     "invalid actions", "LLM calls/ep", "tokens/ep",
@@ -107,8 +96,8 @@ def _episodes(summary: dict[str, Any]) -> str:
 
 
 def _return(stat: dict[str, Any]) -> str:
-    shown = _pm(stat, 3)
-    if isinstance(stat, dict) and _defined(stat.get("iqm")):
+    shown = show(stat, 3)
+    if isinstance(stat, dict) and defined(stat.get("iqm")):
         iqm = {"mean": stat["iqm"], "low": stat.get("iqm_low"), "high": stat.get("iqm_high"), "n": stat.get("n")}
         shown += f"; IQM {show(iqm, 3)}"
     return shown
@@ -120,13 +109,13 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
         rows.append([
             name,
             _episodes(s),
-            _rate(s["success_rate"]),
-            _pm(s["steps"]),
-            _pm(s["steps_when_solved"]),
+            show(s["success_rate"], 2),
+            show(s["steps"]),
+            show(s["steps_when_solved"]),
             _return(s["return"]),
             f"{100 * s['invalid_action_rate']['mean']:.1f}%",
-            _pm(s["llm_calls_per_episode"]),
-            _pm(s["tokens_per_episode"], 0),
+            show(s["llm_calls_per_episode"]),
+            show(s["tokens_per_episode"], 0),
         ])
     return rows
 
@@ -143,23 +132,23 @@ def _held_out(summary: dict[str, Any], key: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("return"), dict) else None
 
 
-def _evaluation(summary: dict[str, Any], show: Callable[[dict[str, Any]], str] | None = None) -> str:
-    """``show`` (default: the return) of the greedy evaluation before the first update and
+def _evaluation(summary: dict[str, Any], display: Callable[[dict[str, Any]], str] | None = None) -> str:
+    """``display`` (default: the return) of the greedy evaluation before the first update and
     after the last, or after only; ``-`` when the run has none."""
-    show = show or (lambda evaluation: _pm(evaluation["return"], 3))
+    display = display or (lambda evaluation: show(evaluation["return"], 3))
     last, first = _held_out(summary, "evaluation"), _held_out(summary, "evaluation_initial")
     if last is None:
         return "-"
-    after = show(last)
+    after = display(last)
     if first is None or first.get("iteration") == last.get("iteration"):
         return after
-    return f"{show(first)} -> {after}"
+    return f"{display(first)} -> {after}"
 
 
 def _eval_success(evaluation: dict[str, Any]) -> str:
     rate = evaluation.get("success_rate")
     episodes = evaluation.get("episodes")
-    if not isinstance(rate, dict) or not _defined(rate.get("mean")) or not episodes:
+    if not isinstance(rate, dict) or not defined(rate.get("mean")) or not episodes:
         return "-"
     return f"{round(rate['mean'] * episodes)}/{episodes} ({rate['mean']:.2f})"
 
@@ -168,11 +157,11 @@ def _eval_success_change(summary: dict[str, Any]) -> str:
     """Solved held-out episodes before -> after, and the paired change with its interval."""
     shown = _evaluation(summary, _eval_success)
     change = summary.get("evaluation_change")
-    if isinstance(change, dict) and isinstance(change.get("success"), dict) and _defined(
+    if isinstance(change, dict) and isinstance(change.get("success"), dict) and defined(
             change["success"].get("mean")):
         stat = change["success"]
         shown += f"; paired {stat['mean']:+.2f}" + (
-            f" [{stat['low']:+.2f}, {stat['high']:+.2f}]" if _defined(stat.get("low"), stat.get("high"))
+            f" [{stat['low']:+.2f}, {stat['high']:+.2f}]" if defined(stat.get("low"), stat.get("high"))
             else f" ({stat.get('interval') or 'no interval'})")
     return shown
 
@@ -325,7 +314,7 @@ def _over_seeds(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     strata = [(r.get("per_episode") or {}).get(key) for r in runs]
     if all(isinstance(v, list) for v in strata):
         return pooled_interval(strata)
-    means = [float(r[key]["mean"]) for r in runs if isinstance(r.get(key), dict) and _defined(r[key].get("mean"))]
+    means = [float(r[key]["mean"]) for r in runs if isinstance(r.get(key), dict) and defined(r[key].get("mean"))]
     return {"mean": sum(means) / len(means) if means else None, "low": None, "high": None, "n": len(means),
             "interval": "no episodes kept"}
 

@@ -233,18 +233,18 @@ class RunLoop:
         episodes (same seeds) with the current ones, and keep the candidate only if its mean
         return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
         against the iteration's own rollouts, a candidate drawn easier levels would win."""
-        from marlang.intervals import mean_interval
+        from marlang.intervals import mean_of
 
         plans = self.evaluation_plans(policy, candidate)
         if not plans:
-            baseline = mean_interval([t.team_return for t in self.trajectories(episodes)])["mean"]
+            baseline = mean_of([t.team_return for t in self.trajectories(episodes)])
             return {"baseline_return": baseline, "candidate_return": None, "accepted": True, "episodes": []}
         for plan, played_by in plans:
             await self.play(plan, played_by, phase="eval")
         (base, _), (trial, _) = plans
         base_ids, ids = base.episodes, trial.episodes
-        baseline = mean_interval([t.team_return for t in self.trajectories(list(base_ids))])["mean"]
-        value = mean_interval([t.team_return for t in self.trajectories(list(ids))])["mean"]
+        baseline = mean_of([t.team_return for t in self.trajectories(list(base_ids))])
+        value = mean_of([t.team_return for t in self.trajectories(list(ids))])
         accepted = value is not None and (baseline is None or value >= baseline)
         return {"baseline_return": baseline, "candidate_return": value, "accepted": accepted,
                 "episodes": list(ids), "baseline_episodes": list(base_ids)}
@@ -256,8 +256,9 @@ class RunLoop:
         if not changed:
             return []
         n = self.options.eval_rollouts
-        ids = tuple(EVAL_EPISODE_BASE + policy.iteration * n + j for j in range(n))
-        seeds = env_seeds(self.config.run.seed, "eval", [e - EVAL_EPISODE_BASE for e in ids])
+        first = policy.iteration * n  # the candidate checks' own episode count, in the eval stream
+        ids = tuple(EVAL_EPISODE_BASE + first + j for j in range(n))
+        seeds = env_seeds(self.config.run.seed, "eval", range(first, first + n))
         base_ids = tuple(EVAL_BASELINE_OFFSET + e for e in ids)
         trial = PolicyState.from_dict(policy.to_dict())
         for a, text in changed.items():
