@@ -8,7 +8,7 @@ ones. Each row reuses the measuring function of its CPU benchmark (bench_ppo, be
 bench_credit, bench_parallel); a row that fails prints its error on one line and the check goes
 on; rows still to run when the time budget is spent are skipped. ``--dry-run`` runs every row at
 tiny sizes on the CPU in seconds (tests/test_gpu_check.py), so the check cannot rot.
-Run: ``python benchmarks/gpu.py [--dry-run] [--sizes 0.5b,1.5b] [--out FILE.json]``.
+Run: ``python benchmarks/gpu.py [--dry-run] [--sizes 0.5b,1.5b] [--budget-s S] [--out FILE.json]``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -253,18 +253,19 @@ def memory_rows(b: Bench) -> list[Row]:
     return rows
 
 
-ROWS: list[tuple[str, Callable[[Bench], list[Row]]]] = [
-    ("mixed-adapter rollouts", rollout_rows),
-    ("packed PPO scoring", ppo_rows),
-    ("LCA ranking", lca_rows),
-    ("MAGRPO sampling and training", magrpo_rows),
-    ("parallel episodes", parallel_rows),
-    ("LoRA vs full fine-tuning memory", memory_rows),
-]
+ROWS: dict[str, tuple[str, Callable[[Bench], list[Row]]]] = {
+    "rollout": ("mixed-adapter rollouts", rollout_rows),
+    "ppo": ("packed PPO scoring", ppo_rows),
+    "lca": ("LCA ranking", lca_rows),
+    "magrpo": ("MAGRPO sampling and training", magrpo_rows),
+    "parallel": ("parallel episodes", parallel_rows),
+    "memory": ("LoRA vs full fine-tuning memory", memory_rows),
+}
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
-def run_size(b: Bench, deadline: float) -> None:
-    for title, measure in ROWS:
+def run_size(b: Bench, deadline: float, keys: list[str]) -> None:
+    for title, measure in (ROWS[k] for k in keys):
         start = time.perf_counter()
         if start > deadline:
             b.rows.append(Row(title, b.size, None, note="skipped: the time budget was spent"))
@@ -296,27 +297,37 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU (seconds): checks the check")
     parser.add_argument("--sizes", default="0.5b,1.5b", help="model shapes, of " + ", ".join(SHAPES))
     parser.add_argument("--out", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--rows", default=",".join(ROWS), help="which rows, of " + ", ".join(ROWS))
+    parser.add_argument("--dtype", choices=list(DTYPES), help="the weights' dtype (default: bfloat16 on a GPU, "
+                        "float32 on the CPU); float32 on a GPU checks the rows' |diff| figures without bf16 rounding")
+    parser.add_argument("--budget-s", type=float, help="skip the rows still to run after this many seconds "
+                        f"(default {Sizes.budget_s:g}; the dry run's {DRY_RUN.budget_s:g})")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message=".*generation flags are not valid.*")
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
     sizes = DRY_RUN if args.dry_run else Sizes()
+    if args.budget_s is not None:
+        sizes = replace(sizes, budget_s=args.budget_s)
     names = ["tiny"] if args.dry_run else [n.strip() for n in args.sizes.split(",") if n.strip()]
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         parser.error(f"unknown sizes {unknown}; known: {', '.join(SHAPES)}")
+    keys = [k.strip() for k in args.rows.split(",") if k.strip()]
+    if unknown := [k for k in keys if k not in ROWS]:
+        parser.error(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
     device = torch.device("cuda" if torch.cuda.is_available() and not args.dry_run else "cpu")
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = DTYPES[args.dtype] if args.dtype else torch.bfloat16 if device.type == "cuda" else torch.float32
     threads = torch.get_num_threads()
     if args.dry_run:  # tiny matrices: more threads only wait for each other, the more so on a busy machine
         torch.set_num_threads(1)
     try:
-        return _check(args, names, sizes, device, dtype)
+        return _check(args, names, keys, sizes, device, dtype)
     finally:
         torch.set_num_threads(threads)
 
 
-def _check(args: argparse.Namespace, names: list[str], sizes: Sizes, device: torch.device, dtype: torch.dtype
-           ) -> list[Row]:
+def _check(args: argparse.Namespace, names: list[str], keys: list[str], sizes: Sizes, device: torch.device,
+           dtype: torch.dtype) -> list[Row]:
     begin = time.perf_counter()
     deadline = begin + sizes.budget_s
     tokenizer = build_tokenizer(sizes.tokenizer_vocab)
@@ -328,7 +339,7 @@ def _check(args: argparse.Namespace, names: list[str], sizes: Sizes, device: tor
     rows: list[Row] = []
     for name in names:
         bench = Bench(name, device, dtype, sizes, tokenizer)
-        run_size(bench, deadline)
+        run_size(bench, deadline, keys)
         rows.extend(bench.rows)
     print_table(rows)
     print(f"\nGPU check: {time.perf_counter() - begin:.0f} s")

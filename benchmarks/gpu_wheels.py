@@ -1,12 +1,15 @@
 """The wheels the GPU check needs beyond what a GPU machine has, for Python 3.12, and their size
 against the 64 MiB a GPU window lets one bring (docs/howto/gpus.md).
 
-The list is what the check really imports: the dry run of benchmarks/gpu.py runs in a child
-process that reports the distributions of every module it loaded; the machine's own packages
-(torch, transformers, peft, accelerate and everything they require) and marlang itself are left
-out. Each is downloaded at the version installed here (the versions the check was tested with),
+The list is what the check really imports and marlang requires: the dry run of
+benchmarks/gpu.py runs in a child process that reports the distributions of every module it
+loaded, and those that marlang's requirements do not reach (optional imports a library tries
+when they are installed, as accelerate tries boto3) are dropped; the machine's own packages
+(torch, transformers, peft, accelerate and everything they require, or with ``--have FILE`` the
+package list of a machine's image, e.g. benchmarks/gpu_image_packages.txt) and marlang itself
+are left out. Each is downloaded at the version installed here (the versions the check was tested with),
 ``--no-deps``, as a manylinux/any wheel for CPython 3.12.
-Run: ``python benchmarks/gpu_wheels.py DIR [--limit-mib 64]``; exits 1 when the wheels and the
+Run: ``python benchmarks/gpu_wheels.py DIR [--have FILE] [--limit-mib 64]``; exits 1 when the wheels and the
 repository's tracked files together pass the limit.
 """
 
@@ -65,10 +68,19 @@ def closure(roots: tuple[str, ...]) -> set[str]:
     return seen
 
 
-def needed() -> dict[str, str]:
-    """name -> installed version of each wheel to bring."""
-    have = closure(ON_THE_GPU_MACHINE) | {"marlang"}
-    return {name: md.version(name) for name in sorted(imported_distributions() - have)}
+def image_packages(path: Path) -> set[str]:
+    """The distribution names a machine's image holds: one file, names split by commas or lines,
+    ``#`` starting a comment."""
+    text = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+    return {_key(name) for name in re.split(r"[,\s]+", text) if name}
+
+
+def needed(have: set[str] | None = None) -> dict[str, str]:
+    """name -> installed version of each wheel to bring to a machine that holds ``have`` (by
+    default the four packages the check assumes and what they require, as installed here)."""
+    have = (closure(ON_THE_GPU_MACHINE) if have is None else have) | {"marlang"}
+    wanted = imported_distributions() & closure(("marlang",))
+    return {name: md.version(name) for name in sorted(wanted - have)}
 
 
 def repo_bytes() -> int:
@@ -80,9 +92,10 @@ def repo_bytes() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="where the wheels go")
+    parser.add_argument("--have", type=Path, help="the package list of the GPU machine's image (names)")
     parser.add_argument("--limit-mib", type=float, default=64.0)
     args = parser.parse_args(argv)
-    wheels = needed()
+    wheels = needed(image_packages(args.have) if args.have else None)
     args.dir.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3",
