@@ -21,73 +21,6 @@ EXIT_FAILED_RUNS = 4  # a comparison finished, but some of its runs ended in an 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="marlang", description="Multi-agent RL with language-model agents.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    p.add_argument("--version", action="version", version=f"marlang {_version()}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    r = sub.add_parser("run", help="run one experiment config (every setting of its grid: section and "
-                                   "every seed of run.seeds, if any)")
-    r.add_argument("config", nargs="?", help="YAML config (optional with --resume)")
-    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set run.episodes=5 (repeatable)")
-    r.add_argument("--unset", action="append", default=[], metavar="KEY",
-                   help="remove a key the config sets, e.g. --unset learning.memory_size (repeatable)")
-    r.add_argument("--out", help="run directory (default: runs/<run.name>-<time>)")
-    r.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
-
-    c = sub.add_parser("compare", help="run every combination of a grid and write one table")
-    c.add_argument("config")
-    c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                   help="values to compare, e.g. --grid protocol=none,bidirectional,alternating-2 "
-                        "(repeatable; default: the config's grid: section)")
-    c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    c.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a key the config sets")
-    c.add_argument("--out", help="comparison directory (default: runs/<run.name>-compare); rerun to resume")
-    c.add_argument("--seeds", metavar="S1,S2", help="run every setting once per seed, e.g. --seeds 0,1,2 "
-                   "(sets run.seeds; the table pools each setting's seeds)")
-    c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
-    c.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local: every setting in this process, one after another (settings share one "
-                        "model where they can); ray: each setting a Ray task with its run.resources "
-                        '(pip install "marlang[ray]")')
-    c.add_argument("--address", metavar="auto|HOST:PORT",
-                   help="the Ray cluster to join (--executor ray; default: RAY_ADDRESS, else a Ray "
-                        "instance started on this machine)")
-
-    rev = sub.add_parser("review", help="review a paused update (learning.review: true), then continue the run")
-    rev.add_argument("run_dir")
-    rev.add_argument("--accept", action="store_true", help="accept every agent's new policy without asking")
-    rev.add_argument("--reject", action="store_true", help="reject every agent's new policy without asking")
-    rev.add_argument("--edit", action="append", default=[], metavar="AGENT=FILE",
-                     help="use the text in FILE as AGENT's new policy (repeatable); the others are accepted")
-    rev.add_argument("--show", action="store_true", help="only show the pending update")
-
-    rep = sub.add_parser("report", help="print (and rewrite) the summary of a run or comparison directory")
-    rep.add_argument("run_dir")
-
-    v = sub.add_parser("view", help="write one HTML page (no server) to look at runs: table, curves, "
-                                    "episodes step by step, credits and policies")
-    v.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run or comparison directories")
-    v.add_argument("--out", metavar="FILE", help="where to write the page (default: view.html in the first RUN_DIR)")
-    v.add_argument("--max-episodes", type=int, default=2000, metavar="N",
-                   help="episodes kept per run (default 2000; the page says when some are left out)")
-    v.add_argument("--open", action="store_true", help="also open the page in the default browser")
-
-    ex = sub.add_parser("export", help="write a neural run's credit-annotated timesteps as a Hugging Face dataset")
-    ex.add_argument("run_dir", metavar="RUN_DIR", help="a neural run with learning.critic")
-    ex.add_argument("--format", choices=["parquet", "jsonl"], default="parquet",
-                    help="data file format (default parquet)")
-    ex.add_argument("--out", metavar="DIR", help="dataset folder (default: RUN_DIR/dataset)")
-
-    sub.add_parser("envs", help="list the registered environments")
-    sub.add_parser("models", help="list the supported model specs")
-    sub.add_parser("protocols", help="list the registered conversation protocols")
-    sub.add_parser("learners", help="list the registered learning methods")
-    return p
-
-
 def _version() -> str:
     from marlang import __version__
 
@@ -105,7 +38,9 @@ def _plugins_from_cwd() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    from marlang.cli_parser import parser
+
+    args = parser(_version()).parse_args(argv)
     _plugins_from_cwd()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -203,7 +138,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _export(args)
     if args.command == "run":
         return _run(args)
-    if args.command == "compare":
+    if args.command in ("compare", "crossplay"):
         return _compare(args)
     raise AssertionError(args.command)
 
@@ -415,15 +350,22 @@ def _compare(args: argparse.Namespace) -> int:
     from marlang.compare import parse_grid, parse_seeds
     from marlang.config import ConfigError, build_config
 
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    base = _load_base(args.config, args.overrides, args.unset, seeds)
-    cfg = build_config(base)
-    grid = parse_grid(args.grid) if args.grid else [(k, list(v)) for k, v in cfg.grid.items()]
-    if not grid and cfg.run.seeds is None:
-        raise ConfigError("compare needs --grid KEY=V1,V2, a 'grid:' section in the config, or seeds "
-                          "(--seeds 0,1,2)")
-    out = Path(args.out or f"runs/{cfg.run.name}-compare")
-    _check_out(out)
+    if args.command == "crossplay":
+        from marlang.crossplay import plan_crossplay
+
+        base, grid, out = plan_crossplay(_load_base(args.config, args.overrides), args.players, args.episodes,
+                                         args.out)
+        _check_out(out)
+    else:
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+        base = _load_base(args.config, args.overrides, args.unset, seeds)
+        cfg = build_config(base)
+        grid = parse_grid(args.grid) if args.grid else [(k, list(v)) for k, v in cfg.grid.items()]
+        if not grid and cfg.run.seeds is None:
+            raise ConfigError("compare needs --grid KEY=V1,V2, a 'grid:' section in the config, or seeds "
+                              "(--seeds 0,1,2)")
+        out = Path(args.out or f"runs/{cfg.run.name}-compare")
+        _check_out(out)
     if args.address and args.executor != "ray":
         raise ConfigError("--address names a Ray cluster: use it with --executor ray")
     executor = None
@@ -431,7 +373,18 @@ def _compare(args: argparse.Namespace) -> int:
         from marlang.run.executors import RayExecutor
 
         executor = RayExecutor(address=args.address)
-    return _run_grid(base, grid, out, reference=not args.no_reference, executor=executor)
+    code = _run_grid(base, grid, out, reference=args.command == "compare" and not args.no_reference,
+                     executor=executor)
+    if code or args.command != "compare" or args.no_crossplay:
+        return code
+    import json
+
+    from marlang.crossplay import swapped_seed_plans
+
+    for cells_base, cells, folder in swapped_seed_plans(out, json.loads((out / "summary.json").read_text())):
+        print(f"swapped-seed check: each trained agent beside the partners trained on the other seeds, in {folder}")
+        code = code or _run_grid(cells_base, cells, folder, reference=False, executor=executor)
+    return code
 
 
 def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any = None) -> int:

@@ -94,7 +94,8 @@ def seeds_axis(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[
     return [*grid, ("run.seed", list(seeds))]
 
 
-def _slug(text: str) -> str:
+def folder_name(text: str) -> str:
+    """A setting's run folder: its name with every character but letters, digits, - _ . as -."""
     return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
 
 
@@ -252,7 +253,7 @@ def run_comparison(
         # The model loads before anything is written: a spec that cannot load leaves nothing.
         shared_model, shared_cache = build_chat_model(first_llm.config.model)
     multi_group = len({s.group for s in settings}) > 1
-    names = [_slug(f"{s.group}__{s.name}" if multi_group else s.name) for s in settings]
+    names = [folder_name(f"{s.group}__{s.name}" if multi_group else s.name) for s in settings]
     jobs = []
     for s, name in zip(settings, names):
         kwargs: dict[str, Any] = {"label": s.label}
@@ -366,7 +367,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     record = {**summaries, "failed_runs": dict(failed)} if failed else summaries
     atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
-        suffix = "" if i == 0 else f"_{_slug(group)}"
+        suffix = "" if i == 0 else f"_{folder_name(group)}"
         of_run = runs_of[group]  # the curves are each run's; pool_seeds pools them
         neural = {k: v for k, v in by_name.items() if v and of_run[k].get("agents") == "neural"}
         llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v and k not in neural}
@@ -390,7 +391,16 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
             success = any(of_run[k].get("success_defined", True) for k in neural)
             pooled, pooled_final = pool_seeds(neural, final)
             plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
+    if (out / CROSSPLAY_FILE).is_file():  # a cross-play's cells: its matrices go first
+        from marlang.crossplay import write_matrix
+
+        if write_matrix(out) is not None:
+            table = (out / "table.md").read_text(encoding="utf-8")
     return ComparisonResult(out, summaries, table, dict(failed or {}))
+
+
+CROSSPLAY_FILE = "crossplay.yaml"
+"""A comparison folder holding it is a cross-play's (:mod:`marlang.crossplay`)."""
 
 
 _ORDER = ["none", "bidirectional", "unidirectional"]

@@ -105,3 +105,35 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
     fig.legend(handles, labels, loc="lower center", ncol=columns, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, legend_h / (height + legend_h), 1, 1))
     return fig
+
+
+def plot_crossplay(grid: list[list[float | None]], names: list[str], path: str | Path, title: str,
+                   slots: list[str] | None = None) -> None:
+    """A cross-play matrix as a heat map: the player in the first slot by row, its partner by
+    column, each cell's mean written in it (blank: not played)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    values = np.array([[math.nan if v is None else float(v) for v in row] for row in grid])
+    size = 1.2 + 0.9 * len(names)
+    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    image = ax.imshow(values, cmap="viridis")
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    slots = slots or ["slot 0", "slot 1"]
+    ax.set_ylabel(f"player in {slots[0]}")
+    ax.set_xlabel(f"player in {slots[1]}" if len(slots) == 2 else "partners (every other slot)")
+    finite = values[np.isfinite(values)]
+    middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            if math.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="black" if v > middle else "white")
+    fig.colorbar(image, ax=ax)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

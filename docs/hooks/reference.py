@@ -3,7 +3,7 @@
 * ``reference/config.md``: every key of :class:`marlang.config.ExperimentConfig` (its sections
   ``env``, ``model``, ...), and every learning method's own ``learning.*`` keys (the options
   model of each entry in ``marlang.registry.LEARNERS``), with type, default and description.
-* ``reference/cli.md``: every subcommand of the ``marlang`` command (``marlang.cli._parser``),
+* ``reference/cli.md``: every subcommand of the ``marlang`` command (``marlang.cli_parser.parser``),
   with its usage and a table of its arguments.
 
 ``mkdocs.yml`` names this file under ``hooks:``; :func:`on_files` adds both pages before the
@@ -381,9 +381,10 @@ def _render_methods() -> str:
 
 def cli_parser() -> argparse.ArgumentParser:
     """The ``marlang`` command's parser, as ``marlang.cli`` builds it."""
-    from marlang.cli import _parser
+    from marlang.cli import _version
+    from marlang.cli_parser import parser
 
-    return _parser()
+    return parser(_version())
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:

@@ -63,6 +63,11 @@ class ExperimentConfig(_Section):
         if unknown:
             raise ValueError(f"agents.policies: unknown agent {unknown[0]!r}; valid choices: {', '.join(names)}")
         check_team(self, names)
+        if self.run.levels == "held_out" and self.learning.method != "none" and not self.plays_back \
+                and not self.all_scripted:
+            raise ValueError(f"run.levels 'held_out' plays the held-out levels, which no learner may train on; "
+                             f"learning.method {self.learning.method!r} would (use learning.method: none, or "
+                             "run.levels: train)")
         options = self.learning.options
         if "seed" in type(options).model_fields and "seed" not in options.model_fields_set:
             options.seed = self.run.seed  # a learner's own draws follow the run seed unless given

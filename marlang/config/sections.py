@@ -339,6 +339,10 @@ class RunConfig(_Section):
                             "two run seeds share no level; marlang.seeds) and its LLM sampling seeds.")
     eval_seed: StrictInt = Field(0, description="Derives the held-out evaluation's env seeds: one fixed "
                                  "set for every run.seed unless changed.")
+    levels: Literal["train", "held_out"] = Field(
+        "train", description="Which levels the run's episodes play: train (run.seed's own stream) or held_out "
+        "(the held-out set of run.eval_seed that learners evaluate on, greedily; for a run that trains "
+        "nothing: learning.method none, or a trained team played back, as marlang crossplay plays).")
     seeds: list[StrictInt] | None = Field(
         None,
         description="Run every setting once per seed, each run with run.seed set to one of them "

@@ -36,6 +36,9 @@ class SlotConfig(_Section):
         "(as model.adapters, for this slot only).")
     policy: str | None = Field(
         None, description="This slot's initial policy text; None: agents.policies / agents.policy.")
+    memory: list[str] | None = Field(
+        None, description="This slot's memory to start from (Reflexion's reflections, oldest first), e.g. a "
+        "Reflexion run's, as marlang crossplay plays it; None: empty.")
     role: str | None = Field(
         None, description="Role instructions for this slot, shown in its prompts to speak and act; learners never "
         "rewrite them.")
@@ -134,10 +137,11 @@ def check_team(config: Any, names: list[str]) -> None:
                                  f"valid keys here: {', '.join(fields)}") from None
             raise ValueError(f"invalid value for 'team.{agent}.model.{loc}': "
                              f"{first['msg'].removeprefix('Value error, ')}") from None
-        if own.kind in ("scripted", "neural") and (own.model or own.adapters or own.policy is not None or own.role):
+        if own.kind in ("scripted", "neural") and (own.model or own.adapters or own.policy is not None or own.role
+                                                   or own.memory):
             what = "the env's reference agent" if own.kind == "scripted" else "its trained neural policy"
-            raise ValueError(f"team.{agent}: a {own.kind} slot acts as {what} and has no model, adapters, policy "
-                             "or role (remove them, or use kind: llm)")
+            raise ValueError(f"team.{agent}: a {own.kind} slot acts as {what} and has no model, adapters, policy, "
+                             "memory or role (remove them, or use kind: llm)")
         if own.kind == "neural" and own.checkpoint is None:
             raise ValueError(f"team.{agent}: a neural slot plays the policy of a trained neural run: set "
                              f"team.{agent}.checkpoint to its directory")

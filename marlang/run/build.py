@@ -248,14 +248,15 @@ def _adapters_key(config: ExperimentConfig, name: str) -> str:
 
 def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, Any]) -> dict[str, str]:
     """``model.adapters`` (or a slot's ``adapters``): those agents act with trained adapters
-    (the ones that have one), loaded onto their slot's local model; one directory per model."""
+    (the ones that have one), loaded onto their slot's local model; slots on one model may name
+    different runs (cross-play)."""
     wanted = {name: config.slot(name).model.adapters for name in agents}
     if not any(wanted.values()):
         return {}
     from marlang.trainers.playback import attach_trained_adapters
 
     hashes: dict[str, str] = {}
-    engines: dict[int, tuple[Any, str, list[str]]] = {}
+    engines: dict[int, tuple[Any, dict[str, tuple[str, str]]]] = {}
     for name, spec in wanted.items():
         if not spec:
             continue
@@ -263,19 +264,13 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
         engine = getattr(agents[name].model, "engine", None)
         if engine is None:
             raise ConfigError(f"{key} needs a local model (local:... or hf:...), not {config.slot(name).model.spec!r}")
-        held = engines.setdefault(id(engine), (engine, spec, []))
-        if held[1] != spec:
-            raise ConfigError(f"{key}: slots on one local model play back one adapters directory; "
-                              f"{held[2][0]} plays {held[1]} (put {name} on another model, or train them together)")
-        held[2].append(name)
-    for engine, spec, names in engines.values():
-        key = _adapters_key(config, names[0])
-        on_engine = [a for a in agents if getattr(agents[a].model, "engine", None) is engine]
+        engines.setdefault(id(engine), (engine, {}))[1][name] = (spec, key)
+    for engine, sources in engines.values():
         try:
-            found = attach_trained_adapters(engine, spec, on_engine, team=config.agent_names(), key=key)
+            found = attach_trained_adapters(engine, sources, team=config.agent_names())
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        hashes.update({a: h for a, h in found.items() if a in names})
+        hashes.update({a: h for a, h in found.items() if a in sources})
     for name, agent in agents.items():
         agent.adapter = name if name in hashes else None
     return hashes

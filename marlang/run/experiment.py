@@ -341,6 +341,7 @@ class Experiment:
             return Command(resume=review)
         if decision is Resume.FRESH:
             initial = self.learner.initial_state(self._initial_policies())
+            initial.memories.update({a: list(own.memory) for a, own in self.config.team.items() if own.memory})
             return {"policy": initial.to_dict(), "rollouts": self.config.rollouts_per_iteration,
                     "next_episode": 0}
         return None  # CONTINUE, EXTEND: from the checkpoint

@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -214,6 +214,8 @@ class RunLoop:
         await self.evaluate_policy(policy)
         count = max(1, min(rollouts, c.run.episodes - first_episode))
         plan = self.learner.rollout_plan(policy.iteration, first_episode, count, c.run.seed)
+        if c.run.levels == "held_out":  # the learners' held-out set: episode i plays its level i
+            plan = replace(plan, seeds=env_seeds(c.run.eval_seed, "test", plan.episodes))
         if not self.learner.records_rollouts or self.scripted:  # else the update plays them itself
             await self.play(plan, policy, phase="train")
         return list(plan.episodes)

@@ -67,7 +67,9 @@ def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]
     for given in paths:
         found, table = find_runs(Path(given))
         if table:
-            tables.append({"path": str(given), "markdown": table})
+            crossplay = _read_json(Path(given) / "crossplay.json")
+            tables.append({"path": str(given), "markdown": table,
+                           "crossplay": crossplay if isinstance(crossplay, dict) else None})
         for path in found:
             if path.resolve() in seen:
                 continue

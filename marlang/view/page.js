@@ -69,8 +69,35 @@ function renderTable() {
   body.append(el("p", {class: "muted"}, "Success rates with Wilson intervals; returns with 95% confidence " +
     "intervals; neural runs report their final greedy evaluation."));
   for (const t of DATA.tables) {
+    if (t.crossplay) body.append(crossplayMap(t.crossplay, t.path));
     body.append(el("details", {}, el("summary", {}, `table.md of ${t.path}`), el("pre", {}, t.markdown)));
   }
+}
+
+// A cross-play matrix as a heat map: the player in the first slot by row, its partner by column.
+function crossplayMap(x, path) {
+  const key = x.success_rate ? "success_rate" : "return";
+  const names = (x.players || []).map(p => p.name);
+  const means = names.flatMap(i => names.map(j => ((x[key][i] || {})[j] || {}).mean)).filter(v => v !== null && v !== undefined);
+  const lo = Math.min(...means), hi = Math.max(...means);
+  const shade = v => {
+    if (v === null || v === undefined) return "";
+    const t = hi > lo ? (v - lo) / (hi - lo) : 1;
+    return `background: hsl(${Math.round(10 + 110 * t)}, 60%, ${Math.round(88 - 28 * t)}%)`;
+  };
+  const slots = x.slots || ["slot 0", "slot 1"];
+  const head = el("tr", {}, el("th", {}, `${slots[0]} \\ ${slots.length === 2 ? slots[1] : "partners"}`),
+    names.map(n => el("th", {}, n)));
+  const rows = names.map(i => el("tr", {}, el("th", {}, i), names.map(j => {
+    const s = (x[key][i] || {})[j];
+    const cell = s && s.mean !== null && s.mean !== undefined ? num(s.mean, key === "return" ? 3 : 2) : "–";
+    return el("td", {class: "num", style: shade(s && s.mean), title: s ? pm(s) : ""}, cell);
+  })));
+  const g = x.gap || {};
+  return el("div", {}, el("h3", {}, `Cross-play (${key.replace("_", " ")}) of ${path}`),
+    el("table", {}, el("thead", {}, head), el("tbody", {}, rows)),
+    el("p", {class: "muted"}, `Self-play on the diagonal; ${x.levels} held-out levels per cell. Cross-play ` +
+      `gap (self-play minus cross-play return, paired by level): ${pm(g)}`));
 }
 
 // --------------------------------------------------------------------------------------- charts

@@ -1,0 +1,324 @@
+"""Cross-play: who a trained agent can play with.
+
+A pool of players plays every pairing, slot by slot, on one set of levels: the held-out set
+(``run.levels: held_out``: ``run.eval_seed``'s levels, the ones learners evaluate on, played
+greedily). A player is anything a ``team:`` slot holds (``scripted``, ``base``: the config's
+model as it is) or what a learner trained, read from its run directory: adapters (PPO,
+MAGRPO, GRPO), the accepted policy text (LangMARL), the memory (Reflexion), a neural policy.
+A player in a slot plays what its run trained for that slot.
+
+With two slots, cell (i, j) is player i in slot 0 beside player j in slot 1; with more, player
+i in slot 0 beside player j in every other slot (a focal player among partners). Each cell is
+an ordinary run of a comparison folder, so a cross-play resumes cell by cell. The matrix holds
+each cell's mean return (and success rate where the env knows success) with its interval;
+self-play is the diagonal. The cross-play gap is, level by level, the mean self-play return
+minus the mean cross-play return, averaged over the levels with its bootstrap interval
+(every cell plays the same levels, so the difference is paired).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from marlang.compare import CROSSPLAY_FILE, folder_name
+from marlang.config import ConfigError, build_config
+from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
+from marlang.rundir import atomic_write_text, dumps_json
+
+KEYWORDS = {"scripted": "the env's scripted agent", "base": "the config's model, untrained"}
+
+
+@dataclass(frozen=True)
+class Player:
+    """One player of the pool: what plays a slot, and where it comes from."""
+
+    name: str
+    what: str
+    """In a few words: ``ppo adapters``, ``langmarl policy``, ``scripted``, ..."""
+    source: str | None = None
+    """The run directory it was read from (None: ``scripted``, ``base``)."""
+    policies: dict[str, str] | None = None
+    memories: dict[str, list[str]] | None = None
+
+    def slot(self, agent: str) -> dict[str, Any]:
+        """The ``team.<agent>`` entry that makes this player play ``agent``'s slot."""
+        if self.what == "scripted":
+            return {"kind": "scripted"}
+        if self.source is None:
+            return {"kind": "llm"}
+        if self.what.startswith("neural"):
+            return {"kind": "neural", "checkpoint": self.source}
+        if self.what.endswith("adapters"):
+            return {"kind": "llm", "adapters": self.source}
+        entry: dict[str, Any] = {"kind": "llm"}
+        if self.policies and agent in self.policies:
+            entry["policy"] = self.policies[agent]
+        if self.memories and self.memories.get(agent):
+            entry["memory"] = list(self.memories[agent])
+        return entry
+
+
+def read_player(name: str, path: Path, env_id: str, n_agents: int) -> Player:
+    """The player a run directory holds; one line when it holds none, or was trained on
+    another env or team size than the cross-play's."""
+    config_file = path / "config.yaml"
+    if not config_file.is_file():
+        raise ConfigError(f"--players {name}={path}: not a run directory (no config.yaml); give a run "
+                          f"directory, or one of {', '.join(KEYWORDS)}")
+    try:
+        saved = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+        env, agents = saved.get("env") or {}, saved.get("agents") or {}
+        learning = saved.get("learning") or {}
+    except (OSError, yaml.YAMLError, AttributeError) as err:
+        raise ConfigError(f"--players {name}={path}: its config.yaml is unreadable ({type(err).__name__})") from None
+    if env.get("id") != env_id or int(env.get("n_agents") or 0) != n_agents:
+        raise ConfigError(f"--players {name}={path}: trained on {env.get('id')} with {env.get('n_agents')} "
+                          f"agents; this cross-play plays {env_id} with {n_agents} (give players of that env)")
+    method = str(learning.get("method", "reflexion"))
+    if agents.get("kind") == "neural":
+        return Player(name, f"neural {method}", str(path))
+    state_file = path / "learner_state.json"
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8")) if state_file.is_file() else None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--players {name}={path}: its learner_state.json is unreadable "
+                          f"({type(err).__name__})") from None
+    if not isinstance(state, dict):
+        raise ConfigError(f"--players {name}={path}: holds no trained player (no learner_state.json: the run "
+                          "has not committed an update)")
+    if state.get("adapters"):
+        return Player(name, f"{method} adapters", str(path))
+    policies = {a: str(p) for a, p in (state.get("policies") or {}).items()}
+    memories = {a: [str(m) for m in ms] for a, ms in (state.get("memories") or {}).items() if ms}
+    what = f"{method} memory" if memories else f"{method} policy"
+    return Player(name, what, str(path), policies=policies, memories=memories or None)
+
+
+def parse_players(items: list[str], env_id: str, n_agents: int) -> list[Player]:
+    """``NAME=RUN_DIR``, ``scripted`` or ``base`` each; names are unique."""
+    players: list[Player] = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        name = name.strip()
+        if not sep:
+            if name not in KEYWORDS:
+                raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR, or one of {', '.join(KEYWORDS)}")
+            players.append(Player(name, name))
+            continue
+        if not name or not path or "/" in name or "|" in name:
+            raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR (a name without '/' or '|')")
+        players.append(read_player(name, Path(path).expanduser(), env_id, n_agents))
+    names = [p.name for p in players]
+    if len(players) < 2:
+        raise ConfigError("--players: cross-play needs at least two players")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--players: {next(n for n in names if names.count(n) > 1)!r} is named twice")
+    return players
+
+
+def cell_name(first: str, second: str) -> str:
+    """The cell's setting name (its run directory: the name as compare names folders)."""
+    return f"{first} / {second}"
+
+
+def cells(base: dict[str, Any], players: list[Player], episodes: int) -> tuple[dict[str, Any], list[Any]]:
+    """The cross-play's base config and its ``setting`` grid values: one per (i, j)."""
+    data = copy.deepcopy(base)
+    for key in ("grid", "team"):
+        data.pop(key, None)
+    data["learning"] = {"method": "none"}
+    data.setdefault("model", {})["adapters"] = None
+    run = data.setdefault("run", {})
+    run.pop("seeds", None)
+    run.update({"levels": "held_out", "episodes": episodes})
+    data["agents"] = {**(data.get("agents") or {}), "kind": "llm"}
+    config = build_config(copy.deepcopy(data))
+    names = config.agent_names()
+    values = []
+    for first in players:
+        for second in players:
+            team = {names[0]: first.slot(names[0]), **{a: second.slot(a) for a in names[1:]}}
+            values.append({"name": cell_name(first.name, second.name), "team": team})
+    return data, values
+
+
+def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: str | None
+                   ) -> tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]:
+    """What ``marlang crossplay`` runs: the cells' base config, their grid (``setting`` values)
+    and the folder, with ``crossplay.yaml`` (the players) written into it first."""
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1, not {episodes}")
+    config = build_config(copy.deepcopy(base))
+    if config.agents.kind == "neural":
+        raise ConfigError("crossplay plays LLM teams slot by slot (a neural player plays a slot of one); "
+                          "give a config with agents.kind llm")
+    if config.env.n_agents < 2:
+        raise ConfigError(f"crossplay needs a team of two or more slots; env.n_agents is {config.env.n_agents}")
+    players = parse_players(items, config.env.id, config.env.n_agents)
+    data, values = cells(base, players, episodes)
+    folder = Path(out or f"runs/{config.run.name}-crossplay")
+    if folder.is_dir() and (folder / CROSSPLAY_FILE).is_file():
+        saved = yaml.safe_load((folder / CROSSPLAY_FILE).read_text(encoding="utf-8")) or {}
+        if [p.get("name") for p in saved.get("players") or []] != [p.name for p in players]:
+            raise ConfigError(f"--out {folder} holds a cross-play of other players; choose another --out, or "
+                              "give the same --players to continue it")
+    if not (folder.exists() and not folder.is_dir()):
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / CROSSPLAY_FILE, yaml.safe_dump(
+            {"players": [{"name": p.name, "what": p.what, "source": p.source} for p in players],
+             "slots": config.agent_names(), "episodes": episodes}, sort_keys=False))
+    return data, [("setting", values)], folder
+
+
+def _cell_rows(out: Path, names: list[str]) -> tuple[dict[tuple[str, str], list[dict[str, str]]], bool]:
+    """Each finished cell's episode rows (``metrics.csv``) and whether the env knows success."""
+    found: dict[tuple[str, str], list[dict[str, str]]] = {}
+    knows_success = False
+    for i in names:
+        for j in names:
+            run = out / folder_name(cell_name(i, j))
+            try:
+                summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+                with (run / "metrics.csv").open(newline="", encoding="utf-8") as f:
+                    found[(i, j)] = list(csv.DictReader(f))
+                knows_success |= bool(summary.get("success_defined", True))
+            except (OSError, ValueError, AttributeError):
+                continue  # not played yet, or damaged: left out of the matrix until a rerun plays it
+    return found, knows_success
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def matrix(out: Path) -> dict[str, Any] | None:
+    """The cross-play matrices of the folder ``out`` (None before any cell finished)."""
+    plan_file = out / CROSSPLAY_FILE
+    if not plan_file.is_file():
+        return None
+    plan = yaml.safe_load(plan_file.read_text(encoding="utf-8")) or {}
+    players = [p["name"] for p in plan.get("players") or []]
+    rows, knows_success = _cell_rows(out, players)
+    if not rows:
+        return None
+    returns: dict[str, dict[str, Any]] = {}
+    success: dict[str, dict[str, Any]] = {}
+    by_level: dict[tuple[str, str], dict[str, float]] = {}
+    for i in players:
+        returns[i], success[i] = {}, {}
+        for j in players:
+            found = rows.get((i, j))
+            if not found:
+                returns[i][j] = success[i][j] = None
+                continue
+            values = [float(r["return"]) for r in found]
+            solved = [r["success"] == "True" for r in found]
+            returns[i][j] = mean_interval(values)
+            success[i][j] = wilson_interval(sum(solved), len(solved))
+            by_level[(i, j)] = {r["seed"]: float(r["return"]) for r in found}
+    return {"players": plan.get("players"), "slots": plan.get("slots"), "return": returns,
+            "success_rate": success if knows_success else None, "gap": gap(players, by_level),
+            "levels": len(set.intersection(*(set(v) for v in by_level.values()))) if by_level else 0}
+
+
+def gap(players: list[str], by_level: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any]:
+    """Self-play minus cross-play return, level by level over the levels every cell played,
+    with the bootstrap interval over levels; each player's own gap too (its self-play against
+    its cells with others, in either slot)."""
+    if len(by_level) < len(players) ** 2:
+        return {"mean": None, "low": None, "high": None, "n": 0, "interval": "cells missing"}
+    levels = sorted(set.intersection(*(set(v) for v in by_level.values())))
+    cross = [(i, j) for i in players for j in players if i != j]
+    overall = [_mean([by_level[(i, i)][lv] for i in players]) - _mean([by_level[c][lv] for c in cross])
+               for lv in levels]
+    result = mean_interval(overall)
+    result["players"] = {
+        p: mean_interval([by_level[(p, p)][lv] - _mean([by_level[c][lv] for c in cross if p in c])
+                          for lv in levels]) for p in players}
+    return result
+
+
+def matrix_table(found: dict[str, Any]) -> str:
+    """The matrices as markdown: return (and success) by slot-0 player (rows) and partner
+    (columns), then the gap."""
+    names = [p["name"] for p in found["players"]]
+    slots = found.get("slots") or ["slot 0", "slot 1"]
+    partner = slots[1] if len(slots) == 2 else f"{', '.join(slots[1:])} (partners)"
+    intro = (f"Rows: the player in {slots[0]}; columns: the player in {partner}; self-play on the diagonal; "
+             f"{found['levels']} held-out levels per cell, the same in every cell.")
+    parts = ["## Cross-play", "", intro, ""]
+    for key, title, digits in (("return", "mean return", 3), ("success_rate", "success rate", 2)):
+        if found.get(key) is None:
+            continue
+        parts += [f"{title} [95% interval]:", "", "| | " + " | ".join(names) + " |",
+                  "|---" * (len(names) + 1) + "|"]
+        for i in names:
+            parts.append(f"| {i} | " + " | ".join(show(found[key][i][j], digits) for j in names) + " |")
+        parts.append("")
+    g = found["gap"]
+    parts.append(f"Cross-play gap (self-play minus cross-play return, paired by level, {BOOTSTRAP} interval "
+                 f"over levels): {show(g, 3)}")
+    for p, stat in (g.get("players") or {}).items():
+        parts.append(f"- {p}: {show(stat, 3)}")
+    return "\n".join(parts) + "\n"
+
+
+def write_matrix(out: Path) -> dict[str, Any] | None:
+    """Write ``crossplay.json`` and ``crossplay.png``, and add the matrices to ``table.md`` and
+    ``summary.json`` (``crossplay``); None when the folder is not a cross-play's."""
+    found = matrix(out)
+    if found is None:
+        return None
+    atomic_write_text(out / "crossplay.json", dumps_json(found, indent=2) + "\n")
+    table = out / "table.md"
+    text = table.read_text(encoding="utf-8") if table.is_file() else ""
+    text = text.split("## Cross-play\n", 1)[0].rstrip("\n")
+    atomic_write_text(table, matrix_table(found) + ("\n" + text + "\n" if text else ""))
+    summary_file = out / "summary.json"
+    try:
+        summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.is_file() else {}
+    except (OSError, ValueError):
+        summary = {}
+    summary["crossplay"] = found
+    atomic_write_text(summary_file, dumps_json(summary, indent=2) + "\n")
+    from marlang.plots import plot_crossplay
+
+    names = [p["name"] for p in found["players"]]
+    key = "success_rate" if found.get("success_rate") else "return"
+    grid = [[(found[key][i][j] or {}).get("mean") for j in names] for i in names]
+    plot_crossplay(grid, names, out / "crossplay.png", title=f"cross-play: {key.replace('_', ' ')}",
+                   slots=found.get("slots"))
+    return found
+
+
+def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]
+                       ) -> list[tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]]:
+    """The swapped-seed check of a comparison over seeds: for each setting whose learner trained
+    a team of two or more LLM slots on several seeds, a cross-play of its seeds' runs (each
+    trained agent beside the partners trained on the other seeds), in ``out/crossplay/<setting>``.
+    ``summaries``: the comparison's pooled rows (env group -> setting -> summary)."""
+    plans = []
+    for rows in summaries.values():
+        for setting, row in rows.items():
+            seeds = row.get("seeds") if isinstance(row, dict) else None
+            if not isinstance(seeds, dict) or len(seeds) < 2 or row.get("agents") == "neural":
+                continue
+            runs = [(seed, out / folder_name(str(s.get("setting")))) for seed, s in seeds.items()]
+            if not all((path / "learner_state.json").is_file() for _, path in runs):
+                continue  # a learner that commits nothing trained no player
+            base = yaml.safe_load((runs[0][1] / "config.yaml").read_text(encoding="utf-8")) or {}
+            config = build_config(copy.deepcopy(base))
+            if config.env.n_agents < 2 or config.learning.method in ("none", "static"):
+                continue
+            episodes = int(getattr(config.learning.options, "eval_episodes", 0) or 32)
+            folder = out / "crossplay" / folder_name(setting)
+            plans.append(plan_crossplay(base, [f"seed {seed}={path}" for seed, path in runs], episodes,
+                                        str(folder)))
+    return plans

@@ -1,0 +1,166 @@
+"""Cross-play: a pool of players (trained adapters of two runs, the scripted agent, the base
+model) plays every pairing on the held-out levels; the matrix, the gap and the refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from marlang.config import ConfigError, build_config
+from marlang.crossplay import Player, gap, parse_players, read_player
+from marlang.seeds import env_seeds
+
+ENV = {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2}
+
+
+def _tiny_models(monkeypatch):
+    import marlang.compare as compare_module
+    import marlang.run.build as build_module
+    from marlang.testing import tiny_chat_model
+
+    def build(model_config):
+        return tiny_chat_model(max_tokens=8), None
+
+    monkeypatch.setattr(compare_module, "build_chat_model", build)
+    monkeypatch.setattr(build_module, "build_chat_model", build)
+
+
+def _base():
+    return {"env": dict(ENV), "agents": {"chain_of_thought": False, "action_selection": "score"},
+            "model": {"cache": False}, "learning": {"method": "none"},
+            "run": {"episodes": 1, "parallel": 2, "progress": False}}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two PPO runs of the tiny model on two seeds: each trained adapters for both slots."""
+    mp = pytest.MonkeyPatch()
+    _tiny_models(mp)
+    from marlang.compare import run_comparison
+
+    out = tmp_path_factory.mktemp("trained")
+    ppo = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4, "lr": 0.05,
+           "eval_episodes": 0, "lora": {"r": 2, "alpha": 4}}
+    run_comparison({**_base(), "learning": ppo}, [("run.seed", [0, 1])], out, reference=False)
+    mp.undo()
+    return {seed: out / f"none--ppo--run.seed-{seed}" for seed in (0, 1)}
+
+
+def test_a_pool_plays_every_pairing_on_the_held_out_levels(trained, tmp_path, monkeypatch, capsys):
+    _tiny_models(monkeypatch)
+    from marlang.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(_base()))
+    out = tmp_path / "xp"
+    args = ["crossplay", str(config), "--players", f"A={trained[0]}", f"B={trained[1]}", "scripted", "base",
+            "--episodes", "2", "--out", str(out)]
+    assert main(args) == 0
+    found = json.loads((out / "crossplay.json").read_text())
+    names = ["A", "B", "scripted", "base"]
+    assert [p["name"] for p in found["players"]] == names
+    assert [p["what"] for p in found["players"]] == ["ppo adapters", "ppo adapters", "scripted", "base"]
+    assert all(found["return"][i][j]["n"] == 2 for i in names for j in names)
+    assert found["levels"] == 2 and found["gap"]["interval"].startswith("n too small")
+    assert set(found["gap"]["players"]) == set(names)
+    # every cell played the held-out levels (run.eval_seed's), the same ones
+    held_out = {str(s) for s in env_seeds(0, "test", range(2))}
+    for cell in out.glob("*/metrics.csv"):
+        assert {line.split(",")[3] for line in cell.read_text().splitlines()[1:]} == held_out
+    # A beside B: slot 0 plays the adapter A trained for it, slot 1 the one B trained for slot 1
+    manifest = json.loads((out / "A---B" / "manifest.json").read_text())
+    hashes = {seed: json.loads((trained[seed] / "learner_state.json").read_text())["adapters"] for seed in (0, 1)}
+    assert manifest["adapters"] == {"agent_0": hashes[0]["agent_0"]["hash"], "agent_1": hashes[1]["agent_1"]["hash"]}
+    table = (out / "table.md").read_text()
+    assert table.startswith("## Cross-play") and "| A | " in table and "Cross-play gap" in table
+    assert (out / "crossplay.png").stat().st_size > 0
+    assert json.loads((out / "summary.json").read_text())["crossplay"]["players"] == found["players"]
+    from marlang.view.collect import collect
+
+    assert collect([out])["tables"][0]["crossplay"]["return"] == found["return"]  # marlang view's heat map
+    # a rerun resumes (nothing left to play) and rebuilds the same matrix
+    assert main(args) == 0
+    assert json.loads((out / "crossplay.json").read_text())["return"] == found["return"]
+    capsys.readouterr()
+    assert main([*args[:3], "scripted", "base", *args[7:]]) == 2
+    assert "holds a cross-play of other players" in capsys.readouterr().err
+
+
+def test_the_gap_is_self_play_minus_cross_play_level_by_level():
+    by_level = {("a", "a"): {"1": 1.0, "2": 1.0}, ("b", "b"): {"1": 0.5, "2": 1.0},
+                ("a", "b"): {"1": 0.0, "2": 0.5}, ("b", "a"): {"1": 0.0, "2": 0.5}}
+    found = gap(["a", "b"], by_level)
+    # level 1: self 0.75, cross 0.0; level 2: self 1.0, cross 0.5
+    assert found["mean"] == pytest.approx(0.625)
+    assert found["players"]["a"]["mean"] == pytest.approx((1.0 + 0.5) / 2)
+    assert gap(["a", "b"], {k: v for k, v in by_level.items() if k != ("b", "a")})["interval"] == "cells missing"
+
+
+def _run_dir(tmp_path, name, env=ENV, state=None, kind="llm", method="reflexion"):
+    path = tmp_path / name
+    path.mkdir()
+    (path / "config.yaml").write_text(yaml.safe_dump({"env": env, "agents": {"kind": kind},
+                                                      "learning": {"method": method}}))
+    if state is not None:
+        (path / "learner_state.json").write_text(json.dumps(state))
+    return path
+
+
+def test_a_reflexion_run_plays_its_memory_and_a_langmarl_run_its_policy(tmp_path):
+    memory = _run_dir(tmp_path, "reflexion", state={"policies": {"agent_0": "p0", "agent_1": "p1"},
+                                                    "memories": {"agent_0": ["went left: wall"], "agent_1": []}})
+    player = read_player("R", memory, ENV["id"], 2)
+    assert player.what == "reflexion memory"
+    assert player.slot("agent_0") == {"kind": "llm", "policy": "p0", "memory": ["went left: wall"]}
+    assert player.slot("agent_1") == {"kind": "llm", "policy": "p1"}
+    policy = _run_dir(tmp_path, "langmarl", method="langmarl",
+                      state={"policies": {"agent_0": "go", "agent_1": "wait"}, "memories": {}})
+    assert read_player("L", policy, ENV["id"], 2).slot("agent_1") == {"kind": "llm", "policy": "wait"}
+    neural = _run_dir(tmp_path, "mappo", kind="neural", method="mappo")
+    assert read_player("N", neural, ENV["id"], 2).slot("agent_0") == {"kind": "neural", "checkpoint": str(neural)}
+    # a slot holding a memory starts the run with it
+    config = build_config({**_base(), "team": {"agent_0": player.slot("agent_0")}})
+    assert config.team["agent_0"].memory == ["went left: wall"]
+
+
+def test_players_that_do_not_fit_are_refused_in_one_line(tmp_path):
+    other = _run_dir(tmp_path, "other", env={**ENV, "id": "babyai/pickup"}, state={"policies": {}})
+    with pytest.raises(ConfigError, match="trained on babyai/pickup with 2 agents; this cross-play plays "
+                                          "babyai/goto-obj with 2"):
+        parse_players([f"X={other}", "scripted"], ENV["id"], 2)
+    untrained = _run_dir(tmp_path, "untrained")
+    with pytest.raises(ConfigError, match="holds no trained player"):
+        parse_players([f"X={untrained}", "scripted"], ENV["id"], 2)
+    with pytest.raises(ConfigError, match="not a run directory"):
+        parse_players([f"X={tmp_path / 'nowhere'}", "scripted"], ENV["id"], 2)
+    with pytest.raises(ConfigError, match="give NAME=RUN_DIR, or one of scripted, base"):
+        parse_players(["bot", "scripted"], ENV["id"], 2)
+    with pytest.raises(ConfigError, match="at least two players"):
+        parse_players(["scripted"], ENV["id"], 2)
+    with pytest.raises(ConfigError, match="'scripted' is named twice"):
+        parse_players(["scripted", "scripted"], ENV["id"], 2)
+    with pytest.raises(ValueError, match="run.levels 'held_out' plays the held-out levels, which no learner"):
+        build_config({**_base(), "learning": {"method": "reflexion"}, "run": {"levels": "held_out"}})
+    with pytest.raises(ValueError, match="a scripted slot acts as the env's reference agent and has no model, "
+                                         "adapters, policy, memory or role"):
+        build_config({**_base(), "team": {"agent_1": {"kind": "scripted", "memory": ["x"]}}})
+    assert Player("base", "base").slot("agent_0") == {"kind": "llm"}
+
+
+def test_a_comparison_over_seeds_plans_the_swapped_seed_check(trained, tmp_path):
+    from marlang.crossplay import swapped_seed_plans
+
+    out = trained[0].parent
+    plans = swapped_seed_plans(out, json.loads((out / "summary.json").read_text()))
+    assert len(plans) == 1
+    base, grid, folder = plans[0]
+    assert folder == out / "crossplay" / "none--ppo--2-seeds-"
+    names = [v["name"] for v in grid[0][1]]
+    assert names == ["seed 0 / seed 0", "seed 0 / seed 1", "seed 1 / seed 0", "seed 1 / seed 1"]
+    assert grid[0][1][1]["team"] == {"agent_0": {"kind": "llm", "adapters": str(trained[0])},
+                                     "agent_1": {"kind": "llm", "adapters": str(trained[1])}}
+    assert base["learning"] == {"method": "none"} and base["run"]["levels"] == "held_out"
+    assert base["run"]["episodes"] == 32  # the runs held out none of their own: the default
+    assert yaml.safe_load((folder / "crossplay.yaml").read_text())["players"][1]["source"] == str(trained[1])
