@@ -97,8 +97,7 @@ def test_a_row_partly_priced_says_so_instead_of_pricing_part(tmp_path):
 @pytest.mark.parametrize(("price", "says"), [
     ({"input": -1, "output": 1}, "invalid value for 'model.price.input': "),
     ({"input": 1}, "invalid value for 'model.price.output': Field required"),
-    ({"input": 1, "output": 1, "cached": 0.5}, "unknown config key 'model.price.cached'; valid keys here: input, "
-                                              "output"),
+    ({"input": 1, "output": 1, "cached": 0.5}, "unknown config key 'model.price.cached'; valid keys here: input, o"),
     ({"input": "cheap", "output": 1}, "invalid value for 'model.price.input': "),
     (0.15, "invalid value for 'model.price': 0.15 is no price; give USD per million tokens as {input: X, output: Y}"),
     ({"input": True, "output": 1}, "invalid value for 'model.price.input': true is a boolean"),
