@@ -365,8 +365,9 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         parts.append("Failed runs (rerun the same command to retry them):\n\n" + "".join(
             f"- {name}: {reason}\n" for name, reason in failed.items()))
     fronts = _score_vs_cost(out, summaries)
-    drawn = [f"{f['figure']}: {f['score']} against {f['cost']}; the front: {', '.join(f['frontier'])}"
-             for f in fronts.values() if f.get("frontier")]
+    drawn = [f"{f['figure']}: {f['score']} against {f['cost']}; the front: {', '.join(f['frontier'])}" + "".join(
+        f"; not drawn: {name} ({why})" for name, why in (f.get("left_out") or {}).items())
+        for f in fronts.values() if f.get("frontier")]
     if drawn:
         parts.append("Score against cost, one point per setting (the Pareto front: no other setting scores "
                      "higher at a lower cost):\n\n" + "".join(f"- {d}\n" for d in drawn))

@@ -256,13 +256,17 @@ def run_cost(path: str | Path, episodes: Sequence[Mapping[str, Any]] | None = No
 
         episodes = [r for r in read_csv_rows(rd.path / "metrics.csv") if (r.get("phase") or "train") == "train"]
     neural = None
-    if manifest.get("agents") == "neural":
+    if manifest.get("agents") == "neural":  # its metrics rows are the closing evaluation's
         seconds = next((r.get("train_seconds") for r in reversed(iterations) if r.get("train_seconds")), None)
         neural = {"frames": (iterations[-1].get("frames") if iterations else None) or manifest.get("frames"),
                   "train_seconds": seconds}
+        episodes = []
     model = str((config.get("model") or {}).get("spec") or manifest.get("model_id") or "unknown")
-    return cost_of(rd.read_llm_calls(), list(episodes), iterations, prices=prices_of(config),
+    cost = cost_of(rd.read_llm_calls(), list(episodes), iterations, prices=prices_of(config),
                    sampling_model=model, device=manifest.get("device"), neural=neural)
+    if neural:  # costs per training episode: the episodes its batches finished
+        cost["episodes"] = int(sum(_number(r.get("episodes")) for r in iterations))
+    return cost
 
 
 # a row's cost for tables and plots --------------------------------------------------------------
@@ -281,7 +285,20 @@ def per_episode(cost: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     if found is not None:
         return found
     values = (cost.get("per_episode") or {}).get(key)
-    return mean_interval(values) if isinstance(values, list) and values else None
+    if isinstance(values, list) and values:
+        return mean_interval(values)
+    # kept as totals only (a neural learner's episodes): the mean, without an interval
+    total = {"llm_calls": cost.get("llm_calls"), "model_seconds": cost.get("model_seconds"),
+             "usd": cost.get("price_usd"),
+             "tokens": _number(cost.get("tokens_in")) + _number(cost.get("tokens_out"))}.get(key)
+    return {"mean": total / cost["episodes"], "low": None, "high": None, "n": cost["episodes"],
+            "interval": "totals only"} if defined(total) else None
+
+
+def called_a_model(cost: Any) -> bool:
+    """Whether a row's cost has any model call or sampled completion (a neural learner without
+    an LLM critic, a scripted team: none)."""
+    return isinstance(cost, Mapping) and bool(cost.get("llm_calls") or cost.get("sampled"))
 
 
 def pool_costs(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -344,6 +361,12 @@ def score_and_cost(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | No
     one (a neural row's summary is its greedy held-out evaluation), else the mean return; cost
     = the first of :data:`COST_AXES` every row has. With the Pareto front. None without rows."""
     rows = {n: s for n, s in rows.items() if s.get("model") != "scripted" and isinstance(s.get("cost"), Mapping)}
+    # a learner that calls no model (a neural one without an LLM critic) costs frames and seconds,
+    # not what this axis measures: named beside the figure instead of drawn at zero
+    left_out = {n: "no model calls" + (f"; a neural learner: {_neural_cell(s, s['cost']).replace(' (', ' frames (')}"
+                                       if s.get("agents") == "neural" else "")
+                for n, s in rows.items() if not called_a_model(s["cost"])}
+    rows = {n: s for n, s in rows.items() if n not in left_out}
     if not rows:
         return None
 
@@ -362,14 +385,15 @@ def score_and_cost(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | No
         if all(c is not None and defined(c.get("mean")) for c in costs.values()):
             break
     else:
-        return {"score": score_label, "cost": None, "points": {}, "frontier": [],
+        return {"score": score_label, "cost": None, "points": {}, "frontier": [], "left_out": left_out,
                 "skipped": "no cost every row has (price, tokens or model seconds per episode)"}
     points = {n: {"score": scores[n].get("mean"), "score_low": scores[n].get("low"),
                   "score_high": scores[n].get("high"), "cost": costs[n]["mean"],
                   "cost_low": costs[n].get("low"), "cost_high": costs[n].get("high")}
               for n in rows if defined(scores[n].get("mean"))}
     front = pareto_front({n: (p["score"], p["cost"]) for n, p in points.items()})
-    return {"score": score_label, "cost": label, "cost_key": key, "points": points, "frontier": front}
+    return {"score": score_label, "cost": label, "cost_key": key, "points": points, "frontier": front,
+            **({"left_out": left_out} if left_out else {})}
 
 
 # table columns ---------------------------------------------------------------------------------
@@ -410,11 +434,12 @@ def cost_columns(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str],
     costs = [s.get("cost") if isinstance(s.get("cost"), Mapping) else {} for s in summaries.values()]
     columns: list[tuple[str, Any]] = []
     if any(c.get("llm_calls") for c in costs):
-        columns.append((MODEL_SECONDS_HEADER, lambda s, c: _significant(per_episode(c, "model_seconds"))))
+        columns.append((MODEL_SECONDS_HEADER, lambda s, c: _significant(per_episode(c, "model_seconds"))
+                        if called_a_model(c) else "-"))
     if any(defined(c.get("gpu_seconds")) for c in costs):
         columns.append((GPU_HEADER, lambda s, c: _significant(per_episode(c, "gpu_seconds"))))
     if any(c.get("price_usd") is not None or c.get("priced") == "part" for c in costs if c.get("llm_calls")):
-        columns.append((PRICE_HEADER, lambda s, c: _price_cell(c) if c else "-"))
+        columns.append((PRICE_HEADER, lambda s, c: _price_cell(c) if called_a_model(c) else "-"))
     if any(s.get("agents") == "neural" for s in summaries.values()):
         columns.append((NEURAL_HEADER, _neural_cell))
     rows = [[cell(s, c) if c or header == NEURAL_HEADER else "-" for header, cell in columns]

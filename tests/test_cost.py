@@ -153,6 +153,13 @@ def test_score_against_cost_picks_its_axes_and_names_the_front():
     assert set(found["points"]) == {"a", "b", "c"} and found["points"]["a"]["score_low"] == 0.4
     priced = score_and_cost({"a": _row(0.5, 0.4, 0.6, 100, usd=0.002), "b": _row(0.7, 0.6, 0.8, 300, usd=0.001)})
     assert priced["cost"] == "price, USD per episode" and priced["frontier"] == ["b"]
+    # a neural learner without model calls costs frames and seconds: named, not drawn at zero
+    neural = {"agents": "neural", "return": {"mean": 0.9}, "frames": 2000,
+              "cost": {"episodes": 50, "llm_calls": 0, "frames": 2000, "train_seconds": 12.0, "per_episode": {}}}
+    found = score_and_cost({**rows, "mappo": neural})
+    assert "mappo" not in found["points"] and found["frontier"] == ["a", "b"]
+    assert found["left_out"] == {"mappo": "no model calls; a neural learner: 2000 frames (12 s)"}
+    assert cost_columns({"mappo": neural})[1] == [["2000 (12 s)"]]
     # one row without a held-out evaluation: every row is scored by its mean return
     del rows["c"]["evaluation"]
     assert score_and_cost(rows)["score"] == "mean return per episode (training rollouts)"
@@ -179,3 +186,15 @@ def test_a_compare_draws_score_against_cost_and_lists_its_front(tmp_path, monkey
     assert front["cost"] == "price, USD per episode" and front["frontier"]
     assert set(front["points"]) == {"none, static (2 seeds)", "alternating-1, static (2 seeds)"}
     assert (out / "score_vs_cost.png").is_file() and "score_vs_cost.png" in result.table
+
+
+def test_a_neural_learners_cost_is_its_frames_and_seconds_over_its_training_episodes(tmp_path):
+    run = tmp_path / "mappo"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"agents": "neural", "device": "cuda", "frames": 4000}))
+    (run / "iterations.csv").write_text("iteration,frames,episodes,train_seconds\n0,2000,30,10.5\n1,4000,20,20.0\n")
+    (run / "metrics.csv").write_text("episode,iteration,phase\n0,1,eval\n")  # its closing evaluation
+    cost = run_cost(run)
+    assert (cost["frames"], cost["train_seconds"], cost["episodes"]) == (4000, 20.0, 50)
+    assert cost["gpu_seconds"] == 20.0 and cost["llm_calls"] == 0
+    assert per_episode(cost, "gpu_seconds")["mean"] == pytest.approx(0.4)
