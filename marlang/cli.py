@@ -409,7 +409,7 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
                                                    "command to continue" if kept else ""), file=sys.stderr)
         return code
     print(result.table)
-    print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png)")
+    print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png, score_vs_cost.png)")
     if result.failed:
         print(f"marlang: {len(result.failed)} run(s) failed: " + "; ".join(
             f"{name}: {reason}" for name, reason in result.failed.items())
@@ -435,6 +435,10 @@ def _report(path: Path) -> int:
                 raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; "
                                   f"continue the run with: marlang run --resume {path}")
             summary = Experiment(config, path, resume=True).finalize()
+        if "cost" not in summary:  # a neural run's, or one written before runs kept their cost
+            from marlang.cost import run_cost
+
+            summary["cost"] = run_cost(path)
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
         if summary.get("policies"):
             print(policies_text(summary["policies"]))

@@ -29,7 +29,8 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
-from marlang.plots import plot_iteration_curves
+from marlang.cost import run_cost, score_and_cost
+from marlang.plots import plot_iteration_curves, plot_score_vs_cost
 from marlang.report import (
     SEED_PART,
     markdown_table,
@@ -329,6 +330,8 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         summary = RunDirectory(run_path).read_json("summary.json")  # damaged: one line naming it
         if not summary.get("episodes"):
             continue
+        if "cost" not in summary:  # a neural run's, or one written before runs kept their cost
+            summary["cost"] = run_cost(run_path)
         group = summary.get("env_id", "?")
         name = summary.get("setting", run_path.name)
         groups.setdefault(group, {})[name] = summary
@@ -362,9 +365,18 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     if failed:
         parts.append("Failed runs (rerun the same command to retry them):\n\n" + "".join(
             f"- {name}: {reason}\n" for name, reason in failed.items()))
+    fronts = _score_vs_cost(out, summaries)
+    drawn = [f"{f['figure']}: {f['score']} against {f['cost']}; the front: {', '.join(f['frontier'])}" + "".join(
+        f"; not drawn: {name} ({why})" for name, why in (f.get("left_out") or {}).items())
+        for f in fronts.values() if f.get("frontier")]
+    if drawn:
+        parts.append("Score against cost, one point per setting (the Pareto front: no other setting scores "
+                     "higher at a lower cost):\n\n" + "".join(f"- {d}\n" for d in drawn))
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
-    record = {**summaries, "failed_runs": dict(failed)} if failed else summaries
+    record: dict[str, Any] = {**summaries, **({"score_vs_cost": fronts} if fronts else {})}
+    if failed:
+        record["failed_runs"] = dict(failed)
     atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
         suffix = "" if i == 0 else f"_{folder_name(group)}"
@@ -401,6 +413,27 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
 
 CROSSPLAY_FILE = "crossplay.yaml"
 """A comparison folder holding it is a cross-play's (:mod:`marlang.crossplay`)."""
+
+
+def _score_vs_cost(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Draw ``score_vs_cost.png`` (``score_vs_cost_GROUP.png`` past the first environment): one
+    point per setting, its seeds pooled, with the Pareto front; the points and front by group."""
+    fronts: dict[str, dict[str, Any]] = {}
+    for i, (group, rows) in enumerate(summaries.items()):
+        found = score_and_cost(rows)
+        if found is None:
+            continue
+        if found["points"]:
+            found["figure"] = f"score_vs_cost{'' if i == 0 else '_' + folder_name(group)}.png"
+            # the scripted team, under the settings' own step cap, as a line (it calls no model)
+            caps = {rows[n].get("max_steps") for n in found["points"]}
+            ref = {f"{n}: mean return": s["return"]["mean"] for n, s in rows.items() if _is_scripted(n)
+                   and s.get("max_steps") in caps and (s.get("return") or {}).get("mean") is not None}
+            plot_score_vs_cost(found["points"], found["frontier"], out / found["figure"],
+                               score_label=found["score"], cost_label=found["cost"], reference=ref or None,
+                               title=f"{group}: score against cost (filled: Pareto front)")
+        fronts[group] = found
+    return fronts
 
 
 _ORDER = ["none", "bidirectional", "unidirectional"]

@@ -107,6 +107,48 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
     return fig
 
 
+def plot_score_vs_cost(points: dict[str, dict[str, Any]], frontier: list[str], path: str | Path, *,
+                       score_label: str, cost_label: str, reference: dict[str, float] | None = None,
+                       title: str = "") -> None:
+    """Score against cost, one point (marker shape) per setting with its intervals as error bars
+    where it has them; the Pareto front (higher score, lower cost) joined by a line and its
+    settings named; ``reference``: horizontal lines (a scripted team's return)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4.5), dpi=120)
+    for i, (name, p) in enumerate(points.items()):
+        color, marker = f"C{i % 10}", MARKERS[i % len(MARKERS)]
+        x, y = p["cost"], p["score"]
+
+        def err(low: Any, high: Any, mid: float) -> list[list[float]] | None:
+            ok = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
+            return [[mid - low], [high - mid]] if ok else None
+
+        on_front = name in frontier
+        ax.errorbar([x], [y], xerr=err(p.get("cost_low"), p.get("cost_high"), x),
+                    yerr=err(p.get("score_low"), p.get("score_high"), y), fmt=marker, color=color,
+                    markersize=8 if on_front else 6, markerfacecolor=color if on_front else "white",
+                    capsize=3, elinewidth=1, alpha=0.9, label=name + (" (front)" if on_front else ""))
+    if frontier:
+        xs, ys = [points[n]["cost"] for n in frontier], [points[n]["score"] for n in frontier]
+        ax.step(xs, ys, where="post", color="black", linewidth=1, linestyle="--", label="Pareto front")
+        for n, x, y in zip(frontier, xs, ys, strict=True):
+            ax.annotate(n, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=7)
+    for j, (name, value) in enumerate((reference or {}).items()):
+        ax.axhline(value, color="grey", linestyle=[":", "-."][j % 2], linewidth=1, label=name)
+    ax.set_xlabel(cost_label + " (mean, 95% CI)")
+    ax.set_ylabel(score_label + " (mean, 95% CI)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "Score against cost (filled: on the Pareto front)", fontsize=10)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def plot_crossplay(grid: list[list[float | None]], names: list[str], path: str | Path, title: str,
                    slots: list[str] | None = None) -> None:
     """A cross-play matrix as a heat map: the player in the first slot by row, its partner by

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from marlang.cost import cost_columns, pool_costs
 from marlang.intervals import (
     BOOTSTRAP,
     MIN_N,
@@ -194,6 +195,8 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                 (e := _held_out(s, "evaluation")) and _eval_success(e) != "-" for s in summaries.values()):
             headers.append(EVAL_SUCCESS_HEADER)
             rows = [[*r, _eval_success_change(s)] for r, s in zip(rows, summaries.values(), strict=True)]
+    cost_headers, cost_cells, cost_note = cost_columns(summaries)
+    headers, rows = [*headers, *cost_headers], [[*r, *c] for r, c in zip(rows, cost_cells, strict=True)]
     body = tabulate(rows, headers=headers, tablefmt="github")
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
@@ -218,6 +221,7 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                  "the success rate too), and the return column adds the interquartile mean (IQM) "
                  "with the same interval; episodes and levels: of all its seeds. Each seed's own "
                  "mean is in summary.json (seeds).")
+    note += cost_note
     held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
     if evaluated and held:
         note += " Held-out set: " + "; ".join(sorted(held)) + "."
@@ -367,6 +371,8 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
                 "return": _over_seeds(changes, "return"),
                 "gained": sum(int(c.get("gained") or 0) for c in changes),
                 "lost": sum(int(c.get("lost") or 0) for c in changes)}
+        if (cost := pool_costs([r.get("cost") for r in runs])) is not None:
+            row["cost"] = cost
         row["seeds"] = {seed_of(n): r for n, r in zip(names, runs, strict=True)}
         pooled[label] = row
     return pooled

@@ -68,6 +68,10 @@ def test_collect_reads_runs_and_comparisons_in_table_order(runs):
     assert first["credit"]["agent_0"].startswith("CREDIT[agent_0]")
     bidi = data["runs"][1]
     assert any(m["content"] == HOSTILE for s in bidi["episodes"][0]["steps"] for m in s["messages"])
+    # the comparison's score against cost: one point per setting, its Pareto front named
+    (front,) = data["fronts"]
+    assert set(front["points"]) == {"none, static", "bidirectional, static"} and front["frontier"]
+    assert front["cost"] == "tokens per episode" and data["runs"][0]["summary"]["cost"]["tokens_in"] > 0
 
 
 def test_collect_keeps_sandbox_verdicts_and_says_what_it_left_out(runs):
@@ -176,6 +180,10 @@ def test_the_page_opens_on_the_first_episode_and_shows_a_chosen_one(runs, browse
     assert "tests passed" in view.find_element("css selector", ".verdict").text
     assert "Critic's credit" in view.text and "CREDIT[" in view.text
     assert "return None" in view.text  # the team's code
+
+    # score against cost: the comparison's settings, with its Pareto front named
+    cost = browser.find_element("id", "cost").text
+    assert "score against cost" in cost and "Pareto front" in cost and "none, static" in cost
 
     # learning: credits, directions, policies before and after, the decision
     learning = browser.find_element("id", "learning").text

@@ -47,6 +47,10 @@ NOTES: dict[str, str] = {
     "got a 5xx or 429, a cut or malformed body, no choices, or a connection closed mid-reply; a server "
     "still failing ends the run (exit 3) after every finished episode has been saved.",
     "model.adapters": "See [Weight-space training](../concepts/learners.md#play-a-trained-team-back).",
+    "model.price": "E.g. `{input: 0.15, output: 0.60}`; both keys, non-negative. Each table row's price "
+    "counts every call of the run (acting, speaking, learner roles, checks, held-out evaluation, tree "
+    "sampling) by its model; a row with a model left unpriced says so instead of a partial price. See "
+    "[Score against cost](../howto/many-seeds.md#score-against-cost).",
     "protocol.name": "See [Conversation protocols](../concepts/protocols.md).",
     "agents.chain_of_thought": "Think (one sentence) before answering the action.",
     "agents.action_selection": "See [Agents and actions](../concepts/agents.md).",

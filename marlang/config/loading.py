@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +117,12 @@ def _section_for(path: tuple[Any, ...]) -> type[BaseModel] | None:
         model, path = SlotConfig, path[2:]
     for p in path:
         field = model.model_fields.get(str(p))
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+        # an optional section (``ModelPrice | None``) is its model
+        found = [a for a in (field.annotation, *typing.get_args(field.annotation)) if isinstance(a, type)
+                 and issubclass(a, BaseModel)] if field is not None else []
+        if not found:
             return None
-        model = field.annotation
+        model = found[0]
     return model
 
 
@@ -219,9 +223,11 @@ RESUME_MAY_CHANGE = (
     "model.base_url",
     "model.api_key_env",
     "model.token_limit_field",
+    "model.price",
     "grid",
 )
-"""Keys a resumed run may change: its length, concurrency, and how the model is reached."""
+"""Keys a resumed run may change: its length, concurrency, how the model is reached, and
+what its tokens cost."""
 
 _ABSENT = object()
 

@@ -113,6 +113,14 @@ class EnvConfig(_Section):
         return int(ENVS.entry(info.data["id"]).metadata.get("default_agents", 2))
 
 
+class ModelPrice(_Section):
+    """What a model's tokens cost, in USD per million tokens (tables and ``marlang compare``'s
+    score against cost price a row's calls with it)."""
+
+    input: float = Field(ge=0, description="USD per million prompt tokens.")
+    output: float = Field(ge=0, description="USD per million completion tokens.")
+
+
 class ModelConfig(_Section):
     """The chat model every agent uses, and how it is called."""
 
@@ -147,6 +155,17 @@ class ModelConfig(_Section):
         "a weight-space learning.method (ppo, magrpo, grpo: the config that trained the team), the "
         "team is played back greedily for run.episodes instead of trained; tables name the row "
         "'METHOD (played back)'.")
+    price: ModelPrice | None = Field(
+        None, description="USD per million tokens, {input: X, output: Y}: tables show each row's price per "
+        "episode, and marlang compare plots score against it when every row is priced. A team slot on "
+        "another model is priced by its own team.SLOT.model.price only.")
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_mapping(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, dict):
+            raise ValueError(f"{v!r} is no price; give USD per million tokens as {{input: X, output: Y}}")
+        return v
 
     @field_validator("spec")
     @classmethod

@@ -349,6 +349,8 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
     weights = getattr(model, "weights_id", None)
     if weights:
         out["weights_id"] = weights
+    if getattr(model, "engine", None) is not None:  # where a local model ran (cuda: the cost's GPU seconds)
+        out["device"] = str(model.engine.device)
     sandbox = getattr(env, "sandbox", None)
     if sandbox is not None:
         # Which isolation ran the generated code: it differs between machines.

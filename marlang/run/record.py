@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from marlang.cost import run_cost
 from marlang.plots import plot_iteration_curves
 from marlang.report import paired_change, summarize_episodes
 from marlang.rundir import (
@@ -330,6 +331,7 @@ class RunRecord:
             summary["adapters"] = {a: _adapter_ref(ref) for a, ref in adapters.items()}
         if cache is not None:
             summary["response_cache"] = {"hits": cache.hits, "misses": cache.misses}
+        summary["cost"] = run_cost(rd.path, self.episodes.metrics_rows("train"), iterations)
         rd.write_json("summary.json", summary)
         if iterations:
             plot_iteration_curves({summary["setting"]: iterations}, rd.path / "learning_curve.png")

@@ -32,6 +32,10 @@ def is_run(path: Path) -> bool:
     return (path / "config.yaml").is_file() and not (path / "comparison.yaml").is_file()
 
 
+NOT_GROUPS = ("score_vs_cost", "failed_runs")
+"""Keys of a comparison's summary.json beside its environment groups."""
+
+
 def find_runs(path: Path) -> tuple[list[Path], str | None]:
     """The run directories under ``path`` (itself, or each run of a comparison directory, in
     the order its table lists them) and the comparison's ``table.md``, if any."""
@@ -44,8 +48,8 @@ def find_runs(path: Path) -> tuple[list[Path], str | None]:
     order: list[str] = []
     summary = _read_json(path / "summary.json")
     if isinstance(summary, dict):  # a comparison's summary: {env group: {setting: summary}}
-        for group in summary.values():
-            for name, row in (group.items() if isinstance(group, dict) else ()):
+        for key, group in summary.items():
+            for name, row in (group.items() if isinstance(group, dict) and key not in NOT_GROUPS else ()):
                 seeds = row.get("seeds") if isinstance(row, dict) else None
                 if isinstance(seeds, dict):  # a setting's seeds pooled: its runs, seed by seed
                     order += [s.get("setting") for s in seeds.values() if isinstance(s, dict)]
@@ -63,6 +67,7 @@ def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]
     """The page's data: every run under ``paths`` and the comparison tables found on the way."""
     runs: list[dict[str, Any]] = []
     tables: list[dict[str, str]] = []
+    fronts: list[dict[str, Any]] = []
     seen: set[Path] = set()
     for given in paths:
         found, table = find_runs(Path(given))
@@ -70,6 +75,7 @@ def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]
             crossplay = _read_json(Path(given) / "crossplay.json")
             tables.append({"path": str(given), "markdown": table,
                            "crossplay": crossplay if isinstance(crossplay, dict) else None})
+            fronts += score_vs_cost(Path(given))
         for path in found:
             if path.resolve() in seen:
                 continue
@@ -79,7 +85,17 @@ def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]
     for run in runs:  # two runs of one setting (e.g. two folders given) stay apart
         if names.count(run["name"]) > 1:
             run["name"] = f"{run['name']} ({run['path']})"
-    return {"runs": runs, "tables": tables}
+    return {"runs": runs, "tables": tables, "fronts": fronts}
+
+
+def score_vs_cost(path: Path) -> list[dict[str, Any]]:
+    """A comparison's score-against-cost points and Pareto front, one entry per environment
+    (its summary.json's ``score_vs_cost``, as ``marlang compare`` drew score_vs_cost.png)."""
+    summary = _read_json(path / "summary.json")
+    found = summary.get("score_vs_cost") if isinstance(summary, dict) else None
+    return [{"path": str(path), "group": group, **{k: f.get(k) for k in ("score", "cost", "points", "frontier")}}
+            for group, f in (found.items() if isinstance(found, dict) else ())
+            if isinstance(f, dict) and isinstance(f.get("points"), dict) and f["points"]]
 
 
 def collect_run(path: Path, max_episodes: int = 2000) -> dict[str, Any]:

@@ -47,10 +47,15 @@ function rate(stat) {
 function text(value) { return el("div", {class: "text"}, value === null || value === undefined ? "" : String(value)); }
 
 // ---------------------------------------------------------------------------------------- table
+// A run's cost per training episode (every model call of the run, summary.json's cost), or null.
+function costPerEpisode(cost, key) {
+  const values = cost && cost.per_episode ? cost.per_episode[key] : null;
+  return values && values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
+}
 function renderTable() {
   const body = document.getElementById("table-body");
   const head = ["setting", "environment", "learner", "episodes", "success rate [95% CI]", "return (mean ± 95% CI)",
-    "steps", "invalid actions", "LLM calls / episode", "tokens / episode"];
+    "steps", "invalid actions", "LLM calls / episode", "tokens / episode", "model s / episode", "USD / episode"];
   const rows = RUNS.map((r, i) => {
     const s = r.summary || {};
     const success = s.success_defined === false ? "n/a" : rate(s.success_rate);
@@ -63,11 +68,15 @@ function renderTable() {
       el("td", {class: "num"}, pm(s.steps, 1)),
       el("td", {class: "num"}, s.invalid_action_rate ? num(s.invalid_action_rate.mean, 3) : "–"),
       el("td", {class: "num"}, r.neural ? "–" : pm(s.llm_calls_per_episode, 1)),
-      el("td", {class: "num"}, r.neural ? "–" : pm(s.tokens_per_episode, 0)));
+      el("td", {class: "num"}, r.neural ? "–" : pm(s.tokens_per_episode, 0)),
+      el("td", {class: "num"}, num(costPerEpisode(s.cost, "model_seconds"), 2)),
+      el("td", {class: "num"}, s.cost && s.cost.priced === "part" ? "partly priced"
+        : num(costPerEpisode(s.cost, "usd"), 6)));
   });
   body.append(el("table", {}, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))), el("tbody", {}, rows)));
   body.append(el("p", {class: "muted"}, "Success rates with Wilson intervals; returns with 95% confidence " +
-    "intervals; neural runs report their final greedy evaluation."));
+    "intervals; neural runs report their final greedy evaluation. Model seconds and USD per episode count " +
+    "every model call of the run (learner roles, checks and held-out evaluation too) per training episode."));
   for (const t of DATA.tables) {
     if (t.crossplay) body.append(crossplayMap(t.crossplay, t.path));
     body.append(el("details", {}, el("summary", {}, `table.md of ${t.path}`), el("pre", {}, t.markdown)));
@@ -143,6 +152,7 @@ function fmtTick(v) {
   const a = Math.abs(v);
   if (a >= 1e6) return `${+(v / 1e6).toFixed(2)}M`;
   if (a >= 1e4) return `${+(v / 1e3).toFixed(1)}k`;
+  if (a > 0 && a < 0.01) return v.toExponential(1);  // a price per episode
   return String(+v.toFixed(3));
 }
 // Settings on the same points are spread sideways by a small share of the smallest x gap.
@@ -162,7 +172,8 @@ function chart(title, xlabel, ylabel, series, opts) {
   const W = 520, H = 300, L = 56, R = 14, T = 24, B = 42;
   // The axis spans the undodged x values too, so a tick at the last iteration is never cut off.
   const xs = series.flatMap(s => s.points.concat(s.evals || []).filter(p => p[1] !== null).map(p => p[0])), ys = [];
-  series = dodge(series);
+  xs.push(...(opts.xextra || []));
+  series = opts.continuous ? series : dodge(series);  // a scatter's x is a measured cost: never shifted
   for (const s of series) {
     for (const [x, y] of s.points.concat(s.evals || [])) { if (y !== null) { xs.push(x); ys.push(y); } }
     for (const [x, lo, hi] of s.band || []) { xs.push(x); ys.push(lo, hi); }
@@ -172,7 +183,8 @@ function chart(title, xlabel, ylabel, series, opts) {
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = opts.ylim || [Math.min(...ys), Math.max(...ys)];
   // A single iteration gets a real axis around it, not a sliver around zero.
-  if (x1 - x0 < 1) { const mid = (x0 + x1) / 2, half = Math.max(0.5, Math.abs(mid) * 0.5); x0 = mid - half; x1 = mid + half; }
+  if (opts.continuous && x1 - x0 < 1e-12) { const mid = x0, half = Math.abs(mid) * 0.5 || 1; x0 = mid - half; x1 = mid + half; }
+  else if (!opts.continuous && x1 - x0 < 1) { const mid = (x0 + x1) / 2, half = Math.max(0.5, Math.abs(mid) * 0.5); x0 = mid - half; x1 = mid + half; }
   else { const pad = (x1 - x0) * 0.04; x0 -= pad; x1 += pad; }
   if (y1 - y0 < 1e-9) { y0 -= 0.5; y1 += 0.5; } else if (!opts.ylim) { const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad; }
   const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R), sy = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
@@ -217,6 +229,7 @@ function chart(title, xlabel, ylabel, series, opts) {
     }
     for (const p of ev) drawMarker(svg, kind, sx(p[0]), sy(p[1]), color, true);
   }
+  if (opts.after) opts.after(svg, sx, sy);
   box.append(svg);
   const legend = el("div", {class: "legend"});
   for (const s of series) legend.append(el("span", {}, markerIcon(s.index), " ", s.name));
@@ -256,6 +269,45 @@ function renderCurves() {
     charts.append(chart("Neural learners: training return", "frames", "return per episode", neural, {integer: true}));
   }
   if (!charts.children.length) charts.append(el("p", {class: "muted"}, "No iterations recorded yet."));
+  body.append(charts);
+}
+
+// ------------------------------------------------------------------------------ score vs cost
+// One point per setting (its seeds pooled), whiskers for its intervals, the Pareto front dashed.
+function renderFronts() {
+  const body = document.getElementById("cost-body");
+  const fronts = DATA.fronts || [];
+  if (!fronts.length) { body.append(el("p", {class: "muted"}, "No comparison with a cost here.")); return; }
+  const ok = v => v !== null && v !== undefined;
+  const charts = el("div", {class: "charts"});
+  for (const f of fronts) {
+    const names = Object.keys(f.points);
+    const series = names.map((name, index) => {
+      const p = f.points[name];
+      return {name: f.frontier.includes(name) ? `${name} (front)` : name, index, points: [[p.cost, p.score]],
+        band: ok(p.score_low) && ok(p.score_high) ? [[p.cost, p.score_low, p.score_high]] : []};
+    });
+    const after = (svg, sx, sy) => {
+      for (const name of names) {
+        const p = f.points[name];
+        if (!ok(p.cost_low) || !ok(p.cost_high)) continue;
+        svg.append(svgEl("path", {d: `M${sx(p.cost_low)},${sy(p.score)}H${sx(p.cost_high)}`,
+          stroke: COLORS[names.indexOf(name) % COLORS.length], "stroke-opacity": 0.7, fill: "none"}));
+      }
+      const front = f.frontier.map(n => f.points[n]);
+      if (front.length > 1) {
+        const d = front.map((p, k) => k ? `H${sx(p.cost)}V${sy(p.score)}` : `M${sx(p.cost)},${sy(p.score)}`).join("");
+        svg.append(svgEl("path", {d, stroke: "black", "stroke-dasharray": "5 3", fill: "none"}));
+      }
+    };
+    const xextra = names.flatMap(n => [f.points[n].cost_low, f.points[n].cost_high]).filter(ok);
+    const box = chart(`${f.group}: score against cost`, f.cost, f.score, series, {after, xextra, continuous: true});
+    if (box) {
+      box.append(el("p", {class: "muted"}, `Pareto front (no other setting scores higher at a lower cost): ` +
+        f.frontier.join(", ")));
+      charts.append(box);
+    }
+  }
   body.append(charts);
 }
 
@@ -433,5 +485,6 @@ document.getElementById("subtitle").textContent =
   `${RUNS.length} run${RUNS.length === 1 ? "" : "s"} · written ${DATA.written} by marlang ${DATA.version}`;
 renderTable();
 renderCurves();
+renderFronts();
 initEpisodes();
 renderLearning();
