@@ -6,7 +6,7 @@ Numeric observations are minigrid's encoded 7x7x3 partial view plus heading and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -370,46 +370,17 @@ class BabyAINumericTeam:
         return self.team.act(stand_ins)
 
 
-BABYAI_NUMERIC_IDS: dict[str, str] = {
-    "babyai-marl/goto-obj": "babyai/goto-obj",
-    "babyai-marl/pickup": "babyai/pickup",
-    "babyai-marl/unlock-pickup": "babyai/unlock-pickup",
-    "babyai-marl/put-next": "babyai/put-next",
-}
-"""marlang ids of the numeric BabyAI envs -> the text env ids they wrap."""
-
-
-@dataclass(frozen=True)
-class BabyAINumericFactory:
-    """Registry factory: builds the wrapped text env from its BabyAI level, then wraps it."""
-
-    env_id: str
-    text_id: str
-
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        pseudo_reward: bool = False,
-        **level_options: Any,
-    ) -> BabyAINumericEnv:
-        level = BABYAI_LEVELS[self.text_id]
-        babyai = level(n_agents=n_agents, max_steps=max_steps, **level_options)
-        return BabyAINumericEnv(
-            babyai,
-            observation_mode=observation_mode,
-            pseudo_reward=pseudo_reward,
-            env_id=self.env_id,
-        )
-
-
-def factory(env_id: str) -> Callable[..., BabyAINumericEnv]:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id not in BABYAI_NUMERIC_IDS:
-        raise ValueError(
-            f"unknown numeric BabyAI id {env_id!r}; valid ids: {sorted(BABYAI_NUMERIC_IDS)}"
-        )
-    return BabyAINumericFactory(env_id, BABYAI_NUMERIC_IDS[env_id])
-
+def make_babyai_numeric(
+    n_agents: int = 2,
+    *, text_id: str, env_id: str,  # fixed by the id
+    max_steps: int | None = None,
+    observation_mode: str = "text",
+    pseudo_reward: bool = False,
+    **level_options: Any,
+) -> BabyAINumericEnv:
+    """The entry point of a ``babyai-marl/`` id: builds the text env ``text_id`` from its BabyAI
+    level (which checks ``level_options``), then wraps it."""
+    babyai = BABYAI_LEVELS[text_id](n_agents=n_agents, max_steps=max_steps, **level_options)
+    return BabyAINumericEnv(
+        babyai, observation_mode=observation_mode, pseudo_reward=pseudo_reward, env_id=env_id
+    )

@@ -59,8 +59,9 @@ Subclass hooks
 
 Registration
     ``marlang.envs.registry`` registers these ids when ``marlang.registry.ENVS`` is first read
-    (the registry sits above the families; no env imports it). Add an env there, through a
-    ``LazyEnvFactory`` (it imports the env module, and its packages, on first use).
+    (the registry sits above the families; no env imports it). Add an env to the one table,
+    ``marlang.envs.builtin``: an ``EnvSpec`` whose entry point is an import path
+    ``"package.module:attr"`` (the module, and its packages, load when an env is built).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ action; the optimum (11) sits next to a -30 penalty, which pulls learners toward
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -210,11 +209,3 @@ def make_climbing(
     check_agent_count("matrix/climbing", n_agents, (2,))
     steps = CLIMBING_STEPS if max_steps is None else check_max_steps(max_steps)
     return ClimbingGameEnv(observation_mode=observation_mode, max_steps=steps)
-
-
-
-def factory(env_id: str) -> Callable[..., ClimbingGameEnv]:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id != "matrix/climbing":
-        raise ValueError(f"unknown climbing-game id {env_id!r}; valid ids: ['matrix/climbing']")
-    return make_climbing

@@ -401,28 +401,23 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class GridWorldFactory:
-    """Registry factory of a ``FacingGridEnv`` id: its agent count is fixed."""
-
-    env_class: type[FacingGridEnv]
-
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        step_penalty: bool = True,
-        individual_rewards: bool = False,
-        render_mode: str | None = None,
-    ) -> FacingGridEnv:
-        env_class = self.env_class
-        check_agent_count(env_class.default_env_id, n_agents, [len(env_class.interactions)])
-        return env_class(
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            step_penalty=step_penalty,
-            individual_rewards=individual_rewards,
-            render_mode=render_mode,
-        )
+def make_grid_env(
+    env_class: type[FacingGridEnv],
+    n_agents: int = 2,
+    *,
+    observation_mode: str = "text",
+    max_steps: int = DEFAULT_MAX_STEPS,
+    step_penalty: bool = True,
+    individual_rewards: bool = False,
+    render_mode: str | None = None,
+) -> FacingGridEnv:
+    """Builds a ``FacingGridEnv``, whose agent count is fixed (``two_switch.make_two_switch``
+    and ``victim_rubble.make_victim_rubble`` fix ``env_class``: their ids' entry points)."""
+    check_agent_count(env_class.default_env_id, n_agents, [len(env_class.interactions)])
+    return env_class(
+        observation_mode=observation_mode,
+        max_steps=max_steps,
+        step_penalty=step_penalty,
+        individual_rewards=individual_rewards,
+        render_mode=render_mode,
+    )

@@ -22,7 +22,6 @@ from marlang.envs.credit.gridworld import (
     FeatureSpaces,
     GridEvent,
     GridLayout,
-    GridWorldFactory,
     MoveIntent,
     RankedByKey,
     bfs_distances,
@@ -33,6 +32,7 @@ from marlang.envs.credit.gridworld import (
     facing_distances_from,
     facing_goals,
     format_cell,
+    make_grid_env,
     reach_steps,
     steps_phrase,
 )
@@ -461,5 +461,6 @@ class ScriptedTwoSwitchTeam(ScriptedTeam):
         return [[k for k in order if not self.env.triggered[k]] for order in self.plan.switches]
 
 
-make_two_switch = GridWorldFactory(TwoSwitchEnv)
+make_two_switch = functools.partial(make_grid_env, TwoSwitchEnv)
+"""The entry point of ``TwoSwitch``'s id (``marlang.envs.builtin``)."""
 """Registry factory for ``gridworld/two-switch`` (two agents only)."""

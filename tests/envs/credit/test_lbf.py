@@ -9,7 +9,8 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marlang.envs import make
-from marlang.envs.credit.lbf import LBF_ACTIONS, LBF_SCENARIOS, LevelBasedForagingEnv
+from marlang.envs.credit.lbf import LBF_ACTIONS, LevelBasedForagingEnv
+from marlang.envs.credit.scenarios import LBF_SCENARIOS
 
 
 def lbf(env_id: str = "lbf/8x8-2p-2f-coop", **kwargs) -> LevelBasedForagingEnv:
