@@ -94,3 +94,18 @@ def test_a_spec_by_import_path_registers_and_builds_on_a_private_registry():
         registry.make("mine/warhouse")
     with pytest.raises(TypeError, match="must be callable or 'package.module:attr'"):
         registry.register(EnvSpec("mine/bad", "not an import path", "bad"))
+
+
+@pytest.mark.parametrize("spec", MARL_ENVS, ids=lambda spec: spec.id)
+def test_numeric_envs_serve_their_spaces_and_actions_from_the_base(spec):
+    env = make(spec.id, observation_mode="numeric")
+    first, *others = env.possible_agents
+    space = env.numeric_observation_space(first)
+    assert all(env.numeric_observation_space(a) is space for a in others)
+    assert env.state_space is env.state_space
+    observations, _ = env.reset(seed=0)
+    assert space.contains(observations[first]) and env.state_space.contains(env.state())
+    for agent in env.possible_agents:
+        assert env.action_space(agent).n == len(env.action_names(agent))
+    if hasattr(type(env), "all_actions"):
+        assert env.action_names(first) == list(type(env).all_actions)

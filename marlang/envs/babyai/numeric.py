@@ -65,6 +65,7 @@ class BabyAINumericEnv(TextEnvView):
     ``SUBGOALS`` is first reached (``infos[agent]["subgoals"]`` names them).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("babyai_numeric_v0")
     world_description: ClassVar[str] = BabyAITextEnv.world_description
 
@@ -109,21 +110,11 @@ class BabyAINumericEnv(TextEnvView):
 
     # ----------------------------------------------------------------- base API
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         cached = self._cache.get(agent)
         if cached is None:
             cached = self._cache[agent] = self._encode(agent)
         return cached
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         self._require_started("state")

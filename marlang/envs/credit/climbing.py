@@ -62,6 +62,7 @@ class ClimbingGameEnv(NumericTextEnv):
     The ego text shows the payoff table from the agent's side and the previous round.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = CLIMBING_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("climbing_game_v0")
     world_description: ClassVar[str] = "a repeated matrix game with one common payoff"
 
@@ -92,18 +93,8 @@ class ClimbingGameEnv(NumericTextEnv):
 
     # ----------------------------------------------------------------- base API
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(CLIMBING_ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         return self._observations[agent].copy()
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         return np.concatenate([self._observations["agent_0"], self._observations["agent_1"]])

@@ -63,24 +63,19 @@ DEFAULT_MAX_STEPS = 100
 
 
 class FeatureSpaces:
-    """``numeric_observation_space`` and ``state_space`` of an env whose numeric observation
-    is ``numeric_size`` values in [-1, 1] and whose state ``state_size`` values in [0, 1]
-    (the same space objects on every call)."""
+    """The spaces of an env whose numeric observation is ``numeric_size`` values in [-1, 1] and
+    whose state ``state_size`` values in [0, 1] (made once; ``NumericTextEnv`` serves them)."""
 
     numeric_size: ClassVar[int]
     state_size: ClassVar[int]
 
     @functools.cached_property
-    def _feature_spaces(self) -> tuple[Box, Box]:
-        state = Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
-        return numeric_box(self.numeric_size), state
+    def _observation_box(self) -> Box:
+        return numeric_box(self.numeric_size)
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._feature_spaces[0]
-
-    @property
-    def state_space(self) -> Box:
-        return self._feature_spaces[1]
+    @functools.cached_property
+    def _state_box(self) -> Box:
+        return Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
 
 
 class RankedByKey:

@@ -74,6 +74,7 @@ class LevelBasedForagingEnv(ScenarioEnv):
     reports its time limit as termination). A masked (invalid) action does nothing.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = LBF_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("level_based_foraging_v0")
     world_description: ClassVar[str] = "a grid field where agents with levels load food together"
 
@@ -120,9 +121,6 @@ class LevelBasedForagingEnv(ScenarioEnv):
         )
 
     # ----------------------------------------------------------------- base API
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(LBF_ACTIONS)
 
     def action_mask(self, agent: str) -> np.ndarray:
         player = self.lbf.players[self._index[agent]]

@@ -91,6 +91,7 @@ class RoboticWarehouseEnv(ScenarioEnv):
     package never ends an episode itself here; it truncates at ``max_steps``.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = RWARE_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("robotic_warehouse_v0")
     world_description: ClassVar[str] = "a warehouse where robots carry requested shelves to goals"
 
@@ -130,9 +131,6 @@ class RoboticWarehouseEnv(ScenarioEnv):
         )
 
     # ----------------------------------------------------------------- base API
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(RWARE_ACTIONS)
 
     def state(self) -> np.ndarray:
         """Per robot x, y, heading one-hot, carrying; per request the shelf's x, y (-1 while

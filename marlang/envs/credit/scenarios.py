@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.spaces import Box
 
 from marlang.envs.core.base import ScriptedTeam
 from marlang.envs.core.numeric import (
@@ -66,15 +65,8 @@ class ScenarioEnv(NumericTextEnv):
         """Create the package env for ``self.scenario`` and set ``_observation_box``,
         ``_state_box`` and ``_mission``."""
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         return self._observations[self._index[agent]]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     @property
     def mission(self) -> str:

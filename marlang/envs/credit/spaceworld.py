@@ -80,6 +80,7 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
     [...]})`` places them (all three together; other option keys are ignored).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = SPACEWORLD_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("spaceworld_v0")
     world_description: ClassVar[str] = (
         "an in-space assembly grid where satellites must never collide"
@@ -125,9 +126,6 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
         self.min_steps = 0
 
     # ----------------------------------------------------------------- world
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(SPACEWORLD_ACTIONS)
 
     def agent_index(self, agent: str) -> int:
         if agent not in self.possible_agents:

@@ -69,6 +69,7 @@ class PistonballNumericEnv(TextEnvView):
     the left wall, -0.1 every cycle) or ``"dense"`` (PettingZoo's reward).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = PISTONBALL_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("pistonball_numeric_v0")
     world_description: ClassVar[str] = PistonballTextEnv.world_description
 
@@ -112,20 +113,10 @@ class PistonballNumericEnv(TextEnvView):
     def reward_mode(self) -> str:
         return self.pistons.reward_mode
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(PISTONBALL_ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         if self._cache is None:
             self._cache = self._numeric_all()
         return self._cache[agent]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         self._require_started("state")
