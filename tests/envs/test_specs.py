@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import pytest
@@ -109,3 +110,26 @@ def test_numeric_envs_serve_their_spaces_and_actions_from_the_base(spec):
         assert env.action_space(agent).n == len(env.action_names(agent))
     if hasattr(type(env), "all_actions"):
         assert env.action_names(first) == list(type(env).all_actions)
+
+
+@pytest.mark.parametrize("spec", MARL_ENVS, ids=lambda spec: spec.id)
+def test_a_rank_snapshot_is_a_picture_later_steps_leave_alone(spec):
+    env = make(spec.id)
+    env.reset(seed=0)
+    before = env.rank_snapshot()
+    kept = copy.deepcopy(before)
+    env.step({agent: env.action_names(agent)[-1] for agent in env.agents})
+    assert repr(before) == repr(kept)
+    assert all(env.rank_states(agent, before, before) == 0 for agent in env.possible_agents)
+    assert not hasattr(env, "save_episode")  # ranking pictures do not restore an env
+
+
+def test_a_task_env_saves_and_restores_its_episode_and_has_no_ranking_picture():
+    env = make("code/humaneval", n_agents=1, max_steps=2).unwrapped
+    env.reset(seed=0)
+    start = env.save_episode()
+    env.step({"agent_0": "def has_close_elements(numbers, threshold):\n    return False\n"})
+    assert env.save_episode() != start
+    env.restore_episode(start)
+    assert env.save_episode() == start and env.turn == 1
+    assert not hasattr(env, "rank_snapshot")

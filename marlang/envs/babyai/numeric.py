@@ -130,8 +130,8 @@ class BabyAINumericEnv(TextEnvView):
     def narrator(self) -> Any:
         return self.babyai.narrator()
 
-    def snapshot(self) -> BabyAISnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> BabyAISnapshot:
+        self._require_started("rank_snapshot")
         needed, target = self._next_target()
         states = self.babyai.agent_states
         holds, distances = [], []

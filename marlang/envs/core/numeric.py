@@ -46,7 +46,8 @@ PettingZoo
     ``success`` (bool) and ``step`` (int); subclasses add their own keys.
 
 Credit assignment and references
-    ``snapshot() -> Any``: an immutable picture of the current state (for ranking later)
+    ``rank_snapshot() -> Any``: an immutable picture of the current state (for ranking later;
+    not a way to restore the env: the task envs' ``save_episode``/``restore_episode`` are that)
     ``rank_states(agent, a, b) -> int``: +1 if snapshot ``b`` is better than ``a`` for
     ``agent`` (its own contribution to the team goal), -1 if worse, 0 if tied: the reference
     ranking heuristic. ``scripted_team()``: an object with ``reset()`` and
@@ -202,7 +203,7 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
         """The global state (float32) for centralized critics."""
 
     @abstractmethod
-    def snapshot(self) -> Any:
+    def rank_snapshot(self) -> Any:
         """An immutable picture of the current state, for ``rank_states``."""
 
     @abstractmethod

@@ -147,7 +147,7 @@ class ClimbingGameEnv(NumericTextEnv):
         return (f"round {self.step_count} of {self.max_steps}; last round agent_0 chose "
                 f"{CLIMBING_ACTIONS[a]}, agent_1 chose {CLIMBING_ACTIONS[b]}, payoff {self.payoff[a, b]:g}")
 
-    def snapshot(self) -> ClimbingSnapshot:
+    def rank_snapshot(self) -> ClimbingSnapshot:
         return ClimbingSnapshot(self.step_count, self._last)
 
     def rank_states(self, agent: str, a: ClimbingSnapshot, b: ClimbingSnapshot) -> int:

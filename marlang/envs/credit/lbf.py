@@ -216,8 +216,8 @@ class LevelBasedForagingEnv(ScenarioEnv):
                           for r, c in zip(*np.nonzero(self.lbf.field), strict=True))
         return f"{players}; food left: {foods or 'none'}"
 
-    def snapshot(self) -> LBFSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> LBFSnapshot:
+        self._require_started("rank_snapshot")
         players = self.lbf.players
         return LBFSnapshot(
             positions=tuple((int(p.position[0]), int(p.position[1])) for p in players),

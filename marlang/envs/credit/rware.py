@@ -217,8 +217,8 @@ class RoboticWarehouseEnv(ScenarioEnv):
             "step": self.step_count,
         }
 
-    def snapshot(self) -> RWARESnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> RWARESnapshot:
+        self._require_started("rank_snapshot")
         w = self.warehouse
         requested = [s for s in w.request_queue]
         carried = {id(r.carrying_shelf) for r in w.agents if r.carrying_shelf is not None}

@@ -410,8 +410,8 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
             step=self.step_count,
         )
 
-    def snapshot(self) -> SpaceworldSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> SpaceworldSnapshot:
+        self._require_started("rank_snapshot")
         return self.snapshot_now()
 
     def _rank_key(self, snapshot: SpaceworldSnapshot, index: int) -> tuple[int, int, int, int]:

@@ -195,7 +195,7 @@ class TwoSwitchEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
         others = [j for j in range(len(self.positions)) if j != index]
         lines = [self._describe_agent(index, index)]
         lines += [self._describe_agent(j, index) for j in others]
-        snapshot = self.snapshot()
+        snapshot = self.rank_snapshot()
         for k, (name, cell) in enumerate(zip(SWITCH_NAMES, SWITCHES, strict=True)):
             if self.triggered[k]:
                 by = self.triggered_by[k]
@@ -252,8 +252,8 @@ class TwoSwitchEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
 
     # ----------------------------------------------------------------- credit and references
 
-    def snapshot(self) -> TwoSwitchSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> TwoSwitchSnapshot:
+        self._require_started("rank_snapshot")
         return TwoSwitchSnapshot(
             positions=tuple(self.positions),
             facings=tuple(self.facings),

@@ -267,8 +267,8 @@ class VictimRubbleEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
 
     # ----------------------------------------------------------------- credit and references
 
-    def snapshot(self) -> VictimRubbleSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> VictimRubbleSnapshot:
+        self._require_started("rank_snapshot")
         return VictimRubbleSnapshot(
             positions=tuple(self.positions),
             facings=tuple(self.facings),

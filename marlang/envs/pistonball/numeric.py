@@ -136,8 +136,8 @@ class PistonballNumericEnv(TextEnvView):
     def observation_data(self, agent: str) -> dict[str, Any]:
         return self.pistons.observe(agent).data
 
-    def snapshot(self) -> PistonballSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> PistonballSnapshot:
+        self._require_started("rank_snapshot")
         scene = self.pistons._scene()
         return PistonballSnapshot(
             heights=scene.heights,
