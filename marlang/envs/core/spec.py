@@ -131,6 +131,7 @@ def _load(target: str | Callable[..., Any]) -> Any:
 
 
 def check_spec(spec: EnvSpec) -> None:
+    """A ``ValueError`` (``TypeError`` for the entry point) naming what is wrong with ``spec``."""
     env_id = spec.id
     if not isinstance(env_id, str) or not env_id.strip() or env_id != env_id.strip():
         raise ValueError(f"env_id must be a non-empty string without outer spaces, got {env_id!r}")
