@@ -23,7 +23,8 @@ one except in such a string.
   builtins are declared at the end of this module, by entry point.
 * :data:`ENVS` (``env.id``): the env packages register their own ids. The registry names them
   as *sources*, entry points of functions called once before it is first read:
-  ``marlang.envs.registry:register_builtin_envs`` (every builtin id, text and numeric).
+  ``marlang.envs.registry:register_builtin_envs`` (every builtin id, text and numeric: the
+  ``EnvSpec`` table ``marlang.envs.builtin``).
 * :data:`CONFIG_CHECKS`: whole-config checks owned by a higher layer (the pairing of
   ``agents.kind: neural`` with a neural method), called by ``ExperimentConfig`` validation.
 
@@ -52,8 +53,9 @@ What a loaded entry must offer:
 * a learning method: a ``Learner`` subclass or a ``LearnerEntry`` (see :class:`LearnerSpec`);
   metadata ``agents_kind``: ``"llm"`` or ``"neural"`` (the agents it trains);
 * a protocol: ``builder(agents, protocol_config) -> compiled graph``;
-* an env id: ``factory(n_agents=..., **kwargs) -> ParallelEnv``; metadata
-  ``default_agents`` (agents when a config does not say; 2 when absent);
+* an env id: ``factory(n_agents=..., **kwargs) -> ParallelEnv`` (a registered or builtin id
+  holds a ``marlang.envs.EnvSpec`` around one); metadata ``default_agents`` (agents when a
+  config does not say; 2 when absent) and ``success`` (False: no notion of success);
 * a config check: ``check(config: ExperimentConfig) -> None``, raising a one-line
   ``ValueError``.
 """
@@ -323,7 +325,8 @@ ENVS = Registry(
     group=PLUGIN_GROUPS["envs"],
     plugin_defaults={"default_agents": 2},
 )
-"""``env.id`` -> ``factory(n_agents=..., **kwargs)``; metadata ``default_agents``."""
+"""``env.id`` -> an ``EnvSpec`` (a plugin: its ``factory(n_agents=..., **kwargs)``); metadata
+``default_agents``."""
 
 CONFIG_CHECKS = Registry("config check")
 """Checks of a whole ``ExperimentConfig`` owned by higher layers, run when it is validated."""

@@ -72,7 +72,7 @@ def _build_llm_mca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Cri
 
     o = config.learning.options
     env = _make_env(config, "text")
-    for needed in ("state_text", "ego_text", "snapshot"):
+    for needed in ("state_text", "ego_text", "rank_snapshot"):
         if not callable(getattr(env, needed, None)):
             raise ValueError(  # noqa: TRY004 (config errors are ValueErrors: reported in one line)
                 f"learning.critic {o.critic!r} needs the env's {needed}(); env.id {config.env.id!r} has none")
@@ -101,7 +101,7 @@ def _build_lca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
     env = _make_env(config, "numeric")
     env.reset(seed=config.run.seed)
     if o.ranker in ("heuristic", "synthetic") and not (callable(getattr(env, "rank_states", None))
-                                                       and callable(getattr(env, "snapshot", None))):
+                                                       and callable(getattr(env, "rank_snapshot", None))):
         raise ValueError(f"learning.ranker {o.ranker!r} needs the env's rank_states heuristic; env.id {env_id!r} "
                          "has none; use learning.ranker: llm")
     if o.ranker == "llm" and not callable(getattr(env, "ego_text", None)):

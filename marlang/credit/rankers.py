@@ -41,7 +41,7 @@ def random_queries(env: Any, n_steps: int, *, seed: int = 0, texts: bool = False
     env.reset(seed=seed)
 
     def record() -> StepRecord:
-        return StepRecord(env.snapshot(), {a: env.ego_text(a) for a in env.possible_agents} if texts else {})
+        return StepRecord(env.rank_snapshot(), {a: env.ego_text(a) for a in env.possible_agents} if texts else {})
 
     queries: list[RankQuery] = []
     before = record()

@@ -101,7 +101,7 @@ class RecordingObserver:
         number = next(self._numbers) % _ID_SPAN
         texts = {a: env.ego_text(a) for a in env.possible_agents} if self.store.texts else {}
         state = env.state_text() if self.store.states else ""
-        self.store.add(self.env_index, number, StepRecord(env.snapshot(), texts, state))
+        self.store.add(self.env_index, number, StepRecord(env.rank_snapshot(), texts, state))
         entry = {RECORD_ENV: float(self.env_index), RECORD_STEP: float(number)}
         return {agent: dict(entry) for agent in env.possible_agents}
 

@@ -25,7 +25,6 @@ from marlang.envs.core.spaces import ActionStringSpace, TextObservationSpace
 from marlang.envs.registry import (
     EnvRegistry,
     EnvSpec,
-    LazyEnvFactory,
     list_envs,
     make,
     register_env,
@@ -52,7 +51,6 @@ __all__ = [
     "BabyAITextEnv",
     "EnvRegistry",
     "EnvSpec",
-    "LazyEnvFactory",
     "LocalView",
     "MultiAgentEnv",
     "NumericTextEnv",

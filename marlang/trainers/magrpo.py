@@ -4,12 +4,13 @@ training of an LLM team on the coding and reasoning tasks, one LoRA adapter per 
 Each problem of an iteration's rollout plan is played once, as the root of one tree
 (``magrpo_tree``): at every node all agents' G completions are sampled in one batched generate
 with per-row adapters (one per base model when slots are on several), the env judges each
-joint answer from a restored snapshot (no copy of the env or its sandbox), returns are backed
-up and advantages taken against the siblings. The tree's first path (every agent's first
-completion at each turn) is recorded as the problem's training episode in ``episodes.jsonl``
-(the loop plays none itself: ``records_rollouts``). Then each agent's adapter is trained on its
-completions with ``learning.loss`` (``reinforce``: the MAGRPO paper's on-policy loss), one agent
-at a time; the adapters are saved under ``adapters/<iteration>/`` and the tree under
+joint answer from its saved episode state (``save_episode``/``restore_episode``: no copy of the
+env or its sandbox), returns are backed up and advantages taken against the siblings. The
+tree's first path (every agent's first completion at each turn) is recorded as the problem's
+training episode in ``episodes.jsonl`` (the loop plays none itself: ``records_rollouts``).
+Then each agent's adapter is trained on its completions with ``learning.loss`` (``reinforce``:
+the MAGRPO paper's on-policy loss), one agent at a time; the adapters are saved under
+``adapters/<iteration>/`` and the tree under
 ``trees/<iteration>.jsonl``.
 With ``learning.rollout_server`` every rollout samples on a server that serves the adapters by
 name instead (``rollout_server``); under ``accelerate`` each process grows its own trees and the
@@ -179,9 +180,9 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     def _tree_env(self) -> Any:
         env = self.context.env
         inner = getattr(env, "unwrapped", env)
-        if not hasattr(inner, "snapshot"):
-            raise ValueError(f"learning.method '{self.name}' needs an env that can snapshot and restore "
-                             f"its state; {type(inner).__name__} cannot")
+        if not hasattr(inner, "save_episode"):
+            raise ValueError(f"learning.method '{self.name}' needs an env that can save and restore "
+                             f"its episode state; {type(inner).__name__} cannot")
         if len(self.context.agents) > 1 and getattr(inner, "structure", "joint") != "joint":
             raise ValueError(f"learning.method '{self.name}' has every agent answer at once: set "
                              "env.kwargs.structure: joint (got sequential)")
@@ -226,7 +227,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         roots = []
         for seed in seeds:
             observations, _infos = env.reset(seed=seed)
-            roots.append(Node(turn=0, state=env.snapshot(), outcome={"observations": dict(observations)}))
+            roots.append(Node(turn=0, state=env.save_episode(), outcome={"observations": dict(observations)}))
         frontier = [(root, i) for i, root in enumerate(roots)]
         parents: dict[int, Node] = {}
         stop = self.context.stop
@@ -234,7 +235,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             stop.check("at a tree step")  # a Ctrl-C keeps the run's finished work: the update starts afresh
             requests = []
             for node, tree in frontier:
-                env.restore(node.state)
+                env.restore_episode(node.state)
                 for agent in agents:
                     prior = parents[id(node)].completions[agent][node.joint[agent]] \
                         if options.memory == "memoryful" and node.turn > 0 else None
@@ -251,7 +252,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             for node, tree in frontier:
                 for joint in joint_actions(agents, options.num_generations, options.joint_mode):
                     stop.check("judging a tree's answers")
-                    env.restore(node.state)
+                    env.restore_episode(node.state)
                     answers = {a: node.completions[a][g].answer for a, g in joint.items()}
                     node.children.append(judge(env, node, joint, answers, agents[0]))
                 if not should_expand(node.children, options.termination_threshold):

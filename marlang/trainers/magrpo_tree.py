@@ -194,7 +194,7 @@ def tree_stats(roots: Sequence[Node]) -> dict[str, Any]:
 
 
 def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], first: str) -> Node:
-    """The child of ``node`` (whose snapshot ``env`` was restored to) for one joint answer.
+    """The child of ``node`` (whose saved episode ``env`` was restored to) for one joint answer.
     An answer the sandbox could not judge (a timeout, a killed or crashed run) gets what the
     env gives it (no test passed) and keeps the sandbox's status and message as the reason; an
     env that raises gives reward 0, ends the branch, and its error is the reason: the training
@@ -215,7 +215,7 @@ def judge(env: Any, node: Node, joint: dict[str, int], answers: dict[str, str], 
         reason = " ".join(str(x) for x in (report.get("error_type"), report.get("message")) if x)
         kept["reason"] = (reason or str(kept["status"]))[:300]
     return Node(turn=node.turn + 1, joint=joint, reward=float(rewards[first]),
-                done=bool(terms[first] or truncs[first]), state=env.snapshot(), info=kept,
+                done=bool(terms[first] or truncs[first]), state=env.save_episode(), info=kept,
                 outcome={"observations": dict(_obs), "rewards": {a: float(r) for a, r in rewards.items()},
                          "terminations": {a: bool(v) for a, v in terms.items()},
                          "truncations": {a: bool(v) for a, v in truncs.items()},

@@ -302,23 +302,23 @@ def test_magrpo_refuses_legal_action_envs_and_grpo_refuses_teams():
 # ------------------------------------------------------------------------------ env branching
 
 
-def test_a_task_env_restored_from_a_snapshot_steps_as_before():
+def test_a_task_env_restored_from_a_saved_episode_steps_as_before():
     from marlang import make_env
 
     env = make_env("code/humaneval", n_agents=1, max_steps=2)
     env.reset(seed=0)
     inner = env.unwrapped
-    start = inner.snapshot()
+    start = inner.save_episode()
     answer = "def has_close_elements(numbers, threshold):\n    return False\n"
     first = env.step({"agent_0": answer})
-    after_first = inner.snapshot()
-    inner.restore(start)
+    after_first = inner.save_episode()
+    inner.restore_episode(start)
     again = env.step({"agent_0": answer})
     assert first[1] == again[1] and first[0]["agent_0"].text == again[0]["agent_0"].text
     assert 0 < first[1]["agent_0"] < 1  # some hidden tests pass, not all
-    inner.restore(after_first)
+    inner.restore_episode(after_first)
     assert inner.turn == 2 and len(inner.history) == 1
-    inner.restore(start)
+    inner.restore_episode(start)
     assert inner.turn == 1 and inner.history == ()
 
 
@@ -330,7 +330,7 @@ def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a
     env = make_env("code/humaneval", n_agents=1, max_steps=1, timeout=2.0, test_timeout=0.5)
     inner = env.unwrapped
     inner.reset(seed=0)
-    root = Node(turn=0, state=inner.snapshot())
+    root = Node(turn=0, state=inner.save_episode())
     answers = {
         "spin": "def has_close_elements(numbers, threshold):\n    while True:\n        pass\n",
         "memory": "def has_close_elements(numbers, threshold):\n    return bytearray(1 << 40)\n",
@@ -341,7 +341,7 @@ def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a
     }
     children = {}
     for g, (name, code) in enumerate(answers.items()):
-        inner.restore(root.state)
+        inner.restore_episode(root.state)
         children[name] = judge(inner, root, {"agent_0": g}, {"agent_0": code}, "agent_0")
     for name in ("spin", "memory", "exit", "killed"):
         assert children[name].reward == 0.0 and not children[name].info["success"], name
@@ -354,7 +354,7 @@ def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a
     def broken(actions):
         raise RuntimeError("the sandbox pool is gone")
 
-    inner.restore(root.state)
+    inner.restore_episode(root.state)
     inner.step = broken
     failed = judge(inner, root, {"agent_0": 0}, {"agent_0": answers["right"]}, "agent_0")
     assert failed.reward == 0.0 and failed.done and failed.info == {

@@ -1,6 +1,6 @@
 """The built-in multi-agent BabyAI levels: a factory per id that builds a ``BabyAITextEnv``
-around one minigrid BabyAI level class, checking the level options users may set. The registry
-lists them (``make("babyai/pickup")``); ``babyai.numeric`` wraps them.
+around one minigrid BabyAI level class, checking the level options users may set. Each is the
+entry point of its id (``make("babyai/pickup")``); ``babyai.numeric`` wraps them.
 """
 
 from __future__ import annotations
@@ -83,43 +83,19 @@ class BabyAILevelFactory:
         )
 
 
-BABYAI_ENVS: tuple[tuple[BabyAILevelFactory, str], ...] = (
-    (
+BABYAI_LEVELS: Mapping[str, BabyAILevelFactory] = MappingProxyType({
+    level.env_id: level
+    for level in (
         BabyAILevelFactory("babyai/goto-obj", GoToLocal, options={"room_size": 8, "num_dists": 8}),
-        "Go to an object among distractors in one 8x8 room (BabyAI GoToLocal); max 64 steps",
-    ),
-    (
         BabyAILevelFactory("babyai/pickup", BlockedUnlockPickup),
-        (
-            "Move the ball blocking a locked door, take its key, open it, pick up the box "
-            "(BabyAI BlockedUnlockPickup); max 576 steps"
-        ),
-    ),
-    (
         # minigrid 3.x loses this level's intended 8 * room_size**2 limit (it checks
         # `max is None`), which leaves 72 steps; restore the intended one.
         BabyAILevelFactory(
             "babyai/unlock-pickup", UnlockPickup, max_steps=8 * 6**2, options={"distractors": False}
         ),
-        (
-            "Take the key, unlock the door, pick up the box in the next room "
-            "(BabyAI UnlockPickup); max 288 steps"
-        ),
-    ),
-    (
         BabyAILevelFactory(
             "babyai/put-next", PutNextLocal, options={"room_size": 8, "num_objs": 8}
         ),
-        (
-            "Put one object next to another in one 8x8 room with 8 objects "
-            "(BabyAI PutNextLocal); max 128 steps"
-        ),
-    ),
-)
-"""Built-in multi-agent BabyAI envs and their descriptions."""
-
-
-BABYAI_LEVELS: Mapping[str, BabyAILevelFactory] = MappingProxyType(
-    {factory.env_id: factory for factory, _ in BABYAI_ENVS}
-)
-"""The built-in BabyAI level factories by env id."""
+    )
+})
+"""The built-in BabyAI levels by env id (each one's spec: ``marlang.envs.builtin``)."""

@@ -6,7 +6,7 @@ Numeric observations are minigrid's encoded 7x7x3 partial view plus heading and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -65,6 +65,7 @@ class BabyAINumericEnv(TextEnvView):
     ``SUBGOALS`` is first reached (``infos[agent]["subgoals"]`` names them).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("babyai_numeric_v0")
     world_description: ClassVar[str] = BabyAITextEnv.world_description
 
@@ -109,21 +110,11 @@ class BabyAINumericEnv(TextEnvView):
 
     # ----------------------------------------------------------------- base API
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         cached = self._cache.get(agent)
         if cached is None:
             cached = self._cache[agent] = self._encode(agent)
         return cached
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         self._require_started("state")
@@ -139,8 +130,8 @@ class BabyAINumericEnv(TextEnvView):
     def narrator(self) -> Any:
         return self.babyai.narrator()
 
-    def snapshot(self) -> BabyAISnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> BabyAISnapshot:
+        self._require_started("rank_snapshot")
         needed, target = self._next_target()
         states = self.babyai.agent_states
         holds, distances = [], []
@@ -370,46 +361,17 @@ class BabyAINumericTeam:
         return self.team.act(stand_ins)
 
 
-BABYAI_NUMERIC_IDS: dict[str, str] = {
-    "babyai-marl/goto-obj": "babyai/goto-obj",
-    "babyai-marl/pickup": "babyai/pickup",
-    "babyai-marl/unlock-pickup": "babyai/unlock-pickup",
-    "babyai-marl/put-next": "babyai/put-next",
-}
-"""marlang ids of the numeric BabyAI envs -> the text env ids they wrap."""
-
-
-@dataclass(frozen=True)
-class BabyAINumericFactory:
-    """Registry factory: builds the wrapped text env from its BabyAI level, then wraps it."""
-
-    env_id: str
-    text_id: str
-
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        pseudo_reward: bool = False,
-        **level_options: Any,
-    ) -> BabyAINumericEnv:
-        level = BABYAI_LEVELS[self.text_id]
-        babyai = level(n_agents=n_agents, max_steps=max_steps, **level_options)
-        return BabyAINumericEnv(
-            babyai,
-            observation_mode=observation_mode,
-            pseudo_reward=pseudo_reward,
-            env_id=self.env_id,
-        )
-
-
-def factory(env_id: str) -> Callable[..., BabyAINumericEnv]:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id not in BABYAI_NUMERIC_IDS:
-        raise ValueError(
-            f"unknown numeric BabyAI id {env_id!r}; valid ids: {sorted(BABYAI_NUMERIC_IDS)}"
-        )
-    return BabyAINumericFactory(env_id, BABYAI_NUMERIC_IDS[env_id])
-
+def make_babyai_numeric(
+    n_agents: int = 2,
+    *, text_id: str, env_id: str,  # fixed by the id
+    max_steps: int | None = None,
+    observation_mode: str = "text",
+    pseudo_reward: bool = False,
+    **level_options: Any,
+) -> BabyAINumericEnv:
+    """The entry point of a ``babyai-marl/`` id: builds the text env ``text_id`` from its BabyAI
+    level (which checks ``level_options``), then wraps it."""
+    babyai = BABYAI_LEVELS[text_id](n_agents=n_agents, max_steps=max_steps, **level_options)
+    return BabyAINumericEnv(
+        babyai, observation_mode=observation_mode, pseudo_reward=pseudo_reward, env_id=env_id
+    )

@@ -19,9 +19,11 @@ Attributes
 
 Spaces and actions
     ``observation_space(agent)`` Box in numeric mode, ``TextObservationSpace`` in text mode
-    ``numeric_observation_space(agent) -> Box`` (abstract; whatever the mode)
-    ``action_space(agent) -> Discrete``; ``action_names(agent) -> list[str]`` (abstract; fixed
-    for the env's lifetime; index i <-> name i); ``action_mask(agent) -> np.ndarray | None``
+    ``numeric_observation_space(agent) -> Box`` (whatever the mode; default: the subclass's
+    ``_observation_box``, and ``state_space`` its ``_state_box``)
+    ``action_space(agent) -> Discrete``; ``action_names(agent) -> list[str]`` (fixed for the
+    env's lifetime; index i <-> name i; default: the class's ``all_actions``, which every
+    agent has); ``action_mask(agent) -> np.ndarray | None``
     (int8, 1 = valid now; ``None``: every action is valid). Text observations list the valid
     names now as ``legal_actions``; ``step`` accepts any name or index of ``action_names``
     (a masked one does what the env documents, usually nothing) and raises ``ValueError`` on
@@ -44,7 +46,8 @@ PettingZoo
     ``success`` (bool) and ``step`` (int); subclasses add their own keys.
 
 Credit assignment and references
-    ``snapshot() -> Any``: an immutable picture of the current state (for ranking later)
+    ``rank_snapshot() -> Any``: an immutable picture of the current state (for ranking later;
+    not a way to restore the env: the task envs' ``save_episode``/``restore_episode`` are that)
     ``rank_states(agent, a, b) -> int``: +1 if snapshot ``b`` is better than ``a`` for
     ``agent`` (its own contribution to the team goal), -1 if worse, 0 if tied: the reference
     ranking heuristic. ``scripted_team()``: an object with ``reset()`` and
@@ -59,8 +62,9 @@ Subclass hooks
 
 Registration
     ``marlang.envs.registry`` registers these ids when ``marlang.registry.ENVS`` is first read
-    (the registry sits above the families; no env imports it). Add an env there, through a
-    ``LazyEnvFactory`` (it imports the env module, and its packages, on first use).
+    (the registry sits above the families; no env imports it). Add an env to the one table,
+    ``marlang.envs.builtin``: an ``EnvSpec`` whose entry point is an import path
+    ``"package.module:attr"`` (the module, and its packages, load when an env is built).
 """
 
 from __future__ import annotations
@@ -138,6 +142,13 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
     """
 
     metadata: ClassVar[dict[str, Any]] = env_metadata("numeric_text_env_v0")
+    all_actions: ClassVar[tuple[str, ...]]
+    """Every agent's action names, for envs whose agents all act alike (``action_names``)."""
+    _observation_box: Box
+    """``numeric_observation_space`` of every agent (set by the subclass)."""
+    _state_box: Box
+    """``state_space`` (set by the subclass)."""
+
     def __init__(
         self,
         agents: Sequence[str],
@@ -161,13 +172,13 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
 
     # ----------------------------------------------------------------- abstract API
 
-    @abstractmethod
     def action_names(self, agent: str) -> list[str]:
         """The agent's action names; index i of ``action_space(agent)`` is name i."""
+        return list(self.all_actions)
 
-    @abstractmethod
     def numeric_observation_space(self, agent: str) -> Box:
         """The Box that ``numeric_observation(agent)`` lies in."""
+        return self._observation_box
 
     @abstractmethod
     def numeric_observation(self, agent: str) -> np.ndarray:
@@ -183,16 +194,16 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
         """The team's goal in words (``TextObservation.mission``)."""
 
     @property
-    @abstractmethod
     def state_space(self) -> Box:
         """The Box that ``state()`` lies in."""
+        return self._state_box
 
     @abstractmethod
     def state(self) -> np.ndarray:
         """The global state (float32) for centralized critics."""
 
     @abstractmethod
-    def snapshot(self) -> Any:
+    def rank_snapshot(self) -> Any:
         """An immutable picture of the current state, for ``rank_states``."""
 
     @abstractmethod

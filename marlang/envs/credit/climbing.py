@@ -6,7 +6,6 @@ action; the optimum (11) sits next to a -30 penalty, which pulls learners toward
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -63,6 +62,7 @@ class ClimbingGameEnv(NumericTextEnv):
     The ego text shows the payoff table from the agent's side and the previous round.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = CLIMBING_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("climbing_game_v0")
     world_description: ClassVar[str] = "a repeated matrix game with one common payoff"
 
@@ -93,18 +93,8 @@ class ClimbingGameEnv(NumericTextEnv):
 
     # ----------------------------------------------------------------- base API
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(CLIMBING_ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         return self._observations[agent].copy()
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         return np.concatenate([self._observations["agent_0"], self._observations["agent_1"]])
@@ -157,7 +147,7 @@ class ClimbingGameEnv(NumericTextEnv):
         return (f"round {self.step_count} of {self.max_steps}; last round agent_0 chose "
                 f"{CLIMBING_ACTIONS[a]}, agent_1 chose {CLIMBING_ACTIONS[b]}, payoff {self.payoff[a, b]:g}")
 
-    def snapshot(self) -> ClimbingSnapshot:
+    def rank_snapshot(self) -> ClimbingSnapshot:
         return ClimbingSnapshot(self.step_count, self._last)
 
     def rank_states(self, agent: str, a: ClimbingSnapshot, b: ClimbingSnapshot) -> int:
@@ -210,11 +200,3 @@ def make_climbing(
     check_agent_count("matrix/climbing", n_agents, (2,))
     steps = CLIMBING_STEPS if max_steps is None else check_max_steps(max_steps)
     return ClimbingGameEnv(observation_mode=observation_mode, max_steps=steps)
-
-
-
-def factory(env_id: str) -> Callable[..., ClimbingGameEnv]:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id != "matrix/climbing":
-        raise ValueError(f"unknown climbing-game id {env_id!r}; valid ids: ['matrix/climbing']")
-    return make_climbing

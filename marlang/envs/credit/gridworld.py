@@ -63,24 +63,19 @@ DEFAULT_MAX_STEPS = 100
 
 
 class FeatureSpaces:
-    """``numeric_observation_space`` and ``state_space`` of an env whose numeric observation
-    is ``numeric_size`` values in [-1, 1] and whose state ``state_size`` values in [0, 1]
-    (the same space objects on every call)."""
+    """The spaces of an env whose numeric observation is ``numeric_size`` values in [-1, 1] and
+    whose state ``state_size`` values in [0, 1] (made once; ``NumericTextEnv`` serves them)."""
 
     numeric_size: ClassVar[int]
     state_size: ClassVar[int]
 
     @functools.cached_property
-    def _feature_spaces(self) -> tuple[Box, Box]:
-        state = Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
-        return numeric_box(self.numeric_size), state
+    def _observation_box(self) -> Box:
+        return numeric_box(self.numeric_size)
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._feature_spaces[0]
-
-    @property
-    def state_space(self) -> Box:
-        return self._feature_spaces[1]
+    @functools.cached_property
+    def _state_box(self) -> Box:
+        return Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
 
 
 class RankedByKey:
@@ -401,28 +396,23 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class GridWorldFactory:
-    """Registry factory of a ``FacingGridEnv`` id: its agent count is fixed."""
-
-    env_class: type[FacingGridEnv]
-
-    def __call__(
-        self,
-        n_agents: int = 2,
-        *,
-        observation_mode: str = "text",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        step_penalty: bool = True,
-        individual_rewards: bool = False,
-        render_mode: str | None = None,
-    ) -> FacingGridEnv:
-        env_class = self.env_class
-        check_agent_count(env_class.default_env_id, n_agents, [len(env_class.interactions)])
-        return env_class(
-            observation_mode=observation_mode,
-            max_steps=max_steps,
-            step_penalty=step_penalty,
-            individual_rewards=individual_rewards,
-            render_mode=render_mode,
-        )
+def make_grid_env(
+    env_class: type[FacingGridEnv],
+    n_agents: int = 2,
+    *,
+    observation_mode: str = "text",
+    max_steps: int = DEFAULT_MAX_STEPS,
+    step_penalty: bool = True,
+    individual_rewards: bool = False,
+    render_mode: str | None = None,
+) -> FacingGridEnv:
+    """Builds a ``FacingGridEnv``, whose agent count is fixed (``two_switch.make_two_switch``
+    and ``victim_rubble.make_victim_rubble`` fix ``env_class``: their ids' entry points)."""
+    check_agent_count(env_class.default_env_id, n_agents, [len(env_class.interactions)])
+    return env_class(
+        observation_mode=observation_mode,
+        max_steps=max_steps,
+        step_penalty=step_penalty,
+        individual_rewards=individual_rewards,
+        render_mode=render_mode,
+    )

@@ -6,6 +6,7 @@ loading it next to it have levels summing to at least its level. Scenario ids fo
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -21,7 +22,13 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
+from marlang.envs.credit.scenarios import (
+    LBF_MAX_STEPS,
+    LBFScenario,
+    ScenarioEnv,
+    ScenarioTeam,
+    make_scenario_env,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,52 +42,9 @@ LBF_ACTIONS: tuple[str, ...] = (
 )
 """Action names; index i is the package's ``Action(i)`` (north is row - 1, west is column - 1)."""
 
-LBF_MAX_STEPS = 50
-"""The package's registered episode length."""
 
 Cell = tuple[int, int]
 _MOVES: Mapping[int, Cell] = {1: (-1, 0), 2: (1, 0), 3: (0, -1), 4: (0, 1)}
-
-
-@dataclass(frozen=True)
-class LBFScenario:
-    """One foraging scenario: grid size, agents, foods, sight (``None``: the whole grid), coop.
-
-    Levels are the package's: agents 1 or 2, foods 1 up to the sum of the three lowest agent
-    levels; with ``coop`` every food needs the summed level of (up to three of) the agents.
-    """
-
-    size: int
-    players: int
-    foods: int
-    sight: int | None = None
-    coop: bool = False
-
-    @property
-    def agents(self) -> int:
-        """The agent count (``players``)."""
-        return self.players
-
-    @property
-    def description(self) -> str:
-        view = "whole grid in view" if self.sight is None else f"sight {self.sight}"
-        mode = ", every food needs the team (coop)" if self.coop else ""
-        return (
-            f"Level-based foraging {self.size}x{self.size}, {self.players} agents, "
-            f"{self.foods} foods, {view}{mode}; {LBF_MAX_STEPS} steps"
-        )
-
-
-LBF_SCENARIOS: Mapping[str, LBFScenario] = {
-    "lbf/8x8-2p-2f-coop": LBFScenario(8, 2, 2, coop=True),
-    "lbf/8x8-2p-2f-2s-coop": LBFScenario(8, 2, 2, sight=2, coop=True),
-    "lbf/10x10-3p-3f": LBFScenario(10, 3, 3),
-    "lbf/10x10-3p-3f-2s": LBFScenario(10, 3, 3, sight=2),
-    "lbf/15x15-3p-5f": LBFScenario(15, 3, 5),
-    "lbf/15x15-4p-3f": LBFScenario(15, 4, 3),
-    "lbf/15x15-4p-5f": LBFScenario(15, 4, 5),
-}
-"""The LLM-MCA paper's LBF scenarios (Table 1), by marlang id."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +74,7 @@ class LevelBasedForagingEnv(ScenarioEnv):
     reports its time limit as termination). A masked (invalid) action does nothing.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = LBF_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("level_based_foraging_v0")
     world_description: ClassVar[str] = "a grid field where agents with levels load food together"
 
@@ -156,9 +121,6 @@ class LevelBasedForagingEnv(ScenarioEnv):
         )
 
     # ----------------------------------------------------------------- base API
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(LBF_ACTIONS)
 
     def action_mask(self, agent: str) -> np.ndarray:
         player = self.lbf.players[self._index[agent]]
@@ -254,8 +216,8 @@ class LevelBasedForagingEnv(ScenarioEnv):
                           for r, c in zip(*np.nonzero(self.lbf.field), strict=True))
         return f"{players}; food left: {foods or 'none'}"
 
-    def snapshot(self) -> LBFSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> LBFSnapshot:
+        self._require_started("rank_snapshot")
         players = self.lbf.players
         return LBFSnapshot(
             positions=tuple((int(p.position[0]), int(p.position[1])) for p in players),
@@ -450,7 +412,5 @@ def _first_move(start: Cell, goals: set[Cell], blocked: set[Cell], size: int) ->
     return None
 
 
-def factory(env_id: str) -> ScenarioFactory:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    scenario = find_scenario(env_id, LBF_SCENARIOS, "LBF")
-    return ScenarioFactory(env_id, scenario, LevelBasedForagingEnv)
+make_lbf = functools.partial(make_scenario_env, LevelBasedForagingEnv)
+"""The entry point of the ``lbf/`` ids (``marlang.envs.builtin``)."""

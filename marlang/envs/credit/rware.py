@@ -6,6 +6,7 @@ to an empty shelf spot; each delivery of a requested shelf earns the delivering 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -21,7 +22,13 @@ from marlang.envs.core.numeric import (
     StepOutcome,
     rank_sign,
 )
-from marlang.envs.credit.scenarios import ScenarioEnv, ScenarioFactory, ScenarioTeam, find_scenario
+from marlang.envs.credit.scenarios import (
+    RWARE_MAX_STEPS,
+    RWAREScenario,
+    ScenarioEnv,
+    ScenarioTeam,
+    make_scenario_env,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +36,6 @@ RWARE_ACTIONS: tuple[str, ...] = ("wait", "move forward", "turn left", "turn rig
 """Action names; index i is the package's ``Action(i)`` ("toggle load" picks up the shelf
 standing here, or puts the carried one down on a free shelf spot)."""
 
-RWARE_MAX_STEPS = 500
-"""The package's registered episode length."""
 
 DIRECTION_WORDS: Mapping[Direction, str] = {
     Direction.UP: "up (toward row 0)",
@@ -48,32 +53,6 @@ _CLOCKWISE = (Direction.UP, Direction.RIGHT, Direction.DOWN, Direction.LEFT)
 
 Cell = tuple[int, int]
 """(x, y): column, then row (row 0 at the top), as the package counts."""
-
-
-@dataclass(frozen=True)
-class RWAREScenario:
-    """One warehouse: shelf block rows and columns (the package's size names) and robots."""
-
-    size: str
-    shelf_rows: int
-    shelf_columns: int
-    agents: int
-
-    @property
-    def description(self) -> str:
-        return (
-            f"Robotic warehouse {self.size} ({self.shelf_rows}x{self.shelf_columns} shelf "
-            f"blocks), {self.agents} robots, {self.agents} requests at a time; "
-            f"{RWARE_MAX_STEPS} steps"
-        )
-
-
-RWARE_SCENARIOS: Mapping[str, RWAREScenario] = {
-    "rware/tiny-4ag": RWAREScenario("tiny", 1, 3, 4),
-    "rware/small-4ag": RWAREScenario("small", 2, 3, 4),
-    "rware/tiny-2ag": RWAREScenario("tiny", 1, 3, 2),
-}
-"""The LLM-MCA paper's warehouses (the package's ``rware-<size>-<n>ag-v2``), by marlang id."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +91,7 @@ class RoboticWarehouseEnv(ScenarioEnv):
     package never ends an episode itself here; it truncates at ``max_steps``.
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = RWARE_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("robotic_warehouse_v0")
     world_description: ClassVar[str] = "a warehouse where robots carry requested shelves to goals"
 
@@ -151,9 +131,6 @@ class RoboticWarehouseEnv(ScenarioEnv):
         )
 
     # ----------------------------------------------------------------- base API
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(RWARE_ACTIONS)
 
     def state(self) -> np.ndarray:
         """Per robot x, y, heading one-hot, carrying; per request the shelf's x, y (-1 while
@@ -240,8 +217,8 @@ class RoboticWarehouseEnv(ScenarioEnv):
             "step": self.step_count,
         }
 
-    def snapshot(self) -> RWARESnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> RWARESnapshot:
+        self._require_started("rank_snapshot")
         w = self.warehouse
         requested = [s for s in w.request_queue]
         carried = {id(r.carrying_shelf) for r in w.agents if r.carrying_shelf is not None}
@@ -428,7 +405,5 @@ def _plan(
     return None
 
 
-def factory(env_id: str) -> ScenarioFactory:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    scenario = find_scenario(env_id, RWARE_SCENARIOS, "RWARE")
-    return ScenarioFactory(env_id, scenario, RoboticWarehouseEnv)
+make_rware = functools.partial(make_scenario_env, RoboticWarehouseEnv)
+"""The entry point of the ``rware/`` ids (``marlang.envs.builtin``)."""

@@ -1,7 +1,8 @@
 """Benchmark envs that wrap one fixed scenario of a package env (level-based foraging, the
-robotic warehouse): their common base, and the registry factory of their ids (an id fixes the
-agent count and the layout; the caller chooses the observation mode, the step limit and
-whether rewards are shared).
+robotic warehouse): their common base, their ids with their scenarios, and the entry point
+that builds one (an id fixes the agent count and the layout; the caller chooses the
+observation mode, the step limit and whether rewards are shared). This module does not import
+the packages, so the registry reads the ids without them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.spaces import Box
 
 from marlang.envs.core.base import ScriptedTeam
 from marlang.envs.core.numeric import (
@@ -65,15 +65,8 @@ class ScenarioEnv(NumericTextEnv):
         """Create the package env for ``self.scenario`` and set ``_observation_box``,
         ``_state_box`` and ``_mission``."""
 
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         return self._observations[self._index[agent]]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     @property
     def mission(self) -> str:
@@ -100,35 +93,98 @@ class ScenarioTeam(ScriptedTeam):
         super().__init__(env)
 
 
+def make_scenario_env(
+    env_class: type[ScenarioEnv],
+    n_agents: int | None = None,
+    *, scenario: Any, env_id: str,  # fixed by the id
+    max_steps: int | None = None,
+    observation_mode: str = "text",
+    shared_reward: bool = False,
+) -> ScenarioEnv:
+    """Builds ``env_class(scenario, ...)`` for ``env_id``, whose agent count is the scenario's
+    (``marlang.envs.credit.lbf.make_lbf`` and ``rware.make_rware`` fix ``env_class``)."""
+    agents = scenario.agents
+    check_agent_count(env_id, agents if n_agents is None else n_agents, (agents,))
+    return env_class(
+        scenario,
+        observation_mode=observation_mode,
+        max_steps=None if max_steps is None else check_max_steps(max_steps),
+        shared_reward=shared_reward,
+        env_id=env_id,
+    )
+
+
+# ------------------------------------------------------------------ the scenarios, by id
+
+LBF_MAX_STEPS = 50
+"""The package's registered episode length (level-based foraging)."""
+
+RWARE_MAX_STEPS = 500
+"""The package's registered episode length (the robotic warehouse)."""
+
+
 @dataclass(frozen=True)
-class ScenarioFactory:
-    """Builds ``env_class(scenario, ...)`` for ``env_id``, with the scenario's agent count."""
+class LBFScenario:
+    """One foraging scenario: grid size, agents, foods, sight (``None``: the whole grid), coop.
 
-    env_id: str
-    scenario: Any
-    env_class: type[ScenarioEnv]
+    Levels are the package's: agents 1 or 2, foods 1 up to the sum of the three lowest agent
+    levels; with ``coop`` every food needs the summed level of (up to three of) the agents.
+    """
 
-    def __call__(
-        self,
-        n_agents: int | None = None,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        shared_reward: bool = False,
-    ) -> ScenarioEnv:
-        agents = self.scenario.agents
-        check_agent_count(self.env_id, agents if n_agents is None else n_agents, (agents,))
-        return self.env_class(
-            self.scenario,
-            observation_mode=observation_mode,
-            max_steps=None if max_steps is None else check_max_steps(max_steps),
-            shared_reward=shared_reward,
-            env_id=self.env_id,
+    size: int
+    players: int
+    foods: int
+    sight: int | None = None
+    coop: bool = False
+
+    @property
+    def agents(self) -> int:
+        """The agent count (``players``)."""
+        return self.players
+
+    @property
+    def description(self) -> str:
+        view = "whole grid in view" if self.sight is None else f"sight {self.sight}"
+        mode = ", every food needs the team (coop)" if self.coop else ""
+        return (
+            f"Level-based foraging {self.size}x{self.size}, {self.players} agents, "
+            f"{self.foods} foods, {view}{mode}; {LBF_MAX_STEPS} steps"
         )
 
 
-def find_scenario(env_id: str, scenarios: Mapping[str, Any], family: str) -> Any:
-    """The scenario of ``env_id``; a ``ValueError`` naming ``family``'s valid ids if unknown."""
-    if env_id not in scenarios:
-        raise ValueError(f"unknown {family} id {env_id!r}; valid ids: {sorted(scenarios)}")
-    return scenarios[env_id]
+LBF_SCENARIOS: Mapping[str, LBFScenario] = {
+    "lbf/8x8-2p-2f-coop": LBFScenario(8, 2, 2, coop=True),
+    "lbf/8x8-2p-2f-2s-coop": LBFScenario(8, 2, 2, sight=2, coop=True),
+    "lbf/10x10-3p-3f": LBFScenario(10, 3, 3),
+    "lbf/10x10-3p-3f-2s": LBFScenario(10, 3, 3, sight=2),
+    "lbf/15x15-3p-5f": LBFScenario(15, 3, 5),
+    "lbf/15x15-4p-3f": LBFScenario(15, 4, 3),
+    "lbf/15x15-4p-5f": LBFScenario(15, 4, 5),
+}
+"""The LLM-MCA paper's LBF scenarios (Table 1), by marlang id."""
+
+
+@dataclass(frozen=True)
+class RWAREScenario:
+    """One warehouse: shelf block rows and columns (the package's size names) and robots."""
+
+    size: str
+    shelf_rows: int
+    shelf_columns: int
+    agents: int
+
+    @property
+    def description(self) -> str:
+        return (
+            f"Robotic warehouse {self.size} ({self.shelf_rows}x{self.shelf_columns} shelf "
+            f"blocks), {self.agents} robots, {self.agents} requests; "
+            f"{RWARE_MAX_STEPS} steps"
+        )
+
+
+RWARE_SCENARIOS: Mapping[str, RWAREScenario] = {
+    "rware/tiny-4ag": RWAREScenario("tiny", 1, 3, 4),
+    "rware/small-4ag": RWAREScenario("small", 2, 3, 4),
+    "rware/tiny-2ag": RWAREScenario("tiny", 1, 3, 2),
+}
+"""The LLM-MCA paper's warehouses (the package's ``rware-<size>-<n>ag-v2``), by marlang id."""

@@ -80,6 +80,7 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
     [...]})`` places them (all three together; other option keys are ignored).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = SPACEWORLD_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("spaceworld_v0")
     world_description: ClassVar[str] = (
         "an in-space assembly grid where satellites must never collide"
@@ -125,9 +126,6 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
         self.min_steps = 0
 
     # ----------------------------------------------------------------- world
-
-    def action_names(self, agent: str) -> list[str]:
-        return list(SPACEWORLD_ACTIONS)
 
     def agent_index(self, agent: str) -> int:
         if agent not in self.possible_agents:
@@ -412,8 +410,8 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
             step=self.step_count,
         )
 
-    def snapshot(self) -> SpaceworldSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> SpaceworldSnapshot:
+        self._require_started("rank_snapshot")
         return self.snapshot_now()
 
     def _rank_key(self, snapshot: SpaceworldSnapshot, index: int) -> tuple[int, int, int, int]:

@@ -104,7 +104,7 @@ class ScriptedSpaceworldTeam(ScriptedTeam):
 
     def _joint_action(self, observations: Any) -> dict[str, str]:
         env = self.env
-        snapshot = env.snapshot()
+        snapshot = env.rank_snapshot()
         if self._parts is None or self._broken(snapshot):
             self._parts = [list(p) for p in plan_steps(snapshot)[2]]
         intents, work = [], []

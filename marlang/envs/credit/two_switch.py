@@ -22,7 +22,6 @@ from marlang.envs.credit.gridworld import (
     FeatureSpaces,
     GridEvent,
     GridLayout,
-    GridWorldFactory,
     MoveIntent,
     RankedByKey,
     bfs_distances,
@@ -33,6 +32,7 @@ from marlang.envs.credit.gridworld import (
     facing_distances_from,
     facing_goals,
     format_cell,
+    make_grid_env,
     reach_steps,
     steps_phrase,
 )
@@ -195,7 +195,7 @@ class TwoSwitchEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
         others = [j for j in range(len(self.positions)) if j != index]
         lines = [self._describe_agent(index, index)]
         lines += [self._describe_agent(j, index) for j in others]
-        snapshot = self.snapshot()
+        snapshot = self.rank_snapshot()
         for k, (name, cell) in enumerate(zip(SWITCH_NAMES, SWITCHES, strict=True)):
             if self.triggered[k]:
                 by = self.triggered_by[k]
@@ -252,8 +252,8 @@ class TwoSwitchEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
 
     # ----------------------------------------------------------------- credit and references
 
-    def snapshot(self) -> TwoSwitchSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> TwoSwitchSnapshot:
+        self._require_started("rank_snapshot")
         return TwoSwitchSnapshot(
             positions=tuple(self.positions),
             facings=tuple(self.facings),
@@ -461,5 +461,6 @@ class ScriptedTwoSwitchTeam(ScriptedTeam):
         return [[k for k in order if not self.env.triggered[k]] for order in self.plan.switches]
 
 
-make_two_switch = GridWorldFactory(TwoSwitchEnv)
+make_two_switch = functools.partial(make_grid_env, TwoSwitchEnv)
+"""The entry point of ``TwoSwitch``'s id (``marlang.envs.builtin``)."""
 """Registry factory for ``gridworld/two-switch`` (two agents only)."""

@@ -21,13 +21,13 @@ from marlang.envs.credit.gridworld import (
     FeatureSpaces,
     GridEvent,
     GridLayout,
-    GridWorldFactory,
     MoveIntent,
     RankedByKey,
     approach_intent,
     bfs_distances,
     choose_joint_moves,
     format_cell,
+    make_grid_env,
     reach_steps,
     steps_phrase,
 )
@@ -267,8 +267,8 @@ class VictimRubbleEnv(RankedByKey, FeatureSpaces, FacingGridEnv):
 
     # ----------------------------------------------------------------- credit and references
 
-    def snapshot(self) -> VictimRubbleSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> VictimRubbleSnapshot:
+        self._require_started("rank_snapshot")
         return VictimRubbleSnapshot(
             positions=tuple(self.positions),
             facings=tuple(self.facings),
@@ -415,5 +415,6 @@ class ScriptedVictimRubbleTeam(ScriptedTeam):
         return MoveIntent(distance=bfs_distances(env.layout, [staging], allowed), weight=0.5)
 
 
-make_victim_rubble = GridWorldFactory(VictimRubbleEnv)
+make_victim_rubble = functools.partial(make_grid_env, VictimRubbleEnv)
+"""The entry point of ``VictimRubble``'s id (``marlang.envs.builtin``)."""
 """Registry factory for ``gridworld/victim-rubble`` (two agents: a healer and a clearer)."""

@@ -6,7 +6,6 @@ wall, -0.1 per cycle); numeric observations are heights and ball kinematics, not
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -70,6 +69,7 @@ class PistonballNumericEnv(TextEnvView):
     the left wall, -0.1 every cycle) or ``"dense"`` (PettingZoo's reward).
     """
 
+    all_actions: ClassVar[tuple[str, ...]] = PISTONBALL_ACTIONS
     metadata: ClassVar[dict[str, Any]] = env_metadata("pistonball_numeric_v0")
     world_description: ClassVar[str] = PistonballTextEnv.world_description
 
@@ -113,20 +113,10 @@ class PistonballNumericEnv(TextEnvView):
     def reward_mode(self) -> str:
         return self.pistons.reward_mode
 
-    def action_names(self, agent: str) -> list[str]:
-        return list(PISTONBALL_ACTIONS)
-
-    def numeric_observation_space(self, agent: str) -> Box:
-        return self._observation_box
-
     def numeric_observation(self, agent: str) -> np.ndarray:
         if self._cache is None:
             self._cache = self._numeric_all()
         return self._cache[agent]
-
-    @property
-    def state_space(self) -> Box:
-        return self._state_box
 
     def state(self) -> np.ndarray:
         self._require_started("state")
@@ -146,8 +136,8 @@ class PistonballNumericEnv(TextEnvView):
     def observation_data(self, agent: str) -> dict[str, Any]:
         return self.pistons.observe(agent).data
 
-    def snapshot(self) -> PistonballSnapshot:
-        self._require_started("snapshot")
+    def rank_snapshot(self) -> PistonballSnapshot:
+        self._require_started("rank_snapshot")
         scene = self.pistons._scene()
         return PistonballSnapshot(
             heights=scene.heights,
@@ -252,44 +242,24 @@ class PistonballSlopeTeam(ScriptedTeam):
         return {agent: actions[agent] for agent in self.env.agents}
 
 
-@dataclass(frozen=True)
-class PistonballNumericFactory:
-    """Registry factory for ``pistonball/n5-sparse`` (five pistons)."""
-
-    env_id: str
-    n_pistons: int = 5
-
-    def __call__(
-        self,
-        n_agents: int | None = None,
-        *,
-        max_steps: int | None = None,
-        observation_mode: str = "text",
-        reward_mode: str = "sparse",
-        random_drop: bool = True,
-        random_rotate: bool = True,
-    ) -> PistonballNumericEnv:
-        n = self.n_pistons if n_agents is None else n_agents
-        check_agent_count(self.env_id, n, (self.n_pistons,))
-        return PistonballNumericEnv(
-            n,
-            observation_mode=observation_mode,
-            max_steps=DEFAULT_MAX_CYCLES if max_steps is None else check_max_steps(max_steps),
-            reward_mode=reward_mode,
-            random_drop=random_drop,
-            random_rotate=random_rotate,
-            env_id=self.env_id,
-        )
-
-
-PISTONBALL_NUMERIC_IDS: tuple[str, ...] = ("pistonball/n5-sparse",)
-
-
-def factory(env_id: str) -> Callable[..., PistonballNumericEnv]:
-    """The registry factory of ``env_id`` (see ``marlang.envs.registry``)."""
-    if env_id not in PISTONBALL_NUMERIC_IDS:
-        raise ValueError(
-            f"unknown numeric Pistonball id {env_id!r}; valid ids: {list(PISTONBALL_NUMERIC_IDS)}"
-        )
-    return PistonballNumericFactory(env_id)
-
+def make_pistonball_numeric(
+    n_agents: int | None = None,
+    *, n_pistons: int, env_id: str,  # fixed by the id
+    max_steps: int | None = None,
+    observation_mode: str = "text",
+    reward_mode: str = "sparse",
+    random_drop: bool = True,
+    random_rotate: bool = True,
+) -> PistonballNumericEnv:
+    """The entry point of ``pistonball/n5-sparse`` (``n_pistons`` fixes the team size)."""
+    n = n_pistons if n_agents is None else n_agents
+    check_agent_count(env_id, n, (n_pistons,))
+    return PistonballNumericEnv(
+        n,
+        observation_mode=observation_mode,
+        max_steps=DEFAULT_MAX_CYCLES if max_steps is None else check_max_steps(max_steps),
+        reward_mode=reward_mode,
+        random_drop=random_drop,
+        random_rotate=random_rotate,
+        env_id=env_id,
+    )

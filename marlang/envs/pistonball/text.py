@@ -428,3 +428,16 @@ class PistonballRuleTeam(ScriptedTeam):
 
     def choose(self, agent: str, observation: TextObservation) -> str:
         return "move up" if observation.data["ball_relative"] == "left" else "move down"
+
+
+def make_pistonball(
+    n_agents: int = 2, *, n_pistons: int | None, env_id: str, **options: Any
+) -> PistonballTextEnv:
+    """The entry point of the ``pistonball`` ids: ``n_pistons`` fixes the team size (None: any
+    ``n_agents`` from 2 to 20); ``options`` are ``PistonballTextEnv``'s."""
+    if n_pistons is not None and n_agents != n_pistons:
+        raise ValueError(
+            f"{env_id} has {n_pistons} pistons, so n_agents must be {n_pistons} (got {n_agents}); "
+            "the id 'pistonball' takes any number from 2 to 20"
+        )
+    return PistonballTextEnv(n_agents, env_id=env_id, **options)

@@ -258,8 +258,8 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
 
     _EPISODE_FIELDS = ("_index", "_turn", "_position", "_last_basis", "_done", "_outcome", "_started")
 
-    def snapshot(self) -> dict[str, Any]:
-        """The episode's state as plain data: `restore` brings the env back to it. Branching
+    def save_episode(self) -> dict[str, Any]:
+        """The episode's state as plain data: `restore_episode` brings the env back to it. Branching
         from one state (MAGRPO's tree) restores and steps the same env again and again; the
         sandbox pool and the problems are shared, never copied."""
         state: dict[str, Any] = {k: getattr(self, k) for k in self._EPISODE_FIELDS}
@@ -268,9 +268,9 @@ class CooperativeTaskEnv(TurnTexts, MultiAgentEnv):
                      agents=list(self.agents))
         return state
 
-    def restore(self, state: Mapping[str, Any]) -> None:
-        """Return to a `snapshot` of this env (turn records are never mutated, so sharing them
-        between snapshots is safe)."""
+    def restore_episode(self, state: Mapping[str, Any]) -> None:
+        """Return to a `save_episode` of this env (turn records are never mutated, so sharing
+        them between saved states is safe)."""
         for k in self._EPISODE_FIELDS:
             setattr(self, k, state[k])
         self._current = dict(state["current"])

@@ -8,7 +8,6 @@ them by entry point), and the config check that pairs them with ``agents.kind: n
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from marlang.credit.options import check_credit_config
@@ -158,17 +157,11 @@ def numeric_env_ids() -> list[str]:
 
 
 def _takes_observation_mode(env_id: str) -> bool | None:
-    """True or False from the factory's signature; None when it cannot tell (``**kwargs`` or
-    not introspectable: the factory then reports a bad argument itself when the run starts)."""
+    """True or False from the env's spec; None when it cannot tell (``**kwargs`` or not
+    introspectable: the env then reports a bad argument itself when the run starts)."""
     from marlang.envs.registry import DEFAULT_REGISTRY
 
-    try:
-        parameters = inspect.signature(DEFAULT_REGISTRY.spec(env_id).factory).parameters
-    except (TypeError, ValueError):
-        return None
-    if "observation_mode" in parameters:
-        return True
-    return None if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) else False
+    return DEFAULT_REGISTRY.spec(env_id).takes("observation_mode")
 
 
 def check_neural_pairing(config: ExperimentConfig) -> None:

@@ -149,10 +149,10 @@ def test_rank_states_prefers_subgoals_and_approach():
     team = env.scripted_team()
     obs, _ = env.reset(seed=0)
     team.reset()
-    snapshots = [env.snapshot()]
+    snapshots = [env.rank_snapshot()]
     while env.agents:
         obs, *_ = env.step(team.act(obs))
-        snapshots.append(env.snapshot())
+        snapshots.append(env.rank_snapshot())
     first, last = snapshots[0], snapshots[-1]
     assert last.success and last.subgoals == 3
     assert env.rank_states("agent_0", first, last) == 1

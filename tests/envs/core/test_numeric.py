@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Box, Discrete
 
-from marlang.envs import LazyEnvFactory, NumericTextEnv, make
+from marlang.envs import EnvSpec, NumericTextEnv, make
 from marlang.envs.core.spaces import TextObservationSpace
 from marlang.envs.credit.climbing import CLIMBING_ACTIONS, ClimbingGameEnv
 from marlang.types import TextObservation
@@ -140,16 +140,11 @@ def test_every_id_is_registered_and_builds_in_both_modes():
             assert env.observation_mode == mode
 
 
-def test_lazy_factory_has_the_real_signature():
-    lazy = LazyEnvFactory("marlang.envs.credit.climbing", "matrix/climbing")
-    import inspect
+def test_a_spec_by_import_path_lists_the_real_parameters():
+    spec = EnvSpec("matrix/climbing", "marlang.envs.credit.climbing:make_climbing", "climbing")
 
-    assert list(inspect.signature(lazy).parameters) == [
-        "n_agents",
-        "max_steps",
-        "observation_mode",
-    ]
-    assert isinstance(lazy(n_agents=2), ClimbingGameEnv)
+    assert spec.parameters() == ["n_agents", "max_steps", "observation_mode"]
+    assert isinstance(spec.make(), ClimbingGameEnv)
 
 
 @pytest.mark.parametrize("module", ["marlang.envs.credit.lbf", "marlang.envs.credit"])

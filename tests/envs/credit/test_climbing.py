@@ -63,15 +63,15 @@ def test_observations_are_constant_and_text_shows_the_last_round():
 def test_rank_states_prefers_higher_payoff_then_own_optimal_part():
     env = ClimbingGameEnv()
     env.reset()
-    start = env.snapshot()
+    start = env.rank_snapshot()
     env.step({"agent_0": 0, "agent_1": 1})  # -30
-    bad = env.snapshot()
+    bad = env.rank_snapshot()
     env.step({"agent_0": 1, "agent_1": 1})  # 7
-    good = env.snapshot()
+    good = env.rank_snapshot()
     env.step({"agent_0": 0, "agent_1": 2})  # 0, agent_0 played its optimal part
-    zero_a0_optimal = env.snapshot()
+    zero_a0_optimal = env.rank_snapshot()
     env.step({"agent_0": 2, "agent_1": 0})  # 0, agent_1 played its optimal part
-    zero_a1_optimal = env.snapshot()
+    zero_a1_optimal = env.rank_snapshot()
     assert env.rank_states("agent_0", bad, good) == 1
     assert env.rank_states("agent_0", good, bad) == -1
     assert env.rank_states("agent_1", good, good) == 0

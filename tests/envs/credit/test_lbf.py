@@ -9,7 +9,8 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marlang.envs import make
-from marlang.envs.credit.lbf import LBF_ACTIONS, LBF_SCENARIOS, LevelBasedForagingEnv
+from marlang.envs.credit.lbf import LBF_ACTIONS, LevelBasedForagingEnv
+from marlang.envs.credit.scenarios import LBF_SCENARIOS
 
 
 def lbf(env_id: str = "lbf/8x8-2p-2f-coop", **kwargs) -> LevelBasedForagingEnv:
@@ -151,12 +152,12 @@ def test_rank_states_prefers_approaching_food_and_collecting_it():
         zip(*np.nonzero(env.lbf.field)),
         key=lambda f: abs(f[0] - me.position[0]) + abs(f[1] - me.position[1]),
     )
-    before = env.snapshot()
+    before = env.rank_snapshot()
     row, col = me.position
     # Hand-move agent_0 one cell toward the nearest food (and another agent's move is irrelevant).
     step = (int(np.sign(food[0] - row)), 0) if food[0] != row else (0, int(np.sign(food[1] - col)))
     me.position = (row + step[0], col + step[1])
-    closer = env.snapshot()
+    closer = env.rank_snapshot()
     assert env.rank_states("agent_0", before, closer) == 1
     assert env.rank_states("agent_0", closer, before) == -1
     assert env.rank_states("agent_0", closer, closer) == 0

@@ -121,17 +121,17 @@ def test_rank_states_follows_fetch_deliver_return_stages():
     env = rware(observation_mode="numeric")
     env.reset(seed=0)
     robot = env.warehouse.agents[0]
-    start = env.snapshot()
+    start = env.rank_snapshot()
     target = min(start.requested, key=lambda c: abs(c[0] - robot.x) + abs(c[1] - robot.y))
     # Hand-place the robot on a requested shelf's cell: closer than before.
     robot.x, robot.y = target
     env.warehouse._recalc_grid()
-    on_shelf = env.snapshot()
+    on_shelf = env.rank_snapshot()
     assert env.rank_states("agent_0", start, on_shelf) == 1
     assert env.rank_states("agent_0", on_shelf, start) == -1
     assert env.rank_states("agent_0", on_shelf, on_shelf) == 0
     env.step({"agent_0": "toggle load", "agent_1": "wait"})
-    loaded = env.snapshot()
+    loaded = env.rank_snapshot()
     assert loaded.robots[0].carrying_requested
     assert env.rank_states("agent_0", on_shelf, loaded) == 1
     # A teammate's delivery is not this robot's contribution.

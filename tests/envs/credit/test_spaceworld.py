@@ -134,7 +134,7 @@ def test_min_steps_takes_the_best_split_of_the_parts():
             "destinations": [(8, 3), (1, 3)],
         }
     )
-    steps, per_agent, parts = plan_steps(env.snapshot())
+    steps, per_agent, parts = plan_steps(env.rank_snapshot())
     assert steps == env.min_steps == 6 and per_agent == [6, 6] and parts == [[1], [0]]
 
 
@@ -211,15 +211,15 @@ def test_ego_text_and_numeric_observation_describe_the_same_positions():
 
 def test_rank_states():
     env = _placed()
-    start = env.snapshot()
+    start = env.rank_snapshot()
     env.step({"agent_0": "move right", "agent_1": "stay"})
-    toward = env.snapshot()
+    toward = env.rank_snapshot()
     assert env.rank_states("agent_0", start, toward) == 1
     assert env.rank_states("agent_0", toward, start) == -1
     assert env.rank_states("agent_1", start, toward) == 0  # the teammate's share is unchanged
     crash = _placed(_pair((2, 2), (3, 2)))
-    safe = crash.snapshot()
+    safe = crash.rank_snapshot()
     crash.step({"agent_0": "move right", "agent_1": "stay"})
-    assert crash.rank_states("agent_1", safe, crash.snapshot()) == -1
+    assert crash.rank_states("agent_1", safe, crash.rank_snapshot()) == -1
     with pytest.raises(TypeError, match="SpaceworldSnapshot"):
         env.rank_states("agent_0", start, {})

@@ -221,20 +221,20 @@ def test_rank_states_follows_the_switch_split():
     # The LCA prompt's example: ego at (5, 8), teammate at (5, 7); the team is fastest with
     # the ego on switch A (4 steps) and the teammate on switch B (3 steps).
     env = _placed([(5, 8), (5, 7)], ["up", "up"])
-    start = env.snapshot()
+    start = env.rank_snapshot()
     env.step({"agent_0": "move left", "agent_1": "stay"})
-    toward = env.snapshot()
+    toward = env.rank_snapshot()
     assert env.rank_states("agent_0", start, toward) == 1
     assert env.rank_states("agent_0", toward, start) == -1
     assert env.rank_states("agent_0", start, start) == 0
     env = _placed([(5, 8), (5, 7)], ["up", "up"])
     env.step({"agent_0": "move right", "agent_1": "stay"})
-    assert env.rank_states("agent_0", start, env.snapshot()) == -1  # toward the teammate's switch
+    assert env.rank_states("agent_0", start, env.rank_snapshot()) == -1  # toward the teammate's switch
 
     env = _placed([(1, 7), (6, 4)], ["up", "up"])
-    before = env.snapshot()
+    before = env.rank_snapshot()
     env.step({"agent_0": "toggle", "agent_1": "stay"})
-    assert env.rank_states("agent_0", before, env.snapshot()) == 1
+    assert env.rank_states("agent_0", before, env.rank_snapshot()) == 1
     with pytest.raises(TypeError, match="TwoSwitchSnapshot"):
         env.rank_states("agent_0", before, "state")
 

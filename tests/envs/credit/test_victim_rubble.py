@@ -177,22 +177,22 @@ def test_ego_text_and_numeric_observation_describe_the_same_positions():
 
 def test_rank_states_per_role():
     env = _placed([(4, 4), (5, 1)], ["up", "up"])
-    start = env.snapshot()
+    start = env.rank_snapshot()
     env.step({"agent_0": "move left", "agent_1": "move right"})  # both toward their targets
-    forward = env.snapshot()
+    forward = env.rank_snapshot()
     assert env.rank_states("agent_0", start, forward) == 1  # nearer the free victim
     assert env.rank_states("agent_1", start, forward) == 1  # nearer the blocking rubble 1
     env = _placed([(4, 4), (5, 1)], ["up", "up"])
     env.step({"agent_0": "move right", "agent_1": "move left"})  # rubble 3 blocks nothing
-    away = env.snapshot()
+    away = env.rank_snapshot()
     assert env.rank_states("agent_0", start, away) == -1
     assert env.rank_states("agent_1", start, away) == -1
 
     # The teammate's progress does not rank the ego's state higher.
     env = _placed([(1, 5), (5, 3)], ["left", "up"])
-    before = env.snapshot()
+    before = env.rank_snapshot()
     env.step({"agent_0": "heal", "agent_1": "stay"})
-    assert env.rank_states("agent_0", before, env.snapshot()) == 1
-    assert env.rank_states("agent_1", before, env.snapshot()) == 0
+    assert env.rank_states("agent_0", before, env.rank_snapshot()) == 1
+    assert env.rank_states("agent_1", before, env.rank_snapshot()) == 0
     with pytest.raises(TypeError, match="VictimRubbleSnapshot"):
         env.rank_states("agent_1", before, None)

@@ -138,16 +138,16 @@ def test_rank_states_rewards_progress_near_the_ball_and_slope_elsewhere():
     for piston, h in zip(raw.pistonList, [2, 2, 2, 2, 2], strict=True):
         piston.position = (piston.position[0], LOWEST_Y - 4 * h)
     raw.ball.position = (140.0, 300.0)  # above piston 2 (column [120, 160))
-    far = env.snapshot()
+    far = env.rank_snapshot()
     raw.ball.position = (120.0, 300.0)
-    nearer = env.snapshot()
+    nearer = env.rank_snapshot()
     assert env.rank_states("agent_2", far, nearer) == 1  # the ball moved toward the wall
     assert env.rank_states("agent_2", nearer, far) == -1
     # Piston 4 is far from the ball: only its own shape counts (it should be high).
     raw.pistonList[4].position = (raw.pistonList[4].position[0], LOWEST_Y - 4 * 9)
-    raised = env.snapshot()
+    raised = env.rank_snapshot()
     assert env.rank_states("agent_4", nearer, raised) == 1
     assert env.rank_states("agent_4", far, nearer) == 0
     # Piston 0 is left of the ball: it should sink.
     raw.pistonList[0].position = (raw.pistonList[0].position[0], LOWEST_Y)
-    assert env.rank_states("agent_0", raised, env.snapshot()) == 1
+    assert env.rank_states("agent_0", raised, env.rank_snapshot()) == 1
