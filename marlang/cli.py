@@ -408,7 +408,7 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
         print(f"marlang: {message.rstrip('.')}" + (f"; finished episodes are kept under {out}; rerun the same "
                                                    "command to continue" if kept else ""), file=sys.stderr)
         return code
-    print(result.table)
+    print(_with_crossplay(out, result.table))
     print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png, score_vs_cost.png)")
     if result.failed:
         print(f"marlang: {len(result.failed)} run(s) failed: " + "; ".join(
@@ -416,6 +416,15 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
             + "; rerun the same command to retry them", file=sys.stderr)
         return EXIT_FAILED_RUNS
     return 0
+
+
+def _with_crossplay(out: Path, table: str) -> str:
+    """A comparison folder's table, with its cross-play matrices first where it is a cross-play's."""
+    from marlang.crossplay import CROSSPLAY_FILE, write_matrix
+
+    if (out / CROSSPLAY_FILE).is_file() and write_matrix(out) is not None:
+        return (out / "table.md").read_text(encoding="utf-8")
+    return table
 
 
 def _report(path: Path) -> int:
@@ -446,7 +455,7 @@ def _report(path: Path) -> int:
     if any(path.glob("*/summary.json")):
         from marlang.compare import write_comparison
 
-        print(write_comparison(path).table)
+        print(_with_crossplay(path, write_comparison(path).table))
         return 0
     raise ConfigError(f"{path}: not a run or comparison directory (no config.yaml, no */summary.json)")
 

@@ -403,16 +403,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
             success = any(of_run[k].get("success_defined", True) for k in neural)
             pooled, pooled_final = pool_seeds(neural, final)
             plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
-    if (out / CROSSPLAY_FILE).is_file():  # a cross-play's cells: its matrices go first
-        from marlang.crossplay import write_matrix
-
-        if write_matrix(out) is not None:
-            table = (out / "table.md").read_text(encoding="utf-8")
     return ComparisonResult(out, summaries, table, dict(failed or {}))
-
-
-CROSSPLAY_FILE = "crossplay.yaml"
-"""A comparison folder holding it is a cross-play's (:mod:`marlang.crossplay`)."""
 
 
 def _score_vs_cost(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

@@ -27,10 +27,13 @@ from typing import Any
 
 import yaml
 
-from marlang.compare import CROSSPLAY_FILE, folder_name
+from marlang.compare import folder_name
 from marlang.config import ConfigError, build_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json
+
+CROSSPLAY_FILE = "crossplay.yaml"
+"""What makes a comparison folder a cross-play's: its players (written before its first cell)."""
 
 KEYWORDS = {"scripted": "the env's scripted agent", "base": "the config's model, untrained"}
 
