@@ -10,7 +10,7 @@ import pytest
 
 from marlang import make_env
 from marlang.config import build_config
-from marlang.learners import parse_credits
+from marlang.methods.langmarl.parsing import parse_credits
 from marlang.report import policies_text
 from marlang.run import Experiment
 from marlang.rundir import RunDirectory
@@ -285,7 +285,7 @@ def test_rerunning_a_finished_run_makes_no_call(tmp_path):
 
 
 def test_an_optimizer_reply_that_echoes_the_outcome_is_no_policy_and_is_counted(tmp_path):
-    from marlang.learners.langmarl_parsing import malformed_policy
+    from marlang.methods.langmarl.parsing import malformed_policy
 
     echo = "The mission was not completed after 5 steps; team return 0.1\n\nThe policy to correct:"
     assert malformed_policy(echo) == "restates an episode's outcome"

@@ -8,7 +8,7 @@ directory, one resume.
 The names live in ``marlang.registry.LEARNERS``, below ``marlang.config``, so configs validate
 ``learning.method`` and its keys without importing this package. The builtins (``none``,
 ``langmarl``, ``reflexion``, the neural ``mappo``/``ippo``/``qmix``/``vdn``, ``ppo``) are
-declared there by entry point (``"marlang.trainers.ppo:PPOLearner"``) and imported on first
+declared there by entry point (``"marlang.methods.ppo.learner:PPOLearner"``) and imported on first
 use; :func:`register_learner` adds or replaces one at runtime, and :func:`learner_entry`
 gives any of them as a :class:`LearnerEntry`.
 """

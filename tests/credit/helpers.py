@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from marlang.credit.rankers import random_queries
 from marlang.envs import make
+from marlang.methods.neural.critics.rankers import random_queries
 
 
 @lru_cache(maxsize=8)

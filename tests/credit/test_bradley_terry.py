@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from marlang.credit.bradley_terry import StateScorer, bt_loss, potential_rewards, train_scorer
-from marlang.credit.lca import confidence
+from marlang.methods.neural.critics.bradley_terry import StateScorer, bt_loss, potential_rewards, train_scorer
+from marlang.methods.neural.critics.lca import confidence
 
 
 def _pairs(n: int, dim: int, seed: int):

@@ -10,7 +10,7 @@ import datasets
 import pytest
 
 from marlang.cli import main
-from marlang.credit.dataset import COLUMNS, read_timesteps
+from marlang.methods.neural.critics.dataset import COLUMNS, read_timesteps
 from tests.credit.test_llm_mca import _run, credit_agent_0_for_a
 
 

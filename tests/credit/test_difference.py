@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from marlang.config import build_config
-from marlang.credit.critic import build_critic
-from marlang.credit.difference import (
+from marlang.envs import make
+from marlang.envs.credit.climbing import CLIMBING_PAYOFF
+from marlang.methods.neural.critics.critic import build_critic
+from marlang.methods.neural.critics.difference import (
     DIFFERENCE_KEY,
     CounterfactualObserver,
     fork,
     supports_difference,
 )
-from marlang.envs import make
-from marlang.envs.credit.climbing import CLIMBING_PAYOFF
 
 
 @pytest.mark.parametrize("env_id", ["gridworld/two-switch", "gridworld/victim-rubble", "lbf/8x8-2p-2f-coop",

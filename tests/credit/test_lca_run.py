@@ -107,7 +107,7 @@ def test_an_unreachable_critic_model_stops_the_run_with_what_to_check(tmp_path):
 
 
 def test_an_interrupted_lca_run_resumes_with_its_rankings_and_exports_each_batch_once(tmp_path):
-    from marlang.credit.dataset import read_timesteps
+    from marlang.methods.neural.critics.dataset import read_timesteps
     from tests.trainers.test_neural_methods import StopAfter
 
     config = build_config({

@@ -13,9 +13,9 @@ import re
 import pytest
 from benchmarl.experiment.callback import Callback
 
-import marlang.credit.critic as critic_module
+import marlang.methods.neural.critics.critic as critic_module
 from marlang.config import build_config
-from marlang.credit.mca_parsing import normalize, parse_step_credits
+from marlang.methods.neural.critics.mca_parsing import normalize, parse_step_credits
 from marlang.run import Experiment
 from tests.fakes import FakeRuleChatModel
 
@@ -207,7 +207,7 @@ def test_a_context_too_small_for_the_prompt_is_a_one_line_error(tmp_path, monkey
 
 
 def test_a_resumed_critic_counts_batches_on(tmp_path, monkeypatch):
-    from marlang.credit.critic import build_critic
+    from marlang.methods.neural.critics.critic import build_critic
 
     monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: FakeRuleChatModel(rule=credit_agent_0_for_a))
     (tmp_path / "credit").mkdir()
@@ -230,7 +230,7 @@ def test_tasks_are_read_from_json_and_text():
 
 
 def test_the_acting_env_ends_each_observation_with_zero_task_inputs():
-    from marlang.trainers.neural.benchmarl_task import NumericParallelEnv, build_numeric_env
+    from marlang.methods.neural.benchmarl_task import NumericParallelEnv, build_numeric_env
 
     plain = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"))
     tasked = NumericParallelEnv(build_numeric_env("lbf/8x8-2p-2f-coop"), task_size=3)
@@ -292,7 +292,7 @@ def test_llm_taca_trains_with_the_critics_tasks_and_fewer_of_them_over_time(tmp_
 
 
 def test_a_timestep_too_long_for_one_call_is_shortened_to_fit(tmp_path, monkeypatch):
-    from marlang.credit.critic import build_critic
+    from marlang.methods.neural.critics.critic import build_critic
 
     monkeypatch.setattr(critic_module, "critic_chat_model", lambda config: FakeRuleChatModel(rule=credit_agent_0_for_a))
     critic = build_critic(_config(), tmp_path)

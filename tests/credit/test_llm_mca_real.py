@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-import marlang.credit.critic as critic_module
+import marlang.methods.neural.critics.critic as critic_module
 from marlang.config import build_config
 from marlang.models import SQLiteResponseCache, load_chat_model
 from marlang.run import Experiment

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from marlang.credit.lca import key_steps
-from marlang.credit.rankers import LLMRanker
 from marlang.envs import make
+from marlang.methods.neural.critics.lca import key_steps
+from marlang.methods.neural.critics.rankers import LLMRanker
 from marlang.models import SQLiteResponseCache, UsageRecorder, load_chat_model
 from marlang.prompts import PromptLibrary
 from tests.credit.helpers import two_switch_queries

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from marlang.credit.rankers import HeuristicRanker, LLMRanker, SyntheticRanker, parse_yes_no
+from marlang.methods.neural.critics.rankers import HeuristicRanker, LLMRanker, SyntheticRanker, parse_yes_no
 from marlang.prompts import PromptLibrary
 from tests.credit.helpers import two_switch_queries
 from tests.fakes import FakeRuleChatModel

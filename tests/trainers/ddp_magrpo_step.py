@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import torch
 
 from marlang.learners.context import LearnerContext
+from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.methods.magrpo.learner import MAGRPOLearner, MAGRPOOptions
+from marlang.methods.magrpo.tree import Completion, TrainingSample
 from marlang.testing import tiny_chat_model
-from marlang.trainers.distributed import launched_rank, launched_world_size
-from marlang.trainers.magrpo import MAGRPOLearner, MAGRPOOptions
-from marlang.trainers.magrpo_tree import Completion, TrainingSample
 from marlang.types import StopFlag
 
 

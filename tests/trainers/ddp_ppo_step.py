@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import torch
 
 from marlang.learners.context import LearnerContext
+from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.methods.ppo.learner import PPOLearner, PPOOptions
+from marlang.methods.ppo.samples import DecisionSample
 from marlang.testing import tiny_chat_model
-from marlang.trainers.distributed import launched_rank, launched_world_size
-from marlang.trainers.ppo import PPOLearner, PPOOptions
-from marlang.trainers.ppo_samples import DecisionSample
 
 ACTIONS = [" turn left", " turn right", " go forward", " pick up"]
 

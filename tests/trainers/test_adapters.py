@@ -11,9 +11,8 @@ import pytest
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
-from marlang.testing import TINY_MODEL_ID, tiny_llama
-from marlang.trainers import adapters as adapters_module
-from marlang.trainers.adapters import (
+from marlang.lora import team as adapters_module
+from marlang.lora.team import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     MANIFEST,
@@ -23,6 +22,7 @@ from marlang.trainers.adapters import (
     ValueHeadOptions,
     files_sha256,
 )
+from marlang.testing import TINY_MODEL_ID, tiny_llama
 
 VOCAB = 64
 LORA = LoraOptions(r=4, alpha=8, dropout=0.0)
@@ -498,9 +498,9 @@ def test_wrapping_the_model_raises_no_deprecation_warning_about_checkpointing() 
 def test_saved_adapters_name_their_base_by_spec_and_load_on_another_machine(tmp_path, monkeypatch):
     from peft.utils import get_peft_model_state_dict
 
+    from marlang.lora.team import adapter_base_model, load_peft_adapter
     from marlang.models import local_weights
     from marlang.testing import tiny_tokenizer
-    from marlang.trainers.adapters import adapter_base_model, load_peft_adapter
 
     # the base model's weights on "this machine": where local:smollm2 resolves to here
     weights = tmp_path / "cache" / "tiny-base"

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from marlang.testing import tiny_llama, tiny_tokenizer
-from marlang.trainers.grpo_loss import (
+from marlang.methods.magrpo.grpo_loss import (
     completion_logprobs,
     group_advantages,
     pack_completions,
     policy_loss,
     shared_prompt_logprobs,
 )
-from marlang.trainers.magrpo_tree import (
+from marlang.methods.magrpo.tree import (
     Completion,
     Node,
     backpropagate,
@@ -22,6 +21,7 @@ from marlang.trainers.magrpo_tree import (
     should_expand,
     training_samples,
 )
+from marlang.testing import tiny_llama, tiny_tokenizer
 
 # ------------------------------------------------------------------------------ advantages
 
@@ -223,7 +223,7 @@ def test_shared_prompt_logprobs_equal_one_row_per_completion_with_their_gradient
 
 
 def test_two_agents_trained_together_get_the_gradients_each_gets_alone():
-    from marlang.trainers.adapters import LoraOptions, TeamAdapters
+    from marlang.lora.team import LoraOptions, TeamAdapters
 
     tok = tiny_tokenizer()
     lora = LoraOptions(r=4, alpha=8, targets=["q_proj", "v_proj"], dropout=0.0)
@@ -324,8 +324,8 @@ def test_a_task_env_restored_from_a_snapshot_steps_as_before():
 
 def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a_failing_env_too():
     from marlang import make_env
-    from marlang.trainers.magrpo import judge
-    from marlang.trainers.magrpo_tree import tree_stats
+    from marlang.methods.magrpo.learner import judge
+    from marlang.methods.magrpo.tree import tree_stats
 
     env = make_env("code/humaneval", n_agents=1, max_steps=1, timeout=2.0, test_timeout=0.5)
     inner = env.unwrapped
@@ -375,9 +375,9 @@ def test_memoryful_turns_continue_the_kv_cache_and_score_as_the_full_prompt(tmp_
     log-probs equal the training pass's on that full prompt (which also serve as the ratio
     losses' old log-probs)."""
     from marlang.config import build_config
+    from marlang.methods.magrpo.learner import MAGRPOLearner
     from marlang.run import Experiment
     from marlang.testing import tiny_chat_model
-    from marlang.trainers.magrpo import MAGRPOLearner
 
     seen: dict = {}
     original = MAGRPOLearner._seeded_train
@@ -445,10 +445,10 @@ def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_it
     import time
 
     from marlang.config import build_config
+    from marlang.methods.magrpo.learner import MAGRPOLearner
     from marlang.run import Experiment
     from marlang.rundir import RunDirectory
     from marlang.testing import tiny_chat_model
-    from marlang.trainers.magrpo import MAGRPOLearner
 
     sampled, trained = [], []
     sample, train = MAGRPOLearner._sample, MAGRPOLearner._seeded_train

@@ -11,7 +11,7 @@ import torch
 from gymnasium.spaces import Box, Discrete
 from pettingzoo import ParallelEnv
 
-from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, NumericParallelEnv
+from marlang.methods.neural.benchmarl_task import GROUP, MarlangTask, NumericParallelEnv
 
 
 class FakeCountdownEnv(ParallelEnv):

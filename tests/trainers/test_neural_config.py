@@ -9,7 +9,7 @@ from marlang.cli import main
 from marlang.config import ConfigError, build_config
 from marlang.envs import register_env
 from marlang.envs.registry import DEFAULT_REGISTRY
-from marlang.trainers.neural import NeuralPPOOptions, QMIXOptions, is_neural_method
+from marlang.methods.neural import NeuralPPOOptions, QMIXOptions, is_neural_method
 
 
 def neural(method: str = "mappo", env: str = "matrix/climbing", **learning):
@@ -84,14 +84,14 @@ def test_learners_command_lists_the_neural_methods(capsys):
 
 def test_neural_ppo_options_have_cleanrl_names_and_benchmarl_reads_its_own():
     options = NeuralPPOOptions(clip_coef=0.1, ent_coef=0.02, vf_coef=0.3, gae_lambda=0.8, max_grad_norm=2.0)
-    # BenchMARL's algorithm and experiment configs read these names (trainers/neural/learner.py)
+    # BenchMARL's algorithm and experiment configs read these names (methods/neural/learner.py)
     assert (options.clip_epsilon, options.entropy_coef, options.critic_coef, options.lmbda,
             options.clip_grad_norm) == (0.1, 0.02, 0.3, 0.8, 2.0)
 
 
 def test_benchmarl_gets_the_cleanrl_keys_values(tmp_path):
     from marlang.config import build_config
-    from marlang.trainers.neural.learner import benchmarl_configs
+    from marlang.methods.neural.learner import benchmarl_configs
 
     cfg = build_config({"agents": {"kind": "neural"}, "env": {"id": "matrix/climbing"},
                         "learning": {"method": "mappo", "clip_coef": 0.1, "ent_coef": 0.03, "vf_coef": 0.4,

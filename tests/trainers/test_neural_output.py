@@ -60,7 +60,7 @@ class StopAfter(Callback):
 
 
 def test_ctrl_c_of_a_neural_run_names_the_trained_batches_it_keeps(tmp_path, capsys, monkeypatch):
-    from marlang.trainers.neural import learner
+    from marlang.methods.neural import learner
 
     original = learner.BenchmarlTraining.__init__
 

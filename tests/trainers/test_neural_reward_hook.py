@@ -12,8 +12,8 @@ from benchmarl.experiment.callback import Callback
 from tensordict import TensorDict
 
 from marlang.config import build_config
+from marlang.methods.neural.reward_hook import apply_reward_hook
 from marlang.run import run_experiment as train
-from marlang.trainers.neural.reward_hook import apply_reward_hook
 from tests.trainers.climbing_credit import difference_rewards
 
 

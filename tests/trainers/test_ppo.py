@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from marlang.config import ConfigError, build_config
+from marlang.methods.ppo.learner import clip_gradients
+from marlang.methods.ppo.samples import gae
 from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
 from marlang.testing import tiny_chat_model
-from marlang.trainers.ppo import clip_gradients
-from marlang.trainers.ppo_samples import gae
 from tests.fakes import assert_same_record
 
 
@@ -202,7 +202,7 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
 def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, monkeypatch):
     """The update is re-run from the committed adapters and optimizer state on the same
     rollouts: the result equals an uninterrupted run's, and no rollout is played twice."""
-    from marlang.trainers import ppo
+    from marlang.methods.ppo import learner as ppo
 
     cfg = ppo_config(eval_episodes=0)
     whole = Experiment(cfg, tmp_path / "whole", chat_model=tiny_chat_model(max_tokens=8)).run()
@@ -237,7 +237,7 @@ def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, mo
 
 
 def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter(tmp_path, monkeypatch):
-    from marlang.trainers import ppo_samples
+    from marlang.methods.ppo import samples as ppo_samples
 
     original = ppo_samples.build_samples
 
@@ -247,7 +247,7 @@ def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter
             s.advantage = float("nan")
         return samples
 
-    monkeypatch.setattr("marlang.trainers.ppo.build_samples", poisoned)
+    monkeypatch.setattr("marlang.methods.ppo.learner.build_samples", poisoned)
     cfg = ppo_config(iterations=1, eval_episodes=0)
     result = Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     (row,) = RunDirectory(result.run_dir).read_iterations()
@@ -294,7 +294,7 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
     # agents.calibration content_free: the rollouts sample from softmax(scores - prior); the
     # update's first minibatch, before any step, must give back exactly the logged log pi
     # (ratio 1), which it does only if training adds the same offsets.
-    from marlang.trainers.ppo import PPOLearner
+    from marlang.methods.ppo.learner import PPOLearner
 
     config = ppo_config(iterations=1, epochs=1, eval_episodes=0)
     config = config.model_copy(update={"agents": config.agents.model_copy(update={"calibration": "content_free"})})

@@ -66,7 +66,7 @@ def test_rollouts_sample_the_committed_adapters_by_name_and_reload_them_after_ea
         ("initial", "agent_0"), ("initial", "agent_1"), ("0", "agent_0"), ("0", "agent_1"),
         ("1", "agent_0"), ("1", "agent_1")]
     state = RunDirectory(run).read_json("learner_state.json")
-    from marlang.trainers.rollout_server import RolloutServer
+    from marlang.methods.magrpo.rollout_server import RolloutServer
 
     naming = RolloutServer(server.url, run)
     final = {naming.adapter_name(a, state["adapters"][a]["hash"]) for a in ("agent_0", "agent_1")}
@@ -112,8 +112,8 @@ def test_a_server_that_cannot_serve_the_adapters_is_one_line(tiny_dir, tmp_path,
 
 
 def test_an_unreachable_server_retries_then_says_what_to_check(tmp_path):
+    from marlang.methods.magrpo.rollout_server import RolloutServer
     from marlang.models.errors import ModelUnreachableError
-    from marlang.trainers.rollout_server import RolloutServer
 
     server = RolloutServer("http://127.0.0.1:9/v1", tmp_path, max_retries=1, backoff_s=0.01, timeout=2)
     with pytest.raises(ModelUnreachableError, match="Check that: the server is running"):
@@ -121,8 +121,8 @@ def test_an_unreachable_server_retries_then_says_what_to_check(tmp_path):
 
 
 def test_the_rollout_server_retries_5xx_with_the_chat_calls_backoff_then_says_what_it_refused(tmp_path):
+    from marlang.methods.magrpo.rollout_server import RolloutServer, RolloutServerError
     from marlang.testing import FakeOpenAIServer
-    from marlang.trainers.rollout_server import RolloutServer, RolloutServerError
 
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     with FakeOpenAIServer(faults=[503, 502]) as fake:
@@ -149,7 +149,7 @@ def test_rollout_server_settings_are_checked_in_one_line():
 
 
 def test_adapter_paths_are_rewritten_to_where_the_server_sees_the_run(tmp_path):
-    from marlang.trainers.rollout_server import RolloutServer, RolloutServerError
+    from marlang.methods.magrpo.rollout_server import RolloutServer, RolloutServerError
 
     server = RolloutServer("http://h/v1", tmp_path / "my run", adapter_root="/mnt/runs/my run")
     assert (server.server_path(tmp_path / "my run" / "adapters" / "3" / "agent_0")
@@ -163,7 +163,7 @@ def test_adapter_paths_are_rewritten_to_where_the_server_sees_the_run(tmp_path):
 
 
 def test_a_resumed_run_finds_its_adapters_on_the_server_and_does_not_load_them_twice(tmp_path, server):
-    from marlang.trainers.rollout_server import RolloutServer
+    from marlang.methods.magrpo.rollout_server import RolloutServer
 
     adapter = tmp_path / "run" / "adapters" / "4" / "agent_0"
     adapter.mkdir(parents=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from marlang.trainers import template
-from marlang.trainers.magrpo import MAGRPOLearner, MAGRPOOptions
-from marlang.trainers.ppo import PPOLearner, PPOOptions
+from marlang.lora import template
+from marlang.methods.magrpo.learner import MAGRPOLearner, MAGRPOOptions
+from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 
 
 def test_learners_bring_only_their_options_samples_and_loss():

@@ -13,7 +13,7 @@ from minigrid.envs.babyai.core.verifier import GoToInstr, ObjDesc
 
 from marlang.envs import ACTIONS, BabyAITextEnv, make
 from marlang.envs.babyai.shaping import DEFAULT_SCALE, goal_progress, potential
-from marlang.trainers.ppo import _load_hook
+from marlang.methods.ppo.learner import _load_hook
 from marlang.types import Step, TextObservation, Trajectory
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marlang.intervals import mean_interval
-from marlang.trainers.grpo_loss import group_advantages
+from marlang.methods.magrpo.grpo_loss import group_advantages
 from marlang.types import Decision, Step, Trajectory
 
 logger = logging.getLogger(__name__)

@@ -28,17 +28,17 @@ from benchmarl.models.mlp import MlpConfig
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from marlang.config import ConfigError, ExperimentConfig
-from marlang.credit.critic import Critic, build_critic
-from marlang.credit.dataset import TimestepWriter
 from marlang.learners import learner_entry
+from marlang.methods.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
+from marlang.methods.neural.callbacks import IterationRecorder, RewardHookCallback, StopWhenAsked
+from marlang.methods.neural.critics.critic import Critic, build_critic
+from marlang.methods.neural.critics.dataset import TimestepWriter
+from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions
+from marlang.methods.neural.reward_hook import RewardHook, hook_name, load_reward_hook
 from marlang.plots import plot_iteration_curves
 from marlang.report import summarize_episodes
 from marlang.rundir import RunDirectory, package_versions
 from marlang.seeds import env_seed
-from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask, build_numeric_env
-from marlang.trainers.neural.callbacks import IterationRecorder, RewardHookCallback, StopWhenAsked
-from marlang.trainers.neural.options import NeuralOptions, NeuralPPOOptions
-from marlang.trainers.neural.reward_hook import RewardHook, hook_name, load_reward_hook
 
 logger = logging.getLogger(__name__)
 

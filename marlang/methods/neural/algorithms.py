@@ -1,5 +1,5 @@
 """The neural learning methods (``learning.method: mappo | ippo | qmix | vdn``): their learner
-classes (options models in :mod:`marlang.trainers.neural.options`) (``marlang.registry`` names
+classes (options models in :mod:`marlang.methods.neural.options`) (``marlang.registry`` names
 them by entry point), and the config check that pairs them with ``agents.kind: neural``
 (``check_neural_pairing``, which ``marlang.registry.CONFIG_CHECKS`` names for
 ``marlang.config``). Light on purpose: nothing here imports torch or BenchMARL.
@@ -11,16 +11,16 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from marlang.credit.options import check_credit_config
 from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
-from marlang.registry import LEARNERS
-from marlang.trainers.neural.options import (
+from marlang.methods.neural.critics.options import check_credit_config
+from marlang.methods.neural.options import (
     NeuralOptions,
     NeuralPPOOptions,
     QMIXOptions,
     ValueDecompositionOptions,
     VDNOptions,
 )
+from marlang.registry import LEARNERS
 from marlang.types import RolloutPlan, Trajectory
 
 __all__ = [
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class NeuralLearner(Learner):
     """A neural MARL method in the learner registry. The run's loop drives it like any
     learner: its one update is a BenchMARL run of ``learning.frames``
-    (:mod:`marlang.trainers.neural.learner`, loaded on first use), which collects its own
+    (:mod:`marlang.methods.neural.learner`, loaded on first use), which collects its own
     experience, so the loop plays no LLM episodes for it."""
 
     agents_kind: ClassVar[str] = "neural"
@@ -52,7 +52,7 @@ class NeuralLearner(Learner):
     def training(self) -> Any:
         """The BenchMARL side of the run (a `BenchmarlTraining`)."""
         if self._training is None:
-            from marlang.trainers.neural.learner import BenchmarlTraining
+            from marlang.methods.neural.learner import BenchmarlTraining
 
             self._training = BenchmarlTraining(
                 self.context.config, self.context.run_dir, reward_hook=self.context.reward_hook,
@@ -132,7 +132,7 @@ NEURAL_LEARNERS: dict[str, type[NeuralLearner]] = {
     "vdn": VDNLearner,
 }
 """The neural methods; ``marlang.registry`` declares them as ``learning.method`` by entry point
-(``"marlang.trainers.neural.methods:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
+(``"marlang.methods.neural.algorithms:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
 
 
 def is_neural_method(method: str) -> bool:

@@ -8,7 +8,7 @@ Only the options models load with the package; torch, torchrl and BenchMARL load
 from __future__ import annotations
 
 from marlang.lazy import lazy_getattr
-from marlang.trainers.neural.methods import (
+from marlang.methods.neural.algorithms import (
     NEURAL_LEARNERS,
     NeuralOptions,
     NeuralPPOOptions,
@@ -17,15 +17,15 @@ from marlang.trainers.neural.methods import (
     check_neural_pairing,
     is_neural_method,
 )
-from marlang.trainers.neural.reward_hook import RewardHook, load_reward_hook
+from marlang.methods.neural.reward_hook import RewardHook, load_reward_hook
 
 _LAZY = {
-    "BenchmarlTraining": "marlang.trainers.neural.learner",
-    "benchmarl_configs": "marlang.trainers.neural.learner",
-    "MarlangTask": "marlang.trainers.neural.benchmarl_task",
-    "NumericParallelEnv": "marlang.trainers.neural.benchmarl_task",
-    "RewardHookCallback": "marlang.trainers.neural.callbacks",
-    "IterationRecorder": "marlang.trainers.neural.callbacks",
+    "BenchmarlTraining": "marlang.methods.neural.learner",
+    "benchmarl_configs": "marlang.methods.neural.learner",
+    "MarlangTask": "marlang.methods.neural.benchmarl_task",
+    "NumericParallelEnv": "marlang.methods.neural.benchmarl_task",
+    "RewardHookCallback": "marlang.methods.neural.callbacks",
+    "IterationRecorder": "marlang.methods.neural.callbacks",
 }
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from marlang.trainers.template import AdapterOptions
+from marlang.lora.template import AdapterOptions
 
 
 class MAGRPOOptions(AdapterOptions):

@@ -19,19 +19,19 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from marlang.learners.base import LearnerOptions
-from marlang.models.chat_templates import render_chat
-from marlang.models.policy import ActionPolicy
-from marlang.seeds import env_seeds
-from marlang.trainers.adapters import CENTRAL, ValueHeadOptions
-from marlang.trainers.distributed import launched_rank, launched_world_size
-from marlang.trainers.ppo_samples import DecisionSample, build_samples, gae
-from marlang.trainers.template import (
+from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.lora.team import CENTRAL, ValueHeadOptions
+from marlang.lora.template import (
     INITIAL_STATE,
     SEED_OFFSET,
     AdapterLearner,
     AdapterOptions,
     clip_gradients,
 )
+from marlang.methods.ppo.samples import DecisionSample, build_samples, gae
+from marlang.models.chat_templates import render_chat
+from marlang.models.policy import ActionPolicy
+from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -320,7 +320,7 @@ def _load_hook(spec: str, gamma: float) -> Any:
     import functools
     import inspect
 
-    from marlang.trainers.neural.reward_hook import load_reward_hook
+    from marlang.methods.neural.reward_hook import load_reward_hook
 
     hook = load_reward_hook(spec)
     try:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from marlang.learners.langmarl_parsing import json_objects, match_agent
+from marlang.methods.langmarl.parsing import json_objects, match_agent
 
 _LABEL = re.compile(r"\b(?:t|step|timestep)\s*[=#:]?\s*(\d+)\b", re.IGNORECASE)
 _CREDIT = re.compile(r"(agent[\s_\-]*\d+)\"?\s*[:=]\s*\"?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)",

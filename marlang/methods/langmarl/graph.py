@@ -18,7 +18,7 @@ from langgraph.types import Send
 
 from marlang.agents.calls import call_model_json, call_seed
 from marlang.learners.base import UpdateOutput, UpdateState
-from marlang.learners.langmarl_parsing import TEAM, clean_policy, malformed_policy, parse_credits
+from marlang.methods.langmarl.parsing import TEAM, clean_policy, malformed_policy, parse_credits
 from marlang.models.structured import credit_schema
 from marlang.types import CallContext, Candidate, PolicyState, Trajectory
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from marlang.credit.bradley_terry import StateScorer, potential_rewards, train_scorer
-from marlang.credit.difference import default_action, team_reward
-from marlang.credit.rankers import Ranker, RankQuery, critic_usage, usage_rates
-from marlang.credit.records import RecordingCritic, StepRecords
+from marlang.methods.neural.critics.bradley_terry import StateScorer, potential_rewards, train_scorer
+from marlang.methods.neural.critics.difference import default_action, team_reward
+from marlang.methods.neural.critics.rankers import Ranker, RankQuery, critic_usage, usage_rates
+from marlang.methods.neural.critics.records import RecordingCritic, StepRecords
 from marlang.rundir import appending
 
 if TYPE_CHECKING:

@@ -7,16 +7,16 @@ Only the options load with the package; torch loads with the critics themselves.
 
 from __future__ import annotations
 
-from marlang.credit.options import CRITICS, CreditOptions, check_credit_config
 from marlang.lazy import lazy_getattr
+from marlang.methods.neural.critics.options import CRITICS, CreditOptions, check_credit_config
 
 _LAZY = {
-    "Critic": "marlang.credit.critic",
-    "build_critic": "marlang.credit.critic",
-    "LCACritic": "marlang.credit.lca",
-    "LLMCreditCritic": "marlang.credit.llm_mca",
-    "DifferenceCritic": "marlang.credit.difference",
-    "StepRecords": "marlang.credit.records",
+    "Critic": "marlang.methods.neural.critics.critic",
+    "build_critic": "marlang.methods.neural.critics.critic",
+    "LCACritic": "marlang.methods.neural.critics.lca",
+    "LLMCreditCritic": "marlang.methods.neural.critics.llm_mca",
+    "DifferenceCritic": "marlang.methods.neural.critics.difference",
+    "StepRecords": "marlang.methods.neural.critics.records",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

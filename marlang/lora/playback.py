@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from marlang.trainers.adapters import LoraOptions, TeamAdapters, ValueHeadOptions, files_sha256
+from marlang.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions, files_sha256
 
 ADAPTER_META = "marlang_adapter.json"
 

@@ -25,11 +25,10 @@ from typing import Any, ClassVar
 
 from marlang.config import slot_player
 from marlang.learners.base import LearnerOptions
-from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
-from marlang.rundir import atomic_write_text
-from marlang.trainers.grpo_loss import policy_loss, shared_prompt_logprobs
-from marlang.trainers.magrpo_options import MAGRPOOptions
-from marlang.trainers.magrpo_tree import (
+from marlang.lora.template import SEED_OFFSET, AdapterLearner
+from marlang.methods.magrpo.grpo_loss import policy_loss, shared_prompt_logprobs
+from marlang.methods.magrpo.options import MAGRPOOptions
+from marlang.methods.magrpo.tree import (
     Completion,
     Node,
     TrainingSample,
@@ -45,7 +44,8 @@ from marlang.trainers.magrpo_tree import (
     tree_lines,
     tree_stats,
 )
-from marlang.trainers.template import SEED_OFFSET, AdapterLearner
+from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
+from marlang.rundir import atomic_write_text
 from marlang.types import Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if options.rollout_server is None:
             return None
         if self._server is None:
-            from marlang.trainers.rollout_server import RolloutServer, api_key_from
+            from marlang.methods.magrpo.rollout_server import RolloutServer, api_key_from
 
             self._adapters_dir(0)  # makes sure there is a run directory
             self._server = RolloutServer(options.rollout_server, self.context.run_dir,

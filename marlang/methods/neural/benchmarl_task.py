@@ -53,7 +53,7 @@ class NumericParallelEnv(ParallelEnv):
         # LLM-TACA: each observation ends with ``task_size`` task inputs, zero here (at collection
         # and evaluation); the critic writes its task assignments into the training batch.
         self.task_size = task_size
-        # Step observers (``marlang.credit.records.StepObserver``): what a critic records at
+        # Step observers (``marlang.methods.neural.critics.records.StepObserver``): what a critic records at
         # each step, and the numeric info entries they add.
         self.observers = list(observers)
         self._extra: dict[str, dict[str, float]] = {}

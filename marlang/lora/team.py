@@ -24,7 +24,7 @@ from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from marlang.trainers.adapter_files import (
+from marlang.lora.files import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     FORMAT_VERSION,
@@ -39,7 +39,7 @@ from marlang.trainers.adapter_files import (
     saved_units,
     tensors_sha256,
 )
-from marlang.trainers.lora_config import (
+from marlang.lora.options import (
     LoraOptions,
     ValueHeadOptions,
     build_value_head,

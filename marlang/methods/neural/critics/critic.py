@@ -3,7 +3,7 @@ implements, and ``build_critic``, which makes the configured one (``learning.cri
 checking that the env can serve it.
 
 A ``Critic`` gives each env instance its step observers (what it records at every step: env
-snapshots, ego texts, counterfactual rewards; see ``marlang.credit.records``), maps each
+snapshots, ego texts, counterfactual rewards; see ``marlang.methods.neural.critics.records``), maps each
 collected batch to the per-agent rewards the learner trains on (it is a reward hook), and
 reports columns for ``iterations.csv`` and entries for the manifest.
 """
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from marlang.credit.difference import DIFFERENCE_ENVS, DifferenceCritic, supports_difference
+from marlang.methods.neural.critics.difference import DIFFERENCE_ENVS, DifferenceCritic, supports_difference
 
 if TYPE_CHECKING:
     import torch
@@ -29,7 +29,7 @@ class Critic(Protocol):
     name: str
 
     def observers(self) -> list[Any]:
-        """Step observers for one new env instance (``marlang.credit.records.StepObserver``)."""
+        """Step observers for one new env instance (``marlang.methods.neural.critics.records.StepObserver``)."""
         ...
 
     def __call__(self, batch: TensorDictBase) -> torch.Tensor:
@@ -65,7 +65,7 @@ def build_critic(config: ExperimentConfig, out_dir: str | Path, *, resume: bool 
 
 
 def _build_llm_mca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
-    from marlang.credit.llm_mca import LLMCreditCritic
+    from marlang.methods.neural.critics.llm_mca import LLMCreditCritic
     from marlang.models import UsageRecorder
     from marlang.models.structured import StructuredReplies
     from marlang.prompts import PromptLibrary
@@ -94,8 +94,8 @@ def _make_env(config: ExperimentConfig, observation_mode: str) -> Any:
 
 
 def _build_lca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
-    from marlang.credit.lca import LCACritic, default_groups, named_groups
-    from marlang.credit.rankers import HeuristicRanker, SyntheticRanker
+    from marlang.methods.neural.critics.lca import LCACritic, default_groups, named_groups
+    from marlang.methods.neural.critics.rankers import HeuristicRanker, SyntheticRanker
 
     o, env_id = config.learning.options, config.env.id
     env = _make_env(config, "numeric")
@@ -122,8 +122,8 @@ def _build_lca(config: ExperimentConfig, out_dir: Path, resume: bool) -> Critic:
 
 
 def _llm_ranker(config: ExperimentConfig, env: Any, groups: dict[str, list[str]]) -> tuple[Any, Any]:
-    from marlang.credit.lca import ranker_prompts
-    from marlang.credit.rankers import LLMRanker
+    from marlang.methods.neural.critics.lca import ranker_prompts
+    from marlang.methods.neural.critics.rankers import LLMRanker
     from marlang.models import UsageRecorder
     from marlang.prompts import PromptLibrary
 

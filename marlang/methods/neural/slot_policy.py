@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from marlang.config import ConfigError, ExperimentConfig, load_config
-from marlang.trainers.neural.learner import BENCHMARL_DIR, benchmarl_configs, quiet_libraries, task_for
+from marlang.methods.neural.learner import BENCHMARL_DIR, benchmarl_configs, quiet_libraries, task_for
 
 
 def resolve_checkpoint(spec: str, key: str) -> tuple[Path, Path]:

@@ -10,7 +10,7 @@ family first (``mca_env_lbf``, ``mca_definitions_matrix``, ...) and then generic
 objective (``mca_env``), what the data means (``mca_data``), under- and over-collaboration and
 the agreement problem with an example (``mca_definitions``), and the critic's role and output
 format (``mca_role``). The reply is read JSON first, then by regular expression
-(``marlang.credit.mca_parsing``), and each timestep's credits are normalised
+(``marlang.methods.neural.critics.mca_parsing``), and each timestep's credits are normalised
 (``critic_normalize``). A timestep or agent the reply misses gets the team reward split evenly
 and is counted in ``critic_failures``; a reply never stops the run.
 
@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from marlang.credit.mca_parsing import normalize, parse_step_credits
-from marlang.credit.rankers import critic_usage, usage_rates
-from marlang.credit.records import RecordingCritic, StepRecords
+from marlang.methods.neural.critics.mca_parsing import normalize, parse_step_credits
+from marlang.methods.neural.critics.rankers import critic_usage, usage_rates
+from marlang.methods.neural.critics.records import RecordingCritic, StepRecords
 from marlang.rundir import appending
 
 if TYPE_CHECKING:
@@ -386,7 +386,7 @@ class LLMCreditCritic(RecordingCritic):
                             url=err.url, attempts=err.attempts) from err
 
     async def _gather(self, chunks: Sequence[Chunk], index: int) -> list[str]:
-        from marlang.credit.rankers import LLMCallContext
+        from marlang.methods.neural.critics.rankers import LLMCallContext
 
         callbacks = [self.usage] if self.usage is not None else []
         ctx = LLMCallContext(callbacks, asyncio.Semaphore(self.max_concurrency), iteration=index)

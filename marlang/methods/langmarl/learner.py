@@ -3,7 +3,7 @@
 Each iteration: a critic reads every trajectory and writes each agent's credit; a gradient
 call per (agent, trajectory) turns that agent's own credit and steps into an update
 direction; an aggregator merges an agent's K directions; an optimizer rewrites its policy
-text. The calls and their fan-out live in ``marlang/learners/langmarl_graph.py``; this module
+text. The calls and their fan-out live in ``marlang/methods/langmarl/graph.py``; this module
 holds the options, the prompts and the parsing of the critic's reply.
 """
 
@@ -16,8 +16,8 @@ from pydantic import Field
 
 from marlang.config import ModelConfig
 from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState
-from marlang.learners.langmarl_graph import build_langmarl_update, run_update
-from marlang.learners.langmarl_parsing import TEAM, clean_policy, match_agent, parse_credits
+from marlang.methods.langmarl.graph import build_langmarl_update, run_update
+from marlang.methods.langmarl.parsing import TEAM, clean_policy, match_agent, parse_credits
 from marlang.types import Trajectory
 
 __all__ = ["TEAM", "LangMARLLearner", "LangMARLOptions", "clean_policy", "match_agent", "outcome_text",

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from marlang.credit.records import StepRecord
+from marlang.methods.neural.critics.records import StepRecord
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 from pydantic import Field
 
 from marlang.learners.base import Learner, LearnerOptions
-from marlang.rundir import TEST_EPISODE_BASE, atomic_write
-from marlang.seeds import env_seeds
-from marlang.trainers.adapters import (
+from marlang.lora.distributed import DataParallel
+from marlang.lora.team import (
     CENTRAL,
     LoraOptions,
     TeamAdapters,
     ValueHeadOptions,
     check_lora_targets,
 )
-from marlang.trainers.distributed import DataParallel
+from marlang.rundir import TEST_EPISODE_BASE, atomic_write
+from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from marlang.credit.options import CreditOptions
+from marlang.methods.neural.critics.options import CreditOptions
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
@@ -55,7 +55,7 @@ class NeuralOptions(CreditOptions):
     reward_hook: str | None = Field(
         None,
         description="'package.module:function' mapping each collected batch to per-agent rewards "
-        "(see marlang.trainers.neural.reward_hook).",
+        "(see marlang.methods.neural.reward_hook).",
     )
     checkpoint_batches: int = Field(
         10, ge=0, description="Batches between BenchMARL checkpoints (0: only at the end)."
@@ -96,7 +96,7 @@ class NeuralOptions(CreditOptions):
     @classmethod
     def _importable_hook(cls, v: str | None) -> str | None:
         if v is not None:
-            from marlang.trainers.neural.reward_hook import load_reward_hook
+            from marlang.methods.neural.reward_hook import load_reward_hook
 
             load_reward_hook(v)  # a one-line ValueError when it cannot be imported
         return v
