@@ -66,7 +66,8 @@ class Learner:
     Subclasses override :meth:`update` (one step from K trajectories) or, when the update is
     itself a graph (LangMARL's fan-out of LLM calls, a trainer's stages), :meth:`update_graph`.
     ``uses_policies`` says whether updates rewrite policy texts (then ``policies.jsonl`` is
-    written and ``learning.accept``/``learning.review`` apply); ``uses_adapters`` whether they
+    written and the loop's keys ``learning.accept``/``eval_rollouts``/``review`` apply: see
+    ``marlang.config.LoopConfig``); ``uses_adapters`` whether they
     train weights (adapters under ``adapters/<iteration>/<agent>/``).
     """
 

@@ -29,11 +29,6 @@ class LangMARLOptions(LearnerOptions):
     credit: Literal["agent", "global"] = Field(
         "agent", description="agent: per-agent credit; global: one team critique for all (the ablation)."
     )
-    accept: Literal["always", "improved"] = Field(
-        "always", description="improved: keep new policies only if eval_rollouts fresh episodes do not lose return."
-    )
-    eval_rollouts: int = Field(3, ge=1, description="Episodes the candidate policies play when accept is improved.")
-    review: bool = Field(False, description="Pause before each update for `marlang review RUN_DIR`.")
     model: ModelConfig | None = Field(None, description="Model of critic, gradient, aggregator and optimizer.")
     critic_max_tokens: int = Field(384, ge=16)
     update_max_tokens: int = Field(192, ge=16, description="Budget of a gradient, aggregate or optimize reply.")
