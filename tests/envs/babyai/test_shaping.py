@@ -199,5 +199,5 @@ def test_observations_without_a_distance_are_refused_in_one_line():
 def test_ppo_hands_its_discount_to_a_hook_that_takes_one():
     hook = _load_hook("marlang.envs.babyai.shaping:goal_progress", 0.9)
     assert hook.keywords == {"gamma": 0.9}
-    plain = _load_hook("tests.trainers.ppo_hooks:one_per_step", 0.9)
+    plain = _load_hook("tests.methods.ppo.ppo_hooks:one_per_step", 0.9)
     assert not hasattr(plain, "keywords")

@@ -1,4 +1,4 @@
-"""Reward hooks for the PPO tests (``learning.reward_hook: tests.trainers.ppo_hooks:...``)."""
+"""Reward hooks for the PPO tests (``learning.reward_hook: tests.methods.ppo.ppo_hooks:...``)."""
 
 
 def one_per_step(trajectory, agent):

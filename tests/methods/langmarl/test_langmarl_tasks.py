@@ -9,7 +9,7 @@ from marlang.envs.tasks.data import load_task
 from marlang.run import Experiment
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "langmarl_humaneval.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "configs" / "langmarl_humaneval.yaml"
 
 
 def coder_rule(messages):

@@ -108,7 +108,7 @@ def test_an_unreachable_critic_model_stops_the_run_with_what_to_check(tmp_path):
 
 def test_an_interrupted_lca_run_resumes_with_its_rankings_and_exports_each_batch_once(tmp_path):
     from marlang.methods.neural.critics.dataset import read_timesteps
-    from tests.trainers.test_neural_methods import StopAfter
+    from tests.methods.neural.test_neural_methods import StopAfter
 
     config = build_config({
         "env": {"id": "gridworld/two-switch", "max_steps": 40}, "agents": {"kind": "neural"},

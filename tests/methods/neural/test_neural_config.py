@@ -58,12 +58,12 @@ def test_unknown_and_misplaced_keys_name_the_key():
 
 
 def test_reward_hook_must_be_importable():
-    build_config(neural(reward_hook="tests.trainers.climbing_credit:difference_rewards"))
+    build_config(neural(reward_hook="tests.methods.neural.climbing_credit:difference_rewards"))
     message = error(neural(reward_hook="difference_rewards"))
     assert "'learning.reward_hook'" in message and "package.module:function" in message
-    assert "cannot import module 'tests.trainers.nowhere'" in error(
-        neural(reward_hook="tests.trainers.nowhere:difference_rewards"))
-    assert "has no attribute 'nothing'" in error(neural(reward_hook="tests.trainers.climbing_credit:nothing"))
+    assert "cannot import module 'tests.methods.neural.nowhere'" in error(
+        neural(reward_hook="tests.methods.neural.nowhere:difference_rewards"))
+    assert "has no attribute 'nothing'" in error(neural(reward_hook="tests.methods.neural.climbing_credit:nothing"))
 
 
 def test_neural_agents_need_numeric_observations():

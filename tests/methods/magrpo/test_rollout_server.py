@@ -14,7 +14,7 @@ from marlang.models import LocalChatModel, LocalLM
 from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.testing import tiny_llama, tiny_tokenizer
-from tests.trainers.fake_lora_server import ANSWERS, BASE, FakeLoraServer
+from tests.methods.magrpo.fake_lora_server import ANSWERS, BASE, FakeLoraServer
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """One PPO update on fixed decisions, in one process or data-parallel under ``accelerate
 launch``: each process writes its loss (its share of the minibatch's) and its adapters.
-Run by tests/trainers/test_ppo_distributed.py."""
+Run by tests/lora/test_distributed.py."""
 
 import json
 import sys

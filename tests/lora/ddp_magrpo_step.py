@@ -1,7 +1,7 @@
 """One MAGRPO training pass on fixed completions, in one process or data-parallel under
 ``accelerate launch`` (each process holding a different part of every agent's completions):
 each process writes its adapters and its per-agent losses. Run by
-tests/trainers/test_ppo_distributed.py."""
+tests/lora/test_distributed.py."""
 
 import json
 import sys

@@ -31,7 +31,7 @@ def ppo_config(**learning):
 
 def test_a_ppo_run_trains_each_agents_adapter_and_acts_with_it(tmp_path):
     # The hook pays every step, so the value heads (zero before training) must move.
-    config = ppo_config(reward_hook="tests.trainers.ppo_hooks:one_per_step", value_lr=1e-2)
+    config = ppo_config(reward_hook="tests.methods.ppo.ppo_hooks:one_per_step", value_lr=1e-2)
     result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     rd = RunDirectory(result.run_dir)
     state = rd.read_json("learner_state.json")
@@ -81,10 +81,10 @@ def test_ppo_trains_on_the_progress_reward_of_the_runs_own_episodes(tmp_path):
     trajectories the runtime really records (terminations, final observations) each
     episode's discounted shaping is gamma^T Phi(s_T) - Phi(s_0)."""
     from marlang.envs.babyai.shaping import potential
-    from tests.trainers import ppo_hooks
+    from tests.methods.ppo import ppo_hooks
 
     ppo_hooks.CALLS.clear()
-    config = ppo_config(reward_hook="tests.trainers.ppo_hooks:recorded_progress", gamma=0.9,
+    config = ppo_config(reward_hook="tests.methods.ppo.ppo_hooks:recorded_progress", gamma=0.9,
                         iterations=1, eval_episodes=1)
     Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     assert {c["agent"] for c in ppo_hooks.CALLS} == {"agent_0", "agent_1"}
@@ -264,7 +264,7 @@ def test_a_non_finite_loss_skips_the_minibatch_and_never_writes_a_broken_adapter
 def test_messages_are_spoken_with_the_speakers_adapter_and_trained_with_reinforce(tmp_path):
     # the hook's rewards give the steps non-zero advantages, which weight the message terms
     cfg = build_config({**ppo_config(iterations=1, eval_episodes=0, train_messages="reinforce",
-                                     reward_hook="tests.trainers.ppo_hooks:one_per_step").model_dump(
+                                     reward_hook="tests.methods.ppo.ppo_hooks:one_per_step").model_dump(
         mode="json"), "protocol": {"name": "bidirectional"}, "model": {"cache": False, "temperature": 1.0}})
     result = Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=6, temperature=1.0)).run()
     step = RunDirectory(result.run_dir).load_episode_dicts()[0]["steps"][0]

@@ -14,7 +14,7 @@ from tensordict import TensorDict
 from marlang.config import build_config
 from marlang.methods.neural.reward_hook import apply_reward_hook
 from marlang.run import run_experiment as train
-from tests.trainers.climbing_credit import difference_rewards
+from tests.methods.neural.climbing_credit import difference_rewards
 
 
 class RewardProbe(Callback):
@@ -47,13 +47,13 @@ def climbing(method: str, **learning):
 def test_mappo_trains_on_difference_rewards_from_the_config(tmp_path):
     probe = RewardProbe()
     config = climbing("mappo", frames=2000, frames_per_batch=1000, epochs=2, minibatch_size=500,
-                      reward_hook="tests.trainers.climbing_credit:difference_rewards")
+                      reward_hook="tests.methods.neural.climbing_credit:difference_rewards")
     result = train(config, tmp_path / "run", callbacks=[probe])
     assert probe.minibatches == 2 * 2 * 2  # 2 batches x 2 epochs x 2 minibatches, all checked
     rows = result.summary["iterations"]
     assert all(r["train_reward_mean"] != r["env_reward_mean"] for r in rows)
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["reward_hook"] == "tests.trainers.climbing_credit:difference_rewards"
+    assert manifest["reward_hook"] == "tests.methods.neural.climbing_credit:difference_rewards"
 
 
 def test_qmix_trains_on_the_team_mean_of_a_python_hook(tmp_path):
@@ -82,7 +82,7 @@ def test_iterations_say_how_long_the_hook_and_the_update_took(tmp_path):
 
 def test_zero_rewards_stop_learning(tmp_path):
     config = climbing("mappo", frames=3000, frames_per_batch=1000, lr=5e-3, epochs=4, minibatch_size=250,
-                      reward_hook="tests.trainers.climbing_credit:zero_rewards")
+                      reward_hook="tests.methods.neural.climbing_credit:zero_rewards")
     rows = train(config, tmp_path / "run").summary["iterations"]
     assert all(r["train_reward_mean"] == 0.0 and r["env_reward_mean"] != 0.0 for r in rows)
     # Only the entropy bonus is left: the policy drifts to uniform (a random team: about -86),

@@ -295,7 +295,7 @@ def test_magrpo_refuses_legal_action_envs_and_grpo_refuses_teams():
 
     import yaml
 
-    shipped = Path(__file__).resolve().parents[2] / "configs" / "grpo_humaneval_cpu.yaml"
+    shipped = Path(__file__).resolve().parents[3] / "configs" / "grpo_humaneval_cpu.yaml"
     learner_entry("grpo").check_config(build_config(yaml.safe_load(shipped.read_text())))  # GRPO's own config
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from marlang.cli import main
 from marlang.methods.neural.critics.dataset import COLUMNS, read_timesteps
-from tests.credit.test_llm_mca import _run, credit_agent_0_for_a
+from tests.methods.neural.critics.test_llm_mca import _run, credit_agent_0_for_a
 
 
 @pytest.fixture

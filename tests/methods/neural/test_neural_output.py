@@ -14,7 +14,7 @@ from benchmarl.experiment.callback import Callback
 from marlang.cli import main
 from marlang.report import markdown_table, summarize_episodes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHORT = {"method": "mappo", "frames": 400, "frames_per_batch": 200, "n_envs": 2, "hidden": [16],
          "evaluation_episodes": 2, "epochs": 1, "minibatch_size": 200}
 

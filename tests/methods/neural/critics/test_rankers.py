@@ -7,8 +7,8 @@ import pytest
 
 from marlang.methods.neural.critics.rankers import HeuristicRanker, LLMRanker, SyntheticRanker, parse_yes_no
 from marlang.prompts import PromptLibrary
-from tests.credit.helpers import two_switch_queries
 from tests.fakes import FakeRuleChatModel
+from tests.methods.neural.critics.helpers import two_switch_queries
 
 
 def test_heuristic_ranker_is_rank_states():

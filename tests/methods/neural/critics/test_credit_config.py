@@ -61,7 +61,7 @@ def test_queries_must_be_positive():
 
 
 def test_critic_and_reward_hook_do_not_mix():
-    assert "reward_hook" in _error(critic="difference", reward_hook="tests.trainers.climbing_credit:zero_rewards")
+    assert "reward_hook" in _error(critic="difference", reward_hook="tests.methods.neural.climbing_credit:zero_rewards")
 
 
 def test_ranker_groups_must_partition_the_agents():
@@ -92,7 +92,7 @@ def test_shipped_credit_configs_expand_into_distinct_settings(name):
 
     from marlang.compare import expand_grid
 
-    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / name).read_text())
+    data = yaml.safe_load((Path(__file__).parents[4] / "configs" / name).read_text())
     base = build_config(data)
     settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
     assert len(settings) >= 6 and len({s.config.run.seed for s in settings}) == 3
@@ -106,7 +106,7 @@ def test_llm_ranker_config_runs_the_embedded_model_next_to_the_heuristic():
 
     from marlang.compare import expand_grid
 
-    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "lca_llm_ranker.yaml").read_text())
+    data = yaml.safe_load((Path(__file__).parents[4] / "configs" / "lca_llm_ranker.yaml").read_text())
     base = build_config(data)
     settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
     assert [s.config.learning.label for s in settings] == ["ippo+lca-llm", "ippo+lca-heuristic"]

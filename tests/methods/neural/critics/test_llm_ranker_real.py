@@ -10,7 +10,7 @@ from marlang.methods.neural.critics.lca import key_steps
 from marlang.methods.neural.critics.rankers import LLMRanker
 from marlang.models import SQLiteResponseCache, UsageRecorder, load_chat_model
 from marlang.prompts import PromptLibrary
-from tests.credit.helpers import two_switch_queries
+from tests.methods.neural.critics.helpers import two_switch_queries
 
 pytestmark = pytest.mark.real_model
 

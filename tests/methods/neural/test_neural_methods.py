@@ -15,7 +15,7 @@ from marlang.compare import expand_grid
 from marlang.config import build_config
 from marlang.run import run_experiment as train
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 SHORT = {"frames": 400, "frames_per_batch": 200, "n_envs": 2, "hidden": [16], "evaluation_episodes": 2}
 OWN_KEYS = {"ippo": {"epochs": 2, "minibatch_size": 100}, "qmix": {"optimizer_steps": 10},
             "vdn": {"optimizer_steps": 10}}
