@@ -27,9 +27,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from marlang.credit.lca import default_groups, ranker_prompts
-from marlang.credit.rankers import LLMRanker, random_queries
 from marlang.envs import make
+from marlang.methods.neural.critics.lca import default_groups, ranker_prompts
+from marlang.methods.neural.critics.rankers import LLMRanker, random_queries
 from marlang.models import LocalLM, load_chat_model
 from marlang.prompts import PromptLibrary
 
@@ -121,7 +121,7 @@ ACCURACY_ENVS = ("gridworld/two-switch", "gridworld/victim-rubble", "pistonball/
 def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None) -> dict[str, Any]:
     """The embedded model's LCA ranker (one query per pair, scored) against ``env_id``'s
     heuristic on ``pairs`` held-out steps of random play where the heuristic does not tie."""
-    from marlang.credit.rankers import HeuristicRanker
+    from marlang.methods.neural.critics.rankers import HeuristicRanker
 
     engine = engine or LocalLM.from_spec("local:smollm2")
     env = make(env_id)
@@ -150,8 +150,8 @@ def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any
     import numpy as np
 
     from marlang.config import build_config
-    from marlang.credit.llm_mca import Chunk, LLMCreditCritic
-    from marlang.credit.mca_parsing import parse_step_credits
+    from marlang.methods.neural.critics.llm_mca import Chunk, LLMCreditCritic
+    from marlang.methods.neural.critics.mca_parsing import parse_step_credits
     from marlang.models.structured import StructuredReplies
 
     config = build_config({"env": {"id": "lbf/8x8-2p-2f-coop"}, "agents": {"kind": "neural"},

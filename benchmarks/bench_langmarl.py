@@ -36,7 +36,8 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 from marlang.agents import CallContext
 from marlang.config import build_config
 from marlang.envs import make as make_env
-from marlang.learners import LangMARLLearner, LangMARLOptions, LearnerContext, PolicyState
+from marlang.learners import LearnerContext, PolicyState
+from marlang.methods.langmarl.learner import LangMARLLearner, LangMARLOptions
 from marlang.models import UsageRecorder, load_chat_model
 from marlang.run import Experiment
 from marlang.types import Decision, Step, Trajectory

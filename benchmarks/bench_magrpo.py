@@ -45,15 +45,15 @@ import torch
 from bench_ppo import measure
 
 from marlang.envs.tasks.data import load_task
-from marlang.models import LocalLM
-from marlang.models.local_engine import GenerationRequest, SamplingParams
-from marlang.trainers.adapters import LoraOptions, TeamAdapters
-from marlang.trainers.grpo_loss import (
+from marlang.lora.team import LoraOptions, TeamAdapters
+from marlang.methods.magrpo.grpo_loss import (
     completion_logprobs,
     pack_completions,
     policy_loss,
     shared_prompt_logprobs,
 )
+from marlang.models import LocalLM
+from marlang.models.local_engine import GenerationRequest, SamplingParams
 
 THREADS = 2
 AGENTS = ("agent_0", "agent_1")

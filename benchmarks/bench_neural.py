@@ -31,8 +31,8 @@ from gymnasium.spaces import Box, Discrete
 from pettingzoo import ParallelEnv
 
 from marlang.config import build_config
-from marlang.trainers.neural.benchmarl_task import GROUP, MarlangTask
-from marlang.trainers.neural.learner import benchmarl_configs, torch_threads
+from marlang.methods.neural.benchmarl_task import GROUP, MarlangTask
+from marlang.methods.neural.learner import benchmarl_configs, torch_threads
 
 PAYOFF = np.array([[11, -30, 0], [-30, 7, 6], [0, 0, 5]], dtype=np.float32)
 

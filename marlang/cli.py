@@ -144,7 +144,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from marlang.credit.dataset import export_dataset
+    from marlang.methods.neural.critics.dataset import export_dataset
 
     try:
         out, rows = export_dataset(args.run_dir, args.out, args.format)

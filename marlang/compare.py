@@ -26,6 +26,7 @@ from marlang.config import (
     build_config,
     config_difference,
     learning_method,
+    method_keys,
     parse_value,
     trains_weights,
 )
@@ -201,7 +202,7 @@ def _method_keys(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> dic
     out: dict[str, set[str]] = {}
     for m in methods:
         try:
-            out[m] = set(learning_method(m).options_model.model_fields)
+            out[m] = set(method_keys(learning_method(m)))
         except (KeyError, ValueError):
             return {}
     return out

@@ -338,24 +338,24 @@ _BUILTIN_LEARNERS = (
     # (learning.method, class, description, agents.kind it trains)
     ("none", "marlang.learners.base:Learner",
      "static prompting: policies never change (the CoT baseline)", "llm"),
-    ("langmarl", "marlang.learners.langmarl:LangMARLLearner",
+    ("langmarl", "marlang.methods.langmarl.learner:LangMARLLearner",
      "centralized language critic, per-agent credit, language gradients, policy rewrites", "llm"),
-    ("reflexion", "marlang.learners.reflexion:ReflexionLearner",
+    ("reflexion", "marlang.methods.reflexion.learner:ReflexionLearner",
      "agents write a lesson after each episode into a bounded memory", "llm"),
-    ("mappo", "marlang.trainers.neural.methods:MAPPOLearner",
+    ("mappo", "marlang.methods.neural.algorithms:MAPPOLearner",
      "neural (BenchMARL): multi-agent PPO with a centralized critic on the state", "neural"),
-    ("ippo", "marlang.trainers.neural.methods:IPPOLearner",
+    ("ippo", "marlang.methods.neural.algorithms:IPPOLearner",
      "neural (BenchMARL): independent PPO, one critic per agent's observation", "neural"),
-    ("qmix", "marlang.trainers.neural.methods:QMIXLearner",
+    ("qmix", "marlang.methods.neural.algorithms:QMIXLearner",
      "neural (BenchMARL): Q-learning with a monotonic mixing network", "neural"),
-    ("vdn", "marlang.trainers.neural.methods:VDNLearner",
+    ("vdn", "marlang.methods.neural.algorithms:VDNLearner",
      "neural (BenchMARL): Q-learning of per-agent values summed into the team value", "neural"),
-    ("ppo", "marlang.trainers.ppo:PPOLearner",
+    ("ppo", "marlang.methods.ppo.learner:PPOLearner",
      "GLAM PPO: LoRA adapter per agent, softmax over legal-action scores, value heads", "llm"),
-    ("magrpo", "marlang.trainers.magrpo:MAGRPOLearner",
+    ("magrpo", "marlang.methods.magrpo.learner:MAGRPOLearner",
      ("MAGRPO: LoRA adapter per agent, G sampled answers per agent and node, tree returns, "
       "group-relative advantages (code/, math/, qa/ envs)"), "llm"),
-    ("grpo", "marlang.trainers.magrpo:GRPOLearner",
+    ("grpo", "marlang.methods.magrpo.learner:GRPOLearner",
      "GRPO: MAGRPO with one agent (the single-agent baseline)", "llm"),
 )
 for _name, _target, _description, _kind in _BUILTIN_LEARNERS:
@@ -373,6 +373,6 @@ for _name, _builder, _description in _BUILTIN_PROTOCOLS:
     PROTOCOLS.register(_name, f"marlang.graphs.protocols:{_builder}", _description)
 
 CONFIG_CHECKS.register(
-    "neural-pairing", "marlang.trainers.neural.methods:check_neural_pairing",
+    "neural-pairing", "marlang.methods.neural.algorithms:check_neural_pairing",
     "agents.kind neural <-> a neural learning.method, on an env with numeric observations",
 )

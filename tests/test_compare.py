@@ -97,6 +97,12 @@ def test_a_grid_over_learning_methods_gives_each_method_only_its_own_keys():
     settings = expand_grid(base, [("learning.method", ["none", "reflexion"])], reference=False)
     assert [s.name for s in settings] == ["none, static", "none, reflexion"]
     assert settings[1].config.learning.options.memory_size == 3
+    # the loop's own keys go with the methods that take them (langmarl), not to the others
+    base["learning"] = {"method": "none", "accept": "improved", "memory_size": 3}
+    mixed = expand_grid(base, [("learning.method", ["langmarl", "reflexion"])], reference=False)
+    assert [s.config.learning.loop.accept for s in mixed] == ["improved", "always"]
+    assert mixed[1].config.learning.options.memory_size == 3
+    base["learning"] = {"method": "none", "memory_size": 3}
     # A key of no method in the grid is still an error naming it.
     import pytest
 

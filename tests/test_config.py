@@ -57,6 +57,11 @@ def test_round_trips_through_yaml(tmp_path):
          "invalid value for 'learning.accept': Input should be 'always' or 'improved'"),
         (["learning.method=langmarl", "learning.eval_rollouts=0"],
          "invalid value for 'learning.eval_rollouts': Input should be greater than or equal to 1"),
+        (["learning.method=langmarl", "learning.review=maybe"],
+         "invalid value for 'learning.review': Input should be a valid boolean"),
+        (["learning.method=reflexion", "learning.accept=improved"],
+         ("unknown config key 'learning.accept' for learning.method 'reflexion'; valid keys here: method, "
+          "iterations, rollouts, memory_size, model")),
         (["agents.kind=robot"], "invalid value for 'agents.kind'"),
         (["run.episodes=0"], "invalid value for 'run.episodes': Input should be greater than or equal to 1"),
         (["protocol.name=unidirectional", "protocol.speakers=[agent_5]"],
@@ -245,3 +250,18 @@ def test_bad_run_seeds_are_one_line_naming_the_key(seeds, seed, expected):
     with pytest.raises(ConfigError) as info:
         build_config({"run": {"seed": seed, "seeds": seeds}})
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_loops_own_keys_are_the_loops_written_under_learning():
+    from marlang.config import LoopConfig
+    from marlang.methods.langmarl.learner import LangMARLOptions
+
+    cfg = load_config(None, ["learning.method=langmarl", "learning.accept=improved", "learning.eval_rollouts=5",
+                             "learning.review=true", "learning.credit=global"])
+    assert cfg.learning.loop == LoopConfig(accept="improved", eval_rollouts=5, review=True)
+    assert cfg.learning.options.credit == "global"
+    assert not {"accept", "eval_rollouts", "review"} & set(LangMARLOptions.model_fields)
+    # written where users wrote them: the resolved config keeps them under learning
+    again = build_config(yaml.safe_load(cfg.to_yaml()))
+    assert again.learning.loop == cfg.learning.loop
+    assert load_config(None, ["learning.method=reflexion"]).learning.loop == LoopConfig()

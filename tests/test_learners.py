@@ -45,7 +45,8 @@ def test_registry_lists_the_builtin_and_registered_learners():
 
 def test_a_registered_learner_runs_on_the_seam_with_its_own_keys(tmp_path):
     with pytest.raises(ConfigError, match="unknown config key 'learning.memory_size' for learning.method "
-                                          "'hint-after-failure'; valid keys here: method, iterations, rollouts, hint"):
+                                          "'hint-after-failure'; valid keys here: method, iterations, rollouts, "
+                                          "accept, eval_rollouts, review, hint"):  # the loop's: it rewrites policies
         config(method="hint-after-failure", memory_size=2)
     with pytest.raises(ConfigError, match="invalid value for 'learning.hint'"):
         config(method="hint-after-failure", hint="")

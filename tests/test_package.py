@@ -21,6 +21,10 @@ def test_every_public_name_is_its_home_modules_object(name):
     "marlang.experiment", "marlang.runtime", "marlang._compat", "marlang.trainers.adapter_learner",
     "marlang.envs_text", "marlang.envs_text.babyai", "marlang.envs_marl.lbf", "marlang.tasks.humaneval",
     "marlang.trainers.neural.tasks",
+    # methods moved to one folder each (marlang.methods), the LoRA core to marlang.lora
+    "marlang.trainers", "marlang.trainers.ppo", "marlang.trainers.magrpo", "marlang.trainers.template",
+    "marlang.trainers.adapters", "marlang.trainers.neural", "marlang.credit", "marlang.credit.lca",
+    "marlang.learners.langmarl", "marlang.learners.reflexion", "marlang.learners.langmarl_parsing",
 ])
 def test_a_module_has_one_name(old):
     try:
@@ -31,9 +35,21 @@ def test_a_module_has_one_name(old):
     assert spec is None or not Path(spec.origin).is_relative_to(Path(marlang.__file__).parent)
 
 
+def test_each_method_has_one_folder_beside_the_lora_core_and_the_seam():
+    root = Path(marlang.__file__).parent
+    methods = sorted(p.name for p in (root / "methods").iterdir() if (p / "__init__.py").exists())
+    assert methods == ["langmarl", "magrpo", "neural", "ppo", "reflexion"]
+    assert (root / "methods" / "neural" / "critics" / "__init__.py").exists()
+    assert sorted(p.stem for p in (root / "learners").glob("*.py")) == ["__init__", "base", "context"]
+    assert {"team", "files", "options", "template", "distributed", "playback"} <= {
+        p.stem for p in (root / "lora").glob("*.py")}
+    # (a checkout may keep an old folder's __pycache__; no module is left there)
+    assert not list((root / "trainers").glob("**/*.py")) and not list((root / "credit").glob("**/*.py"))
+
+
 def test_neural_ppo_options_have_one_name():
-    from marlang.trainers import neural
+    from marlang.methods import neural
 
     assert neural.NeuralPPOOptions.__name__ == "NeuralPPOOptions"
     with pytest.raises(AttributeError):
-        neural.PPOOptions  # noqa: B018 - LoRA PPO's options are marlang.trainers.ppo.PPOOptions
+        neural.PPOOptions  # noqa: B018 - LoRA PPO's options are marlang.methods.ppo.learner.PPOOptions

@@ -20,12 +20,12 @@ def test_ppo_keys_validate_without_importing_the_trainer_first():
         from marlang.config import ConfigError, build_config
         from marlang.registry import LEARNERS
 
-        assert "marlang.trainers.ppo" not in sys.modules
+        assert "marlang.methods.ppo.learner" not in sys.modules
         assert "ppo" in LEARNERS and not LEARNERS.entry("ppo").loaded
         cfg = build_config({"learning": {"method": "ppo", "lr": 3e-4, "epochs": 2}})
         assert (cfg.learning.options.lr, cfg.learning.options.epochs) == (3e-4, 2)
         assert cfg.learning.label == "ppo"
-        from marlang.trainers.ppo import PPOLearner, PPOOptions
+        from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 
         assert isinstance(cfg.learning.options, PPOOptions)
         declared = LEARNERS.entry("ppo").metadata["agents_kind"]

@@ -86,7 +86,7 @@ def test_without_tensorboard_in_run_loggers_no_event_file_is_written(tmp_path):
 
 def test_a_neural_run_writes_its_iterations_as_tensorboard_scalars_by_iteration_and_by_frames(tmp_path):
     from marlang.cli import main
-    from tests.trainers.test_neural_output import climbing_config
+    from tests.methods.neural.test_neural_output import climbing_config
 
     path = climbing_config(tmp_path)
     data = yaml.safe_load(path.read_text())

@@ -495,7 +495,7 @@ def test_a_trained_neural_policy_plays_its_slot_beside_an_llm(tmp_path, mappo_ru
     action is what that policy chooses in the env's state, by its own restore of the
     checkpoint; the records say what played each slot."""
     from marlang.envs import make
-    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from marlang.methods.neural.slot_policy import NeuralPolicy
     from tests.fakes import FakeRuleChatModel
 
     c = config(env={"id": LBF, "n_agents": 2, "max_steps": None}, agents={"chain_of_thought": False},
@@ -562,7 +562,7 @@ def test_restoring_a_neural_policy_leaves_the_random_generators_as_they_were(map
     import numpy as np
     import torch
 
-    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from marlang.methods.neural.slot_policy import NeuralPolicy
 
     c = config(env={"id": LBF, "max_steps": None}, team={"agent_1": {"kind": "neural", "checkpoint": str(mappo_run)}})
     random.seed(3), np.random.seed(3), torch.manual_seed(3)

@@ -18,8 +18,8 @@ from marlang.run import Experiment
 from marlang.view import collect
 from marlang.view.page import _embedded_json
 from tests.fakes import FakeRuleChatModel, babyai_rule, langmarl_rule
-from tests.test_langmarl_tasks import CONFIG as HUMANEVAL_CONFIG
-from tests.test_langmarl_tasks import coder_rule
+from tests.methods.langmarl.test_langmarl_tasks import CONFIG as HUMANEVAL_CONFIG
+from tests.methods.langmarl.test_langmarl_tasks import coder_rule
 
 HOSTILE = "</script><script>document.title='pwned'</script> <!-- I see a key"
 """A message that would end the page's data element early if it were embedded unescaped."""

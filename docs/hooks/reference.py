@@ -278,6 +278,10 @@ def render_config_reference() -> str:
         out += TABLE_HEAD
         out += _rows(model, name, lambda key, section=name: NOTES.get(f"{section}.{key}"),
                      expand=("resources",))  # run.resources: its own keys, each a row
+        if name == "learning":  # the loop's own keys, taken by methods that rewrite policy texts
+            from marlang.config import LoopConfig
+
+            out += _rows(LoopConfig, name, lambda key: f"The loop's key (`LoopConfig`), taken by {_loop_methods()}.")
         out.append("")
         if name == "env":
             out.append("Registered environment ids (`env.id`):\n")
@@ -306,6 +310,14 @@ def render_config_reference() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _loop_methods() -> str:
+    """The learning methods that take the loop's own keys (``learning.accept``, ...)."""
+    from marlang.config import LoopConfig, method_keys
+
+    loop = next(iter(LoopConfig.model_fields))
+    return ", ".join(f"`{n}`" for n, (_, entry) in learning_methods().items() if loop in method_keys(entry))
+
+
 def _same_field(a: Any, b: Any) -> bool:
     return (a.annotation == b.annotation and format_default(a) == format_default(b)
             and (a.description or "") == (b.description or ""))
@@ -318,7 +330,8 @@ def _render_methods() -> str:
     from marlang.registry import LEARNERS
 
     out = ["## Learning methods' own keys {#method-keys}\n",
-           ("Keys of `learning` other than `method`, `iterations` and `rollouts` belong to the "
+           ("Keys of `learning` other than `method`, `iterations`, `rollouts` and the loop's own "
+            "(`accept`, `eval_rollouts`, `review`: [learning](#learning)) belong to the "
             "method and are checked against it: a key of another method is an error naming the "
             "valid keys. Registered methods (`marlang learners`):\n")]
     methods = learning_methods()
@@ -364,6 +377,12 @@ def _render_methods() -> str:
         if len(names) > 1:
             out.append(" ".join(f'<a id="learning-{n}"></a>' for n in names[1:]) + "\n")
         own = [k for k in model.model_fields if k not in shared]
+        if own or not shared:
+            from marlang.config import LoopConfig, method_keys
+
+            if next(iter(LoopConfig.model_fields)) in method_keys(methods[names[0]][1]):
+                out.append("The loop's own keys ([`learning.accept`, `learning.eval_rollouts`, "
+                           "`learning.review`](#learning)), and:\n")
         if shared:
             out.append(f"The keys of [every {kind} method](#learning-{kind}), and:\n" if own else
                        f"The keys of [every {kind} method](#learning-{kind}), no others.\n")

@@ -233,12 +233,50 @@ class AgentsConfig(_Section):
     prompt_dir: str | None = Field(None, description="Directory overriding the bundled prompt files.")
 
 
-class LearningConfig(_Section):
-    """How agents learn: the method, iterations of K rollouts, and the method's own keys.
+class LoopConfig(_Section):
+    """The training loop's own keys, written under ``learning:`` beside ``method``,
+    ``iterations`` and ``rollouts``: whether a candidate is checked before it is committed, and
+    whether a person reviews it. A method whose updates rewrite policy texts
+    (``uses_policies``: langmarl) takes them; for any other, they are unknown keys."""
 
-    Keys beyond ``method``, ``iterations`` and ``rollouts`` belong to the method and are
-    validated by its options model (``memory_size`` for reflexion; ``credit``, ``accept``,
-    ``review``, ``model``, ... for langmarl); :attr:`options` holds them validated.
+    accept: Literal["always", "improved"] = Field(
+        "always", description="improved: keep new policies only if eval_rollouts fresh episodes do not lose return."
+    )
+    eval_rollouts: int = Field(3, ge=1, description="Episodes the candidate policies play when accept is improved.")
+    review: bool = Field(False, description="Pause before each update for `marlang review RUN_DIR`.")
+
+
+def method_keys(entry: LearnerSpec) -> list[str]:
+    """The ``learning.*`` keys a loaded learning method takes beyond ``method``, ``iterations``
+    and ``rollouts``: the loop's (:class:`LoopConfig`) where its updates rewrite policy texts,
+    then its options model's."""
+    learner = getattr(entry, "learner_class", None) or entry
+    loop = list(LoopConfig.model_fields) if getattr(learner, "uses_policies", False) else []
+    return [*loop, *entry.options_model.model_fields]
+
+
+def _validated_keys(model: type[BaseModel], keys: dict[str, Any]) -> Any:
+    """``keys`` validated by ``model``; a ``ValueError`` naming the first bad ``learning.*`` key."""
+    try:
+        return model.model_validate(keys)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        if not loc:  # a check of several keys together
+            raise ValueError(msg) from None
+        raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
+
+
+class LearningConfig(_Section):
+    """How agents learn: the method, iterations of K rollouts, the loop's own keys and the
+    method's own keys.
+
+    ``accept``, ``eval_rollouts`` and ``review`` are the loop's (:class:`LoopConfig`,
+    :attr:`loop`), taken by methods that rewrite policy texts. Other keys beyond ``method``,
+    ``iterations`` and ``rollouts`` belong to the method and are validated by its options
+    model (``memory_size`` for reflexion; ``credit``, ``model``, ... for langmarl);
+    :attr:`options` holds them validated.
     """
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
@@ -249,6 +287,7 @@ class LearningConfig(_Section):
     )
     rollouts: int | None = Field(None, ge=1, description="K trajectories per update; None: run.parallel.")
     _options: Any = PrivateAttr(None)
+    _loop: LoopConfig = PrivateAttr(default_factory=LoopConfig)
 
     @field_validator("method")
     @classmethod
@@ -259,24 +298,23 @@ class LearningConfig(_Section):
     def _method_keys(self) -> LearningConfig:
         entry = learning_method(self.method)
         extra = dict(self.model_extra or {})
-        valid = ["method", "iterations", "rollouts", *entry.options_model.model_fields]
+        own = method_keys(entry)
+        valid = ["method", "iterations", "rollouts", *own]
         for key in extra:
-            if key not in entry.options_model.model_fields:
+            if key not in own:
                 raise ValueError(
                     f"unknown config key 'learning.{key}' for learning.method {self.method!r}"
                     f"{did_you_mean(key, valid)}; valid keys here: {', '.join(valid)}"
                 )
-        try:
-            options = entry.options_model.model_validate(extra)
-        except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            msg = first["msg"].removeprefix("Value error, ")
-            if not loc:  # a check of several keys together
-                raise ValueError(msg) from None
-            raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
-        self._options = options
+        loop = {key: extra.pop(key) for key in LoopConfig.model_fields if key in extra}
+        self._loop = _validated_keys(LoopConfig, loop)
+        self._options = _validated_keys(entry.options_model, extra)
         return self
+
+    @property
+    def loop(self) -> LoopConfig:
+        """The loop's own keys, validated (the defaults for a method that does not take them)."""
+        return self._loop
 
     @property
     def options(self) -> Any:

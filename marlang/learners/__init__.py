@@ -1,7 +1,7 @@
-"""Learning methods on one seam: ``none`` (static prompting), ``reflexion``, ``langmarl``,
-the neural ``mappo``/``ippo``/``qmix``/``vdn`` and ``ppo`` (``marlang.trainers``), and any
-registered with :func:`register_learner`. All are named in ``marlang.registry.LEARNERS`` (by
-entry point for the builtins), so this package never imports the trainers above it."""
+"""The learner seam the training loop drives: the `Learner` base class (the ``none`` learner),
+its options and context, and the functions that name learners. The methods themselves live in
+``marlang.methods`` (one folder each) and are named in ``marlang.registry.LEARNERS`` (by entry
+point for the builtins, or with :func:`register_learner`), so this package imports none of them."""
 
 from marlang.learners.base import (
     Candidate,
@@ -14,22 +14,15 @@ from marlang.learners.base import (
     register_learner,
 )
 from marlang.learners.context import LearnerContext
-from marlang.learners.langmarl import LangMARLLearner, LangMARLOptions, parse_credits
-from marlang.learners.reflexion import ReflexionLearner, ReflexionOptions
 
 __all__ = [
     "Candidate",
-    "LangMARLLearner",
-    "LangMARLOptions",
     "Learner",
     "LearnerContext",
     "LearnerOptions",
     "PolicyState",
-    "ReflexionLearner",
-    "ReflexionOptions",
     "RolloutPlan",
     "learner_entry",
     "list_learners",
-    "parse_credits",
     "register_learner",
 ]

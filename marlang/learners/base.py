@@ -8,7 +8,7 @@ directory, one resume.
 The names live in ``marlang.registry.LEARNERS``, below ``marlang.config``, so configs validate
 ``learning.method`` and its keys without importing this package. The builtins (``none``,
 ``langmarl``, ``reflexion``, the neural ``mappo``/``ippo``/``qmix``/``vdn``, ``ppo``) are
-declared there by entry point (``"marlang.trainers.ppo:PPOLearner"``) and imported on first
+declared there by entry point (``"marlang.methods.ppo.learner:PPOLearner"``) and imported on first
 use; :func:`register_learner` adds or replaces one at runtime, and :func:`learner_entry`
 gives any of them as a :class:`LearnerEntry`.
 """
@@ -66,7 +66,8 @@ class Learner:
     Subclasses override :meth:`update` (one step from K trajectories) or, when the update is
     itself a graph (LangMARL's fan-out of LLM calls, a trainer's stages), :meth:`update_graph`.
     ``uses_policies`` says whether updates rewrite policy texts (then ``policies.jsonl`` is
-    written and ``learning.accept``/``learning.review`` apply); ``uses_adapters`` whether they
+    written and the loop's keys ``learning.accept``/``eval_rollouts``/``review`` apply: see
+    ``marlang.config.LoopConfig``); ``uses_adapters`` whether they
     train weights (adapters under ``adapters/<iteration>/<agent>/``).
     """
 

@@ -55,7 +55,7 @@ class LearnerContext:
     others still act, talk and are credited."""
     reward_hook: Callable[..., Any] | None = None
     """A per-agent reward hook given in Python (a neural learner; see
-    ``marlang.trainers.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""
+    ``marlang.methods.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""
 
     def learns(self, agent: str) -> bool:
         """Whether learners update ``agent``'s policy, memory or adapter."""

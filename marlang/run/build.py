@@ -179,7 +179,7 @@ def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, Any]:
         raise ConfigError(f"team.{first}: a neural slot reads numeric observations, and env {config.env.id!r} "
                           "has none (the envs neural runs train on have them: lbf/*, rware/*, gridworld/*, "
                           "babyai-marl/*, ...)")
-    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from marlang.methods.neural.slot_policy import NeuralPolicy
 
     loaded: dict[str, Any] = {}
     for agent, spec in wanted.items():
@@ -253,7 +253,7 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
     wanted = {name: config.slot(name).model.adapters for name in agents}
     if not any(wanted.values()):
         return {}
-    from marlang.trainers.playback import attach_trained_adapters
+    from marlang.lora.playback import attach_trained_adapters
 
     hashes: dict[str, str] = {}
     engines: dict[int, tuple[Any, dict[str, tuple[str, str]]]] = {}

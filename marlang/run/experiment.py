@@ -70,7 +70,7 @@ class Experiment:
         ``model.spec``)."""
         self.notify = notify or logger.warning
         """Says what the run does when it is interrupted (the CLI prints it)."""
-        from marlang.trainers.distributed import launched_rank, launched_world_size
+        from marlang.lora.distributed import launched_rank, launched_world_size
 
         if launched_world_size() > 1 and launched_rank() > 0:
             # Data-parallel training (accelerate launch): process r keeps its own rollouts and
@@ -85,7 +85,7 @@ class Experiment:
         self.callbacks = list(callbacks)
         """Callbacks of the learner's own trainer (BenchMARL callbacks for a neural learner)."""
         self.reward_hook = reward_hook
-        """A neural learner's per-agent reward hook, given in Python (see `marlang.trainers.neural`)."""
+        """A neural learner's per-agent reward hook, given in Python (see `marlang.methods.neural`)."""
         self.prompts = PromptLibrary(config.agents.prompt_dir)
         self.loop_options = LoopOptions()
         self.recorder: Any = None

@@ -39,9 +39,10 @@ EVAL_BASELINE_OFFSET = 500_000
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """The loop's own settings, read once from the config. Users write them with the
-    learner's keys (``learning.accept``, ``learning.review``, ``learning.eval_rollouts``);
-    a learner without such a key (and a run that does not learn) gets the default."""
+    """The loop's own settings, read once from the config: ``learning.accept``,
+    ``learning.review`` and ``learning.eval_rollouts`` (``config.learning.loop``, taken by a
+    method that rewrites policy texts; any other, and a run that does not learn, gets the
+    defaults)."""
 
     accept: str = "always"
     """``always`` commits every candidate; ``improved`` only one that plays no worse."""
@@ -59,9 +60,8 @@ class LoopOptions:
         that does not learn, with the defaults)."""
         if learner is None:
             return cls()
-        keys = config.learning.options.model_dump() if config.learning.options else {}
-        return cls(accept=str(keys.get("accept", cls.accept)), review=bool(keys.get("review", cls.review)),
-                   eval_rollouts=int(keys.get("eval_rollouts", cls.eval_rollouts)),
+        loop = config.learning.loop
+        return cls(accept=loop.accept, review=loop.review, eval_rollouts=loop.eval_rollouts,
                    iterations=learner.iterations(config.learning.options))
 
 

@@ -10,10 +10,10 @@ import torch
 from langchain_core.messages import HumanMessage
 from scipy.stats import chisquare
 
+from marlang.lora.team import TeamAdapters, ValueHeadOptions
 from marlang.models import SQLiteResponseCache
 from marlang.models.local_engine import GenerationRequest, SamplingParams, ScoreRequest
 from marlang.testing import tiny_chat_model, tiny_local_lm
-from marlang.trainers.adapters import TeamAdapters, ValueHeadOptions
 
 AGENTS = ["agent_0", "agent_1"]
 ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
@@ -180,7 +180,7 @@ def test_a_row_continued_from_its_kept_cache_equals_the_whole_prompt_run_afresh(
         assert c.token_logprobs == pytest.approx(f.token_logprobs, abs=1e-4)
         assert all(lp <= 0 for lp in c.token_logprobs) and len(c.token_logprobs) == len(c.token_ids)
     # the recorded log-probs are the temperature-scaled policy's, as training scores them
-    from marlang.trainers.grpo_loss import completion_logprobs, pack_completions
+    from marlang.methods.magrpo.grpo_loss import completion_logprobs, pack_completions
 
     batch = pack_completions([full[1]], [afresh[1].token_ids], engine._pad_id)
     with torch.no_grad():

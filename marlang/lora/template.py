@@ -1,0 +1,544 @@
+"""The weight-space trainer template (PPO, MAGRPO, GRPO): one LoRA adapter per agent that
+learns (or one shared) on the base model its slot acts on (slots on different local base models
+each train on theirs, every model loaded once), their optimizers, and one update shape: load
+the committed state, build samples (the learner's own), epochs of minibatches with
+micro-batching and a guarded step (non-finite skip, gradient clip), save the adapters, propose
+them as the candidate.
+
+A learner brings its options, its samples and its loss; everything else is here. Rollouts act
+with the committed adapters (sampling in training, greedy in evaluation), and a state saved
+under ``adapters/<iteration>/`` is loaded back after a resume or a candidate not committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import os
+import random
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import Field
+
+from marlang.learners.base import Learner, LearnerOptions
+from marlang.lora.distributed import DataParallel
+from marlang.lora.team import (
+    CENTRAL,
+    LoraOptions,
+    TeamAdapters,
+    ValueHeadOptions,
+    check_lora_targets,
+)
+from marlang.rundir import TEST_EPISODE_BASE, atomic_write
+from marlang.seeds import env_seeds
+from marlang.types import Candidate, PolicyState, RolloutPlan
+
+if TYPE_CHECKING:
+    from marlang.learners.context import LearnerContext
+
+logger = logging.getLogger(__name__)
+
+INITIAL_STATE = "initial"
+"""`AdapterLearner._load_state`'s name for the adapters' initial weights."""
+
+SEED_OFFSET = 7919
+"""Separates an update's random draws (minibatch order, dropout) from other uses of the run seed."""
+
+
+class AdapterOptions(LearnerOptions):
+    """``learning.*`` keys every weight-space learner has."""
+
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
+    epochs: int = Field(4, ge=1, description="Passes over an iteration's samples.")
+    minibatch_size: int = Field(16, ge=1, description="Samples per gradient step.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Samples per forward pass; a minibatch's gradient accumulates over them "
+        "(peak memory follows this, not minibatch_size).")
+    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
+    max_skip_norm: float = Field(
+        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
+    sharing: Literal["per_agent", "shared"] = Field(
+        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
+    lora: LoraOptions = Field(default_factory=LoraOptions)
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
+    gradient_checkpointing: bool = False
+    eval_episodes: int = Field(
+        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
+    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
+    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws; in "
+                      "a config, run.seed unless given (so each run seed is its own stream).")
+
+
+@dataclass
+class Base:
+    """One base model the slots that learn act on: its engine, the adapters attached to it,
+    and the keys of their tensors in the trainer's saved state."""
+
+    engine: Any
+    team: TeamAdapters
+    keys: frozenset[str]
+
+
+OptionsT = TypeVar("OptionsT", bound=AdapterOptions)
+SampleT = TypeVar("SampleT")
+
+
+class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
+    """The template of a weight-space learner: the adapters' lifecycle and the update's
+    training loop. A subclass's ``update`` reads as its steps: ``restore`` the committed
+    state, build its samples, ``train`` on them (its ``fit``, which runs ``epochs`` with its
+    ``loss``), ``save_candidate``."""
+
+    options: OptionsT
+    uses_adapters: ClassVar[bool] = True
+    state_name: ClassVar[str] = "adapter_state"
+    """The saved state's file stem (``adapters/<i>/<state_name>.pt``) and its key in
+    ``PolicyState.extra``."""
+
+    def __init__(self, options: OptionsT, context: LearnerContext) -> None:
+        super().__init__(options, context)
+        self.team: TeamAdapters | None = None
+        self.engine: Any = None
+        self.bases: list[Base] = []
+        self._base_of: dict[str, Base] = {}
+        self._engines: dict[str, Any] = {}
+        self.optimizers: dict[str, Any] = {}
+        self._chat_models: dict[str, Any] = {}
+        self.parallel: DataParallel | None = None
+
+    def value_heads(self) -> ValueHeadOptions | None:
+        """The value heads the adapters carry (None: none)."""
+        return None
+
+    @classmethod
+    def check_model(cls, model: Any, options: LearnerOptions) -> None:
+        engine = getattr(model, "engine", None)
+        if engine is None:
+            raise ValueError(f"learning.method '{cls.name}' trains local weights; the agents' model "
+                             f"{type(model).__name__} has none here (use local:smollm2 or hf:PATH)")
+        assert isinstance(options, AdapterOptions)
+        check_lora_targets(engine.model, options.lora.targets)
+
+    # the adapters ---------------------------------------------------------------------------
+    def setup(self) -> TeamAdapters:
+        """Build the adapters on the actors' local models and attach them: one `TeamAdapters`
+        per base model the slots that learn act on (each model loaded once, whatever the
+        number of slots on it). ``team``/``engine`` are the first learning slot's."""
+        if self.team is not None:
+            return self.team
+        import torch
+
+        options = self.options
+        actors = self.context.actors
+        if not actors:
+            raise ValueError(f"learning.method '{self.name}' needs LLM agents (agents.kind: llm)")
+        trained = [a for a in self.context.learning_agents if a in actors] or [next(iter(actors))]
+        self._engines = {name: engine for name, actor in actors.items()
+                         if (engine := getattr(actor.model, "engine", None)) is not None}
+        lacking = next((a for a in trained if a not in self._engines), None)
+        if lacking is not None:
+            raise ValueError(
+                f"learning.method '{self.name}' trains local weights; {lacking}'s model "
+                f"{type(actors[lacking].model).__name__} has none")
+        on_engine: dict[int, list[str]] = {}
+        for agent in trained:
+            on_engine.setdefault(id(self._engines[agent]), []).append(agent)
+        value_heads = self.value_heads()
+        if len(on_engine) > 1 and options.sharing == "shared":
+            raise ValueError("learning.sharing 'shared' shares one adapter between slots on one base model; the "
+                             "slots that learn are on several (use learning.sharing: per_agent)")
+        if len(on_engine) > 1 and value_heads is not None and value_heads.central:
+            raise ValueError("a central value head reads every agent's state on one base model; the slots that "
+                             "learn are on several (use learning.value: agent)")
+        self.parallel = DataParallel()
+        device = options.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and self.parallel.active:
+            device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        dtype = getattr(torch, options.dtype)
+        for agents in on_engine.values():
+            engine = self._engines[agents[0]]
+            team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
+                                sharing=options.sharing, lora=options.lora, value_head=value_heads,
+                                dtype=dtype, device=device, seed=options.seed)
+            if options.gradient_checkpointing:
+                team.model.get_base_model().gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
+            engine.attach_adapters(team)
+            base = Base(engine, team, frozenset(team.state_dict()))
+            self.bases.append(base)
+            for key in (*agents, *([CENTRAL] if CENTRAL in team.value_heads else [])):
+                self._base_of[key] = base
+        self.team, self.engine = self.bases[0].team, self.bases[0].engine
+        # copies: a state dict's tensors are views of the live weights, which training moves
+        self._initial = {k: v.detach().clone() for k, v in self._state_dict().items()}
+        self._loaded = INITIAL_STATE
+        self.optimizers = {unit: torch.optim.AdamW(self._param_groups(unit)) for unit in self._units()}
+        self._initial_optimizers = {u: copy.deepcopy(o.state_dict()) for u, o in self.optimizers.items()}
+        return self.team
+
+    def team_of(self, unit: str) -> TeamAdapters:
+        """The adapters that hold ``unit`` (an agent that learns, or the central head)."""
+        return self._base_of[unit].team
+
+    def engine_of(self, agent: str) -> Any:
+        """The local engine ``agent`` acts on (its slot's base model)."""
+        return self._engines.get(agent, self.engine)
+
+    @contextlib.contextmanager
+    def _all_exclusive(self) -> Iterator[None]:
+        """Every base model held alone (in the order of ``bases``, the same everywhere)."""
+        with contextlib.ExitStack() as stack:
+            for base in self.bases:
+                stack.enter_context(base.engine.exclusive())
+            yield
+
+    def _state_dict(self) -> dict[str, Any]:
+        """Every base's trainable tensors in one dict (their keys name the agents, so never
+        clash): what ``<state_name>.pt`` saves and a resume loads."""
+        return {k: v for base in self.bases for k, v in base.team.state_dict().items()}
+
+    def _units(self) -> list[str]:
+        """What has its own optimizer: each adapter (with its head), and the central head."""
+        units = [u for base in self.bases
+                 for u in ([base.team.agents[0]] if base.team.sharing == "shared" else base.team.agents)]
+        return [*units, CENTRAL] if CENTRAL in self._base_of else units
+
+    def _param_groups(self, unit: str) -> list[dict[str, Any]]:
+        """``unit``'s parameters for its optimizer: LoRA weights at ``lr``, value heads at
+        ``value_lr``."""
+        options = self.options
+        heads = {id(p) for p in self.team_of(unit).value_heads.parameters()}
+        params = self._unit_parameters(unit)
+        groups = [{"params": [p for p in params if id(p) not in heads], "lr": options.lr},
+                  {"params": [p for p in params if id(p) in heads], "lr": getattr(options, "value_lr", options.lr)}]
+        return [g for g in groups if g["params"]]
+
+    def _unit_parameters(self, unit: str) -> list[Any]:
+        team = self.team_of(unit)
+        if unit == CENTRAL:
+            return list(team.value_heads[CENTRAL].parameters())
+        return team.parameters_of(unit)
+
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
+        """Act with ``state``'s committed adapters: sample in training rollouts (never replayed
+        from the cache), decide greedily in evaluation."""
+        team = self.setup()
+        await self.engine.run(self._load_state, state)
+        options = self.options
+        for name, actor in self.context.actors.items():
+            if not self.context.learns(name):  # a frozen slot acts as configured, with no adapter
+                continue
+            if name not in self._chat_models:
+                self._chat_models[name] = actor.model
+            base = self._chat_models[name]
+            actor.adapter = name
+            if self.scores_actions:
+                actor.action_selection = "score"
+            if phase == "train":
+                actor.action_temperature = options.temperature
+                actor.model = base.model_copy(update=self.sampling_update())
+            else:
+                actor.action_temperature = 0.0
+                actor.model = base
+        del team
+
+    scores_actions: ClassVar[bool] = False
+    """Whether the policy is the softmax over the legal actions' scores (PPO) rather than the
+    model's generated reply (MAGRPO)."""
+
+    def sampling_update(self) -> dict[str, Any]:
+        """How training rollouts' chat model differs from the agents' own: never answered from
+        the cache (each rollout samples afresh)."""
+        return {"cache": False}
+
+    def _load_state(self, state: PolicyState) -> None:
+        """Bring the in-memory adapters and optimizers to ``state`` (after a resume, or after a
+        candidate that was not committed). What is loaded is known by its source: the initial
+        weights, or the ``ppo_state.pt`` an update saved (and left in memory)."""
+
+        assert self.team is not None and self.engine is not None
+        path = state.extra.get(self.state_name) if state.adapters else None
+        source = path or INITIAL_STATE
+        if source == self._loaded:
+            return
+        if path is None:
+            weights, optimizers = self._initial, self._initial_optimizers
+        else:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{self.name} state {path!r} of iteration {state.iteration} is missing")
+            saved = load_tensors(path)
+            weights, optimizers = saved["weights"], saved["optimizers"]
+        expected = set().union(*(base.keys for base in self.bases))
+        if set(weights) != expected:  # checked before any base changes
+            odd = sorted(set(weights) ^ expected)[:3]
+            raise ValueError(f"{self.name} state {path!r} does not match this team's adapters (differs in {odd}); "
+                             "resume with the config that trained it")
+        with self._all_exclusive():
+            for base in self.bases:
+                base.team.load_state_dict({k: v for k, v in weights.items() if k in base.keys})
+            for unit, opt_state in optimizers.items():
+                if unit in self.optimizers:
+                    self.optimizers[unit].load_state_dict(opt_state)
+        self._loaded = source
+
+    _loaded: str | None = None
+    """The source of the weights in memory (``INITIAL_STATE`` or a saved state's path)."""
+
+    def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
+        """``eval_episodes`` greedy episodes on the same held-out seeds at every evaluation
+        (before training, every ``eval_every`` updates, and after the last)."""
+        options = self.options
+        n = options.eval_episodes
+        if n == 0 or (iteration % options.eval_every and not final):
+            return None
+        ids = tuple(TEST_EPISODE_BASE + iteration * n + j for j in range(n))
+        seeds = env_seeds(seed, "test", range(n))  # seed: run.eval_seed
+        return RolloutPlan(ids, seeds, tuple(None for _ in ids))
+
+    def _adapters_dir(self, iteration: int) -> Path:
+        root = self.context.run_dir
+        if root is None:
+            root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
+            self.context.run_dir = root
+        # Absolute: the learner state records these paths, and a run started from a relative
+        # directory is resumed or played back from wherever the user stands then.
+        return Path(root).resolve() / "adapters" / str(iteration)
+
+    # the update's steps ---------------------------------------------------------------------
+    async def restore(self, state: PolicyState) -> None:
+        """Build the adapters (once) and bring them and their optimizers to ``state``."""
+        self.setup()
+        await self.engine.run(self._load_state, state)
+
+    async def train(self, samples: Any, iteration: int) -> dict[str, Any]:
+        """The learner's ``fit`` on ``samples``, on the engine's thread: ``{"records": [...],
+        "counters": {...}}`` for ``iterations.csv``."""
+        return await self.engine.run(self._seeded_train, samples, iteration)
+
+    async def save_candidate(self, iteration: int, stats: dict[str, Any],
+                             counters: dict[str, Any] | None = None) -> Candidate:
+        """Save the trained adapters under ``adapters/<iteration>/`` and propose them."""
+        directory = self._adapters_dir(iteration)
+        hashes, path = await self.engine.run(self._save, directory)
+        refs = {a: {"path": str(directory / self.team_of(a).adapter_for(a)), "hash": hashes[a]}
+                for a in self.context.learning_agents}
+        return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
+                         counters={**(counters or {}), **stats["counters"]})
+
+    # training --------------------------------------------------------------------------------
+    def fit(self, samples: Any, iteration: int) -> dict[str, Any]:
+        """One update's training on ``samples`` (the learner's: usually ``epochs`` over them,
+        grouped by unit, and its records)."""
+        raise NotImplementedError
+
+    def loss(self, unit: str, part: list[SampleT], total: float) -> dict[str, Any]:
+        """The loss terms of ``part`` (a micro-batch of a minibatch whose samples weigh
+        ``total`` in all processes): ``"loss"`` (a tensor, the part's share of the
+        minibatch's mean loss, to backpropagate) and tensors to report (summed over the
+        minibatch; those in ``mean_terms`` divided by its size)."""
+        raise NotImplementedError
+
+    mean_terms: ClassVar[tuple[str, ...]] = ()
+    """Terms of ``loss`` reported per sample rather than summed."""
+    interleave_units: ClassVar[bool] = False
+    """Whether an epoch's minibatches of all units are shuffled together (PPO) rather than
+    taken unit by unit."""
+
+    def sample_weight(self, sample: SampleT) -> float:
+        """How much a sample counts in its minibatch's mean (1: every sample alike)."""
+        return 1.0
+
+    def minibatch_order(self, items: list[SampleT], rng: random.Random) -> list[SampleT]:
+        """An epoch's order of one unit's samples, cut into minibatches in this order."""
+        order = items[:]
+        rng.shuffle(order)
+        return order
+
+    def unit_of(self, agent: str) -> str:
+        """The unit (adapter with its optimizer) that trains on ``agent``'s samples."""
+        team = self.team_of(agent)
+        return team.agents[0] if team.sharing == "shared" else agent
+
+    def group_by_unit(self, samples: Iterable[tuple[str, SampleT]]) -> dict[str, list[SampleT]]:
+        """``(agent, sample)`` pairs as each unit's samples, in the order given."""
+        by_unit: dict[str, list[SampleT]] = {}
+        for agent, sample in samples:
+            by_unit.setdefault(self.unit_of(agent), []).append(sample)
+        return by_unit
+
+    def _seeded_train(self, samples: Any, iteration: int) -> dict[str, Any]:
+        """`fit` with torch's random state (LoRA dropout) seeded by the iteration, so an
+        update re-run after a crash gives the same adapters."""
+        import torch
+
+        options = self.options
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(options.seed * SEED_OFFSET + iteration)
+            return self.fit(samples, iteration)
+
+    def epochs(self, by_unit: dict[str, list[SampleT]], iteration: int
+               ) -> tuple[dict[str, dict[str, float]], int, int]:
+        """``epochs`` passes of minibatches over each unit's samples, one adapter at a time:
+        per unit the summed step results (``"steps"``: how many), the steps taken in all,
+        and how many of them were skipped (a non-finite loss or gradient)."""
+        options = self.options
+        rng = random.Random(options.seed * SEED_OFFSET + iteration)
+        order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
+        parallel = self.parallel or DataParallel()
+        units = [u for u in self._units() if u != CENTRAL]
+        size = options.minibatch_size
+        totals: dict[str, dict[str, float]] = {}
+        steps = skipped = 0
+        stop = getattr(self.context, "stop", None)
+        for _epoch in range(options.epochs):
+            # Under a launcher each process fills a step with its own samples (or none) and
+            # the gradients are summed: every unit takes as many steps as the process with
+            # the most minibatches of it, the same steps in the same order everywhere.
+            batches: list[tuple[str, list[SampleT]]] = []
+            for unit in units:
+                order = self.minibatch_order(by_unit.get(unit, []), rng)
+                local = [order[i:i + size] for i in range(0, len(order), size)]
+                batches += [(unit, local[j] if j < len(local) else [])
+                            for j in range(parallel.max_int(len(local)))]
+            if self.interleave_units:
+                order_rng.shuffle(batches)
+            for unit, batch in batches:
+                if stop is not None:
+                    stop.check("between training steps")
+                with self._base_of[unit].engine.exclusive():
+                    result = self._step(unit, batch)
+                steps += 1
+                if result is None:
+                    skipped += 1
+                    continue
+                if not result:  # this process had no samples for the step
+                    continue
+                acc = totals.setdefault(unit, {})
+                for k, v in result.items():
+                    acc[k] = acc.get(k, 0.0) + v
+                acc["steps"] = acc.get("steps", 0.0) + 1
+        return totals, steps, skipped
+
+    def _step(self, unit: str, batch: list[SampleT]) -> dict[str, float] | None:
+        """One gradient step of ``unit``'s adapter on ``batch`` (with every process's samples
+        of the step under a launcher), the minibatch's gradient accumulated over
+        micro-batches (peak memory follows ``micro_batch_size``, the step is the same).
+        None when the loss or the gradient is not finite or its norm exceeds
+        ``max_skip_norm``: nothing changed. ``{}``: the step was taken on other processes'
+        samples only."""
+        import torch
+
+        options, team = self.options, self.team_of(unit)
+        optimizer = self.optimizers[unit]
+        parallel = self.parallel or DataParallel()
+        # Losses are sums over this process's samples divided by the step's total weight in
+        # all processes: with the gradients summed across processes, each step is the mean
+        # over the whole minibatch, as one process would take it.
+        total = parallel.sum_float(float(sum(self.sample_weight(s) for s in batch)))
+        if total == 0:
+            return None
+        optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        finite = True
+        if batch:
+            with team.training(unit):
+                for start in range(0, len(batch), options.micro_batch_size):
+                    terms = self.loss(unit, batch[start:start + options.micro_batch_size], total)
+                    if not torch.isfinite(terms["loss"]):
+                        finite = False
+                        break
+                    terms["loss"].backward()
+                    for k, v in terms.items():
+                        sums[k] = sums.get(k, 0.0) + float(v.detach())
+        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel) is None:
+            return None
+        optimizer.zero_grad(set_to_none=True)
+        if not batch:
+            return {}
+        return {**{k: v / len(batch) if k in self.mean_terms else v for k, v in sums.items()},
+                "grad_norm": self._last_norm}
+
+    _last_norm: float = 0.0
+
+    def _finish_step(self, unit: str, optimizer: Any, params: list[Any], finite: bool,
+                     parallel: DataParallel) -> dict[str, float] | None:
+        """Sum the gradients across processes, clip, and step, unless the loss (in any
+        process) or the gradient is not finite or the norm exceeds ``max_skip_norm``: then
+        nothing changes. Every process reaches the same verdict."""
+        import torch
+
+        options = self.options
+        if parallel.sum_int(1 if finite else 0) < parallel.world_size:
+            # a process had a non-finite loss: every process skips this step
+            logger.warning("%s: non-finite loss on %s; minibatch skipped", self.name, unit)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        parallel.sum_gradients(params)
+        norm = clip_gradients(params, options.max_grad_norm)
+        self._last_norm = norm
+        if not math.isfinite(norm) or norm > options.max_skip_norm:
+            logger.warning("%s: gradient norm %s on %s; minibatch skipped", self.name, norm, unit)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        with torch.no_grad():
+            optimizer.step()
+        return {}
+
+    # the saved state -------------------------------------------------------------------------
+    def _save(self, directory: Path) -> tuple[dict[str, str], Path]:
+        """Adapters (PEFT format, value heads beside them) and the trainer's state (weights and
+        optimizers, for resuming: ``<state_name>.pt``), each written atomically."""
+        import torch
+
+        hashes: dict[str, str] = {}
+        with self._all_exclusive():
+            for base in self.bases:
+                hashes |= base.team.save(directory)
+            state = {"weights": self._state_dict(),
+                     "optimizers": {u: o.state_dict() for u, o in self.optimizers.items()}}
+            path = directory / f"{self.state_name}.pt"
+            atomic_write(path, lambda fh: torch.save(state, fh))
+        self._loaded = str(path)
+        return hashes, path
+
+
+def load_tensors(path: str | Path) -> Any:
+    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
+    comes from the run directory, which may be someone else's: a file that would run code
+    (any other pickled object) is refused with a `ConfigError` saying what and where."""
+    import pickle
+
+    import torch
+
+    from marlang.config import ConfigError
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
+                          f"could run code ({first[:200]}); resume only run directories you trust") from None
+
+
+def clip_gradients(params: list[Any], max_norm: float) -> float:
+    """Scale the gradients of ``params`` (a list: a generator would be used up by the norm)
+    so their global norm is at most ``max_norm``; returns the norm before clipping."""
+    import torch
+
+    grads = [p for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
+
+

@@ -1,0 +1,263 @@
+"""LangMARL's update as its own LangGraph subgraph: critic -> gradient -> aggregate -> optimize.
+
+Every stage's independent calls are ``Send`` tasks of one superstep, so they run
+concurrently and a checkpointed run that dies mid-stage keeps every finished call.
+``collect_*`` nodes join a stage and fan out the next one. The nodes read trajectories
+from the run (by episode id) and write only plain JSON into the subgraph's own state,
+which lives for one update and never reaches the shared training state.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from marlang.agents.calls import call_model_json, call_seed
+from marlang.learners.base import UpdateOutput, UpdateState
+from marlang.methods.langmarl.parsing import TEAM, clean_policy, malformed_policy, parse_credits
+from marlang.models.structured import credit_schema
+from marlang.types import CallContext, Candidate, PolicyState, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+def _ctx(learner: Any, iteration: int, episode: int = -1) -> CallContext:
+    base = learner.context.call
+    return CallContext(episode=episode, step=-1, seed=base.seed, callbacks=base.callbacks,
+                       limiter=base.limiter, iteration=iteration)
+
+
+async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration: int, episode: int,
+               max_tokens: int, extra: int = 0, prefill: str = "", schema: dict[str, Any] | None = None) -> str:
+    """One learner call. ``prefill`` starts the reply on models that can continue one (local
+    models): a small model asked for JSON answers far more often when the reply already
+    opens the object; the returned text includes the prefill. ``schema``: the reply's JSON
+    schema, sent as the request's ``response_format`` where ``model.structured`` says so."""
+    if learner.context.before_calls is not None:
+        await learner.context.before_calls()
+    model = learner.context.model
+    seed = None
+    if float(getattr(model, "temperature", 0) or 0) > 0:
+        seed = call_seed(learner.context.call.seed, iteration, episode, agent, role, extra)
+    return await call_model_json(model, messages, _ctx(learner, iteration, episode),
+                                 structured=learner.structured_replies(), schema=schema, name=role, role=role,
+                                 agent=agent, max_tokens=max_tokens, seed=seed, prefill=prefill)
+
+
+def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Dict channel that merges the concurrent writes of one stage's tasks."""
+    return {**(left or {}), **(right or {})}
+
+
+class LangMARLState(UpdateState, total=False):
+    """The update's stage outputs, keyed by episode / agent."""
+
+    credits: Annotated[dict[str, Any], _merge]
+    gradients: Annotated[dict[str, Any], _merge]
+    aggregated: Annotated[dict[str, Any], _merge]
+    optimized: Annotated[dict[str, Any], _merge]
+
+
+def build_langmarl_update(learner: Any) -> Any:
+    """The compiled update subgraph: reads ``policy`` and ``episodes``, writes ``candidate``."""
+    builder = StateGraph(LangMARLState, output_schema=UpdateOutput)
+    _add_nodes(builder, learner)
+    return builder.compile(name="update:langmarl")
+
+
+def _add_nodes(builder: StateGraph, learner: Any) -> None:
+    source, target = START, END
+    options = learner.options
+    agents: list[str] = list(learner.context.agents)
+
+    def trajectory(episode: int) -> Trajectory:
+        return learner.context.trajectory(episode)
+
+    def update_call(build_messages: Any, role: str, given: str, answer: str) -> Any:
+        """A node that asks the ``role`` model once for one agent: its messages from the task's
+        policy and its ``given`` texts; the reply goes under ``answer``, keyed by the agent."""
+
+        async def node(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+            policy = PolicyState.from_dict(task["policy"])
+            messages = build_messages(policy, task["agent"], task[given])
+            text = await _ask(learner, messages, role=role, agent=task["agent"], iteration=policy.iteration,
+                              episode=-1, max_tokens=options.update_max_tokens)
+            return {answer: {task["agent"]: text}}
+
+        return node
+
+    # critic: one call per trajectory ---------------------------------------------------------
+    def fan_out_critics(state: dict[str, Any]) -> list[Send]:
+        return [Send("critic", {"episode": e, "policy": state["policy"]}) for e in state["episodes"]]
+
+    async def critic(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        policy = PolicyState.from_dict(task["policy"])
+        episode = task["episode"]
+        traj = trajectory(episode)
+        messages = learner.critic_messages(policy, traj)
+        kw = {"iteration": policy.iteration, "episode": episode, "max_tokens": options.critic_max_tokens}
+        opening = "" if options.credit == "global" else json_opening(agents)
+        schema = None if options.credit == "global" else credit_schema(agents)
+        reply = await _ask(learner, messages, role="critic", agent="", prefill=opening, schema=schema, **kw)
+        if options.credit == "global":
+            credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
+            return {"credits": {str(episode): {"credit": credit, "retried": [], "replies": [reply]}}}
+        found = parse_credits(reply, agents)
+        missing = [a for a in agents if a not in found]
+        replies = [reply]
+        if missing:  # ask once more, for the missing agents only
+            retry = learner.critic_retry_messages(messages, reply, missing)
+            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=json_opening(missing),
+                                schema=credit_schema(missing), **kw)
+            replies.append(reply2)
+            for a, c in parse_credits(reply2, missing).items():
+                found.setdefault(a, c)
+        credit = {}
+        for a in agents:
+            if a in found:
+                credit[a] = {**found[a], "failed": False}
+            else:
+                credit[a] = {"feedback": "", "score": None, "failed": True}
+                logger.warning("critic gave no credit for %s in episode %d (counted as a credit failure)",
+                               a, episode)
+        return {"credits": {str(episode): {"credit": credit, "retried": missing, "replies": replies}}}
+
+    # gradient: one call per (agent, trajectory), with that agent's own credit only -------------
+    def credit_for(state: dict[str, Any], episode: int, agent: str) -> dict[str, Any]:
+        credit = state["credits"][str(episode)]["credit"]
+        return credit[TEAM] if options.credit == "global" else credit[agent]
+
+    async def join(state: dict[str, Any]) -> dict[str, Any]:
+        """Waits for every task of a stage; the next stage fans out from here."""
+        return {}
+
+    def fan_out_gradients(state: dict[str, Any]) -> list[Send] | str:
+        sends = [
+            Send("gradient", {"agent": a, "episode": e, "policy": state["policy"],
+                              "credit": credit_for(state, e, a)["feedback"]})
+            for a in agents for e in state["episodes"]
+            if learner.context.learns(a) and not credit_for(state, e, a)["failed"]  # frozen: credited, not updated
+        ]
+        return sends or "collect_gradients"
+
+    async def gradient(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        policy = PolicyState.from_dict(task["policy"])
+        agent, episode = task["agent"], task["episode"]
+        messages = learner.gradient_messages(policy, agent, trajectory(episode), task["credit"])
+        text = await _ask(learner, messages, role="gradient", agent=agent, iteration=policy.iteration,
+                          episode=episode, max_tokens=options.update_max_tokens)
+        return {"gradients": {f"{agent}|{episode}": text}}
+
+    # aggregate: one call per agent with two or more gradients ----------------------------------
+    def gradients_of(state: dict[str, Any], agent: str) -> list[str]:
+        grads = state.get("gradients") or {}
+        return [grads[f"{agent}|{e}"] for e in state["episodes"] if grads.get(f"{agent}|{e}", "").strip()]
+
+    async def collect_gradients(state: dict[str, Any]) -> dict[str, Any]:
+        single = {a: gradients_of(state, a)[0] for a in agents if len(gradients_of(state, a)) == 1}
+        return {"aggregated": single} if single else {}
+
+    def fan_out_aggregates(state: dict[str, Any]) -> list[Send] | str:
+        sends = [Send("aggregate", {"agent": a, "policy": state["policy"], "gradients": gradients_of(state, a)})
+                 for a in agents if len(gradients_of(state, a)) >= 2]
+        return sends or "collect_aggregates"
+
+    aggregate = update_call(learner.aggregate_messages, "aggregator", "gradients", "aggregated")
+
+    # optimize: one call per agent that has an update direction ---------------------------------
+    def fan_out_optimizers(state: dict[str, Any]) -> list[Send] | str:
+        aggregated = state.get("aggregated") or {}
+        sends = [Send("optimize", {"agent": a, "policy": state["policy"], "gradient": aggregated[a]})
+                 for a in agents if (aggregated.get(a) or "").strip()]
+        return sends or "propose"
+
+    optimize = update_call(learner.optimize_messages, "optimizer", "gradient", "optimized")
+
+    async def propose(state: dict[str, Any]) -> dict[str, Any]:
+        return {"candidate": build_candidate(learner, state).to_dict()}
+
+    builder.add_node("critic", critic)
+    builder.add_node("collect_credits", join)
+    builder.add_node("gradient", gradient)
+    builder.add_node("collect_gradients", collect_gradients)
+    builder.add_node("aggregate", aggregate)
+    builder.add_node("collect_aggregates", join)
+    builder.add_node("optimize", optimize)
+    builder.add_node("propose", propose)
+    builder.add_conditional_edges(source, fan_out_critics, ["critic"])
+    builder.add_edge("critic", "collect_credits")
+    builder.add_conditional_edges("collect_credits", fan_out_gradients, ["gradient", "collect_gradients"])
+    builder.add_edge("gradient", "collect_gradients")
+    builder.add_conditional_edges("collect_gradients", fan_out_aggregates, ["aggregate", "collect_aggregates"])
+    builder.add_edge("aggregate", "collect_aggregates")
+    builder.add_conditional_edges("collect_aggregates", fan_out_optimizers, ["optimize", "propose"])
+    builder.add_edge("optimize", "propose")
+    builder.add_edge("propose", target)
+
+
+def json_opening(agents: list[str]) -> str:
+    """The first key of the JSON object a critic is asked for: ``{"agent_0": "``."""
+    return '{"' + agents[0] + '": "'
+
+
+def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
+    """The proposed policies and one ``updates.jsonl`` row per agent."""
+    options = learner.options
+    policy = PolicyState.from_dict(state["policy"])
+    credits = state.get("credits") or {}
+    grads = state.get("gradients") or {}
+    aggregated = state.get("aggregated") or {}
+    optimized = state.get("optimized") or {}
+    candidate = Candidate(counters={"credit_failures": 0, "critic_retries": 0, "malformed_policies": 0})
+    for e in state["episodes"]:
+        entry = credits.get(str(e), {})
+        candidate.counters["critic_retries"] += 1 if entry.get("retried") else 0
+    for a in learner.context.agents:
+        rows = []
+        failures = 0
+        for e in state["episodes"]:
+            entry = credits.get(str(e), {}).get("credit", {})
+            c = entry.get(TEAM if options.credit == "global" else a, {"feedback": "", "score": None, "failed": True})
+            failures += 1 if c.get("failed") else 0
+            rows.append({"episode": e, "credit": c.get("feedback", ""), "score": c.get("score"),
+                         "credit_failed": bool(c.get("failed")), "gradient": grads.get(f"{a}|{e}")})
+        candidate.counters["credit_failures"] += failures if options.credit == "agent" else 0
+        new_text = clean_policy(optimized[a]) if a in optimized else ""
+        old = policy.policies.get(a, "")
+        malformed = malformed_policy(new_text) if a in optimized else None
+        if malformed:
+            # Counted and shown in updates.jsonl; the agent keeps its policy.
+            candidate.counters["malformed_policies"] += 1
+            logger.warning("optimizer reply for %s is no policy (%s); keeping its policy", a, malformed)
+            new_text = ""
+        if new_text:
+            candidate.policies[a] = new_text
+        candidate.records.append({
+            "agent": a,
+            "trajectories": rows,
+            "aggregated_gradient": aggregated.get(a),
+            "old_policy": old,
+            "new_policy": new_text or old,
+            "rewritten": bool(new_text),
+            "malformed": malformed,
+            "optimizer_reply": optimized.get(a) if malformed else None,
+            "credit_failures": failures if options.credit == "agent" else 0,
+        })
+    return candidate
+
+
+async def run_update(learner: Any, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
+    """Run the update subgraph alone on given trajectories (no run directory, no checkpoint)."""
+    by_id = {t.episode: t for t in trajectories}
+    previous = learner.context.trajectory
+    learner.context.trajectory = by_id.__getitem__
+    try:
+        out = await build_langmarl_update(learner).ainvoke(
+            {"policy": state.to_dict(), "episodes": sorted(by_id)})
+    finally:
+        learner.context.trajectory = previous
+    return Candidate.from_dict(out["candidate"])

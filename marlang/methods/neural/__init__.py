@@ -1,0 +1,49 @@
+"""Neural MARL learners (MAPPO, IPPO, QMIX, VDN) through BenchMARL on marlang's envs, with a
+per-agent reward hook for LLM critics. ``learning.method`` selects one; a run of it is an
+ordinary run (``marlang.run_experiment(config, out, reward_hook=..., callbacks=...)``).
+
+Only the options models load with the package; torch, torchrl and BenchMARL load on first use.
+"""
+
+from __future__ import annotations
+
+from marlang.lazy import lazy_getattr
+from marlang.methods.neural.algorithms import (
+    NEURAL_LEARNERS,
+    NeuralOptions,
+    NeuralPPOOptions,
+    QMIXOptions,
+    VDNOptions,
+    check_neural_pairing,
+    is_neural_method,
+)
+from marlang.methods.neural.reward_hook import RewardHook, load_reward_hook
+
+_LAZY = {
+    "BenchmarlTraining": "marlang.methods.neural.learner",
+    "benchmarl_configs": "marlang.methods.neural.learner",
+    "MarlangTask": "marlang.methods.neural.benchmarl_task",
+    "NumericParallelEnv": "marlang.methods.neural.benchmarl_task",
+    "RewardHookCallback": "marlang.methods.neural.callbacks",
+    "IterationRecorder": "marlang.methods.neural.callbacks",
+}
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+__all__ = [
+    "NEURAL_LEARNERS",
+    "BenchmarlTraining",
+    "IterationRecorder",
+    "MarlangTask",
+    "NeuralOptions",
+    "NeuralPPOOptions",
+    "NumericParallelEnv",
+    "QMIXOptions",
+    "RewardHook",
+    "RewardHookCallback",
+    "VDNOptions",
+    "benchmarl_configs",
+    "check_neural_pairing",
+    "is_neural_method",
+    "load_reward_hook",
+]

@@ -1,0 +1,202 @@
+"""The neural learning methods (``learning.method: mappo | ippo | qmix | vdn``): their learner
+classes (options models in :mod:`marlang.methods.neural.options`) (``marlang.registry`` names
+them by entry point), and the config check that pairs them with ``agents.kind: neural``
+(``check_neural_pairing``, which ``marlang.registry.CONFIG_CHECKS`` names for
+``marlang.config``). Light on purpose: nothing here imports torch or BenchMARL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
+from marlang.methods.neural.critics.options import check_credit_config
+from marlang.methods.neural.options import (
+    NeuralOptions,
+    NeuralPPOOptions,
+    QMIXOptions,
+    ValueDecompositionOptions,
+    VDNOptions,
+)
+from marlang.registry import LEARNERS
+from marlang.types import RolloutPlan, Trajectory
+
+__all__ = [
+    "NEURAL_LEARNERS", "IPPOLearner", "MAPPOLearner", "NeuralLearner", "NeuralOptions", "NeuralPPOOptions",
+    "QMIXLearner", "QMIXOptions", "VDNLearner", "VDNOptions", "ValueDecompositionOptions",
+    "check_neural_pairing", "is_neural_method", "neural_methods", "numeric_env_ids",
+]
+
+if TYPE_CHECKING:
+    from marlang.config import ExperimentConfig
+
+class NeuralLearner(Learner):
+    """A neural MARL method in the learner registry. The run's loop drives it like any
+    learner: its one update is a BenchMARL run of ``learning.frames``
+    (:mod:`marlang.methods.neural.learner`, loaded on first use), which collects its own
+    experience, so the loop plays no LLM episodes for it."""
+
+    agents_kind: ClassVar[str] = "neural"
+    """The ``agents.kind`` this method trains (LLM learners have none: ``llm``)."""
+    algorithm: ClassVar[str] = ""
+    """BenchMARL's algorithm config class name."""
+    own_experience: ClassVar[bool] = True
+
+    def __init__(self, options: LearnerOptions, context: Any) -> None:
+        super().__init__(options, context)
+        self._training: Any = None
+
+    @property
+    def training(self) -> Any:
+        """The BenchMARL side of the run (a `BenchmarlTraining`)."""
+        if self._training is None:
+            from marlang.methods.neural.learner import BenchmarlTraining
+
+            self._training = BenchmarlTraining(
+                self.context.config, self.context.run_dir, reward_hook=self.context.reward_hook,
+                callbacks=self.context.callbacks, stop=self.context.stop)
+        return self._training
+
+    @property
+    def critic(self) -> Any:
+        """The per-agent credit critic (``learning.critic``; None without one)."""
+        return self.training.critic
+
+    @classmethod
+    def label(cls, options: Any) -> str:
+        """``mappo``, or with per-agent credit ``mappo+llm_mca``, ``ippo+lca-synthetic-70-q4`` (LCA:
+        the ranker, a synthetic ranker's accuracy, queries when more than one), so a grid over
+        critics names its rows."""
+        critic = getattr(options, "critic", "none")
+        if critic == "none":
+            return cls.name
+        if critic == "lca":
+            critic = f"lca-{options.ranker}"
+            if options.ranker == "synthetic":
+                critic += f"-{round(100 * options.ranker_accuracy)}"
+            if options.queries > 1:
+                critic += f"-q{options.queries}"
+        return f"{cls.name}+{critic}"
+
+    @classmethod
+    def iterations(cls, options: LearnerOptions) -> int | None:
+        return 1  # BenchMARL trains all of learning.frames in one call: one update
+
+    def rollout_plan(self, iteration: int, first_episode: int, count: int, seed: int) -> RolloutPlan:
+        return RolloutPlan((), (), ())  # BenchMARL's collector gathers the experience
+
+    def start(self) -> dict[str, Any]:
+        return self.training.start()
+
+    async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
+        if self.context.before_calls is not None:
+            await self.context.before_calls()  # the loop's checkpoint is on disk before training
+        # On a worker thread: a critic's model calls run event loops of their own.
+        frames = await asyncio.to_thread(self.training.train)
+        return Candidate(extra={"frames": frames}, counters={"episodes": self.training.evaluated})
+
+    def summary(self, setting: str) -> dict[str, Any] | None:
+        return self.training.summary(setting)
+
+
+class MAPPOLearner(NeuralLearner):
+    name: ClassVar[str] = "mappo"
+    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
+    algorithm: ClassVar[str] = "MappoConfig"
+
+
+class IPPOLearner(NeuralLearner):
+    name: ClassVar[str] = "ippo"
+    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
+    algorithm: ClassVar[str] = "IppoConfig"
+
+
+class QMIXLearner(NeuralLearner):
+    name: ClassVar[str] = "qmix"
+    options_model: ClassVar[type[LearnerOptions]] = QMIXOptions
+    algorithm: ClassVar[str] = "QmixConfig"
+
+
+class VDNLearner(NeuralLearner):
+    name: ClassVar[str] = "vdn"
+    options_model: ClassVar[type[LearnerOptions]] = VDNOptions
+    algorithm: ClassVar[str] = "VdnConfig"
+
+
+NEURAL_LEARNERS: dict[str, type[NeuralLearner]] = {
+    "mappo": MAPPOLearner,
+    "ippo": IPPOLearner,
+    "qmix": QMIXLearner,
+    "vdn": VDNLearner,
+}
+"""The neural methods; ``marlang.registry`` declares them as ``learning.method`` by entry point
+(``"marlang.methods.neural.algorithms:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
+
+
+def is_neural_method(method: str) -> bool:
+    """Whether ``learning.method`` trains neural agents (``agents.kind: neural``): its
+    registry metadata ``agents_kind`` says so without importing it; a method registered by
+    entry point without that metadata is imported to read its class's ``agents_kind``."""
+    kind = LEARNERS.entry(method).metadata.get("agents_kind")
+    if kind is None:
+        kind = getattr(learner_entry(method).learner_class, "agents_kind", "llm")
+    return kind == "neural"
+
+
+def neural_methods() -> list[str]:
+    """The registered methods that train neural agents."""
+    return [m for m in LEARNERS if is_neural_method(m)]
+
+
+def numeric_env_ids() -> list[str]:
+    """Registered env ids whose factory names an ``observation_mode`` parameter."""
+    from marlang.envs.registry import DEFAULT_REGISTRY
+
+    return [env_id for env_id in DEFAULT_REGISTRY.list() if _takes_observation_mode(env_id) is True]
+
+
+def _takes_observation_mode(env_id: str) -> bool | None:
+    """True or False from the env's spec; None when it cannot tell (``**kwargs`` or not
+    introspectable: the env then reports a bad argument itself when the run starts)."""
+    from marlang.envs.registry import DEFAULT_REGISTRY
+
+    return DEFAULT_REGISTRY.spec(env_id).takes("observation_mode")
+
+
+def check_neural_pairing(config: ExperimentConfig) -> None:
+    """Raise a one-line ``ValueError`` when agents and learning method do not fit together:
+    neural agents need a neural method on an env with numeric observations, and a neural
+    method needs neural agents (scripted agents ignore the method, as for every learner)."""
+    kind, method = config.agents.kind, config.learning.method
+    neural = is_neural_method(method)
+    if kind == "neural" and not neural:
+        raise ValueError(
+            f"agents.kind 'neural' needs a neural learning.method, got {method!r}; "
+            f"valid choices: {', '.join(neural_methods())}"
+        )
+    if kind == "llm" and neural:
+        raise ValueError(
+            f"learning.method {method!r} trains neural agents: set agents.kind: neural, or pick a "
+            f"method for LLM agents: {', '.join(m for m in _all_methods() if not is_neural_method(m))}"
+        )
+    if kind != "neural":
+        return
+    if _takes_observation_mode(config.env.id) is False:
+        raise ValueError(
+            f"env.id {config.env.id!r} has no numeric observations for neural agents; "
+            f"valid choices: {', '.join(numeric_env_ids())}"
+        )
+    for key in ("iterations", "rollouts"):
+        if getattr(config.learning, key) is not None:
+            raise ValueError(
+                f"learning.{key} does not apply to learning.method {method!r}: its budget is "
+                "learning.frames (and learning.frames_per_batch per iteration)"
+            )
+    # Credit reaches only losses that use per-agent rewards (MAPPO, IPPO).
+    check_credit_config(config, per_agent_loss=NEURAL_LEARNERS.get(method) in (MAPPOLearner, IPPOLearner))
+
+
+def _all_methods() -> list[str]:
+    return LEARNERS.names()
+
