@@ -329,7 +329,7 @@ class Experiment:
                 if completed and not paused and loop.progress.n < loop.progress.total:
                     loop.progress.total = loop.progress.n  # fewer episodes than planned: end at 100%
                 loop.progress.close()
-            self.recorder.append_csv(self.run_dir.llm_calls_file)
+            self.run_dir.append_llm_calls(self.recorder)
             loop.close()
         return RunResult(self.run_dir.path, self.finalize(), loop.played, paused, already_finished=finished)
 
