@@ -9,15 +9,19 @@ from the first to the last one.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marlang.report import paired_change, summarize_episodes
+from marlang.report import iteration_row, paired_change, summarize_episodes
+from marlang.run.commit import Commit
 from marlang.rundir import CallRows, RunDirectory
 from marlang.rundir.untrusted import json_value
 from marlang.types import Trajectory
+
+logger = logging.getLogger(__name__)
 
 EpisodeKey = tuple[str, int, int]
 """(phase, iteration, episode): held-out episodes repeat their ids at every evaluation."""
@@ -252,6 +256,26 @@ class RunRecord:
     def append_iteration_csv(self, row: dict[str, Any]) -> None:
         """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``."""
         self.run_dir.append_iteration_csv(row)
+
+    def write_commit(self, commit: Commit, *, policies: bool, episodes: list[Trajectory] | None) -> None:
+        """Write an iteration's commit: its ``policies.jsonl`` rows (``policies``: the learner
+        rewrites policy texts), ``updates.jsonl`` rows, a decided ``review.json``, its
+        ``iterations.csv`` row from its training ``episodes`` (None: a learner whose own
+        trainer writes its rows) and, last, ``learner_state.json``: a commit replayed after a
+        crash finds its rows already written and writes them once."""
+        i, rd = commit.iteration, self.run_dir
+        if policies:
+            self.append_iteration_rows("policies.jsonl", i, commit.policy_rows)
+        self.append_iteration_rows("updates.jsonl", i, commit.update_rows)
+        if commit.review is not None:
+            rd.write_json("review.json", commit.review)
+        if episodes is not None:
+            row = iteration_row(i, episodes, self.calls.of_iteration(i), commit.counters, commit.evaluation,
+                                accepted=commit.accepted)
+            row.update(self.test_columns(i))
+            self.append_iteration_csv(row)
+            logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
+        rd.write_json("learner_state.json", commit.policy.to_dict())
 
     # the summary ----------------------------------------------------------------------------
     def finalize(self, *, setting: str, config: Any, initial_policies: dict[str, str], scripted: bool,
