@@ -209,7 +209,7 @@ def test_a_play_back_without_a_team_section_names_the_adapters_each_slot_plays(t
     """``model.adapters`` and no ``team:``: the manifest's ``team`` names each slot's player,
     the base model for a slot the adapters directory holds nothing for."""
     from marlang.prompts import PromptLibrary
-    from marlang.run import manifest as build
+    from marlang.run import build
 
     c = config(env={"n_agents": 3}, model={"adapters": str(tmp_path / "RUN")})
     played = build.manifest(c, setting="s", model_id="local:smollm2", prompts=PromptLibrary(),

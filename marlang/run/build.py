@@ -1,6 +1,6 @@
 """Building a run, config to components: the chat models, the env, the LLM agents, the
 protocol's decider, the episode graph and the learner (:func:`build_run`, read top to bottom
-at the end of this file). Nothing here writes a file or drives an event loop; that is
+at the end of this file), and the manifest that names them. Nothing here writes a file or drives an event loop; that is
 `marlang.run.experiment`'s.
 
 Every refusal here is a one-line `ConfigError` raised before the run directory is created.
@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
-from marlang.config import ConfigError, ExperimentConfig, ModelConfig
+from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
 from marlang.learners import Learner, LearnerContext, learner_entry
 from marlang.prompts import PromptLibrary
 from marlang.run.loop import LoopOptions
+from marlang.rundir import package_versions
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler
@@ -314,6 +317,66 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
     return entry.factory(options, context)
 
 
+
+
+# the manifest -------------------------------------------------------------------------------
+def versions() -> dict[str, str]:
+    return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
+                             "pettingzoo", "overcooked-ai", "pymunk"))
+
+
+def team_players(config: ExperimentConfig, model_id: str,
+                 played: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
+    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply.
+    ``played``: the slots that act with trained adapters (see ``play_back_adapters``); a slot
+    whose adapters directory holds none for it plays its base model and is named so."""
+    top = config.model.model_copy(update={"adapters": None})
+    learns = learning_method(config) != "none"
+    out = {}
+    for name, slot in config.slots().items():
+        bare = slot.model.model_copy(update={"adapters": None})
+        if played is not None and slot.model.adapters and name not in played:
+            slot = slot.model_copy(update={"model": bare})
+        frozen = slot.kind == "llm" and learns and not slot.learn
+        out[name] = slot_player(slot, model_id if bare == top else None) + (" (frozen)" if frozen else "")
+    return out
+
+
+def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: PromptLibrary,
+             model: Any = None, env: Any = None, adapters: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run's ``manifest.json``: what ran, with which versions, seed and prompt hashes.
+    ``adapters``: the trained adapters played back, agent -> hash; ``team`` then names them
+    slot by slot, as it does for a ``team:`` section."""
+    c = config
+    out = {
+        "name": c.run.name,
+        "setting": setting,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": [redact_secrets(arg) for arg in sys.argv],
+        "seed": c.run.seed,
+        "env_id": c.env.id,
+        "model_id": model_id,
+        "learner": learning_method(c),
+        "iterations": c.total_iterations,
+        "rollouts_per_iteration": c.rollouts_per_iteration,
+        "prompt_hashes": prompts.hashes(),
+        "versions": versions(),
+    }
+    if c.plays_back:
+        out["played_back"] = c.learning.method
+    if c.team or adapters:
+        out["team"] = team_players(c, model_id, adapters if adapters else None)
+    if adapters:
+        out["adapters"] = dict(adapters)
+    weights = getattr(model, "weights_id", None)
+    if weights:
+        out["weights_id"] = weights
+    sandbox = getattr(env, "sandbox", None)
+    if sandbox is not None:
+        # Which isolation ran the generated code: it differs between machines.
+        out["sandbox"] = sandbox.isolation.to_dict()
+    return out
 
 
 # the whole run ------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""Runs one experiment config: builds its parts (`marlang.run.build`), drives the training
-graph (`marlang.run.loop`) ``learning.iterations`` times and writes the run directory
-(`marlang.run.record`), holding the directory's lock and handling Ctrl-C.
+"""Drives one experiment config: `marlang.run.build.build_run` makes its parts, and this
+module runs them: the training graph (`marlang.run.loop`) on a fresh event loop, the run
+directory's lock, the checkpointer, the progress bar and Ctrl-C. Read top to bottom: Ctrl-C,
+what the run is, ``run`` (lock, event loop), ``_start`` (build, check the directory, write
+config and manifest), ``arun`` (the training graph), ``finalize`` (summary).
 
 Within an iteration every episode acts with the same policy state, so a run (and a resumed
 run) is deterministic and a rerun replays from the response cache without a model call.
@@ -17,6 +19,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.callbacks import BaseCallbackHandler
+
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig, redact_secrets
 from marlang.learners import Learner, learner_entry
@@ -24,9 +28,7 @@ from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.run import build
 from marlang.run.build import RunParts
-from marlang.run.interrupt import InFlightCalls, handle_ctrl_c
 from marlang.run.loop import Progress, RunLoop, build_training_graph
-from marlang.run.manifest import manifest as run_manifest
 from marlang.run.record import RunRecord
 from marlang.run.resume import (
     THREAD,
@@ -50,6 +52,68 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoints.sqlite"
+
+
+# Ctrl-C ------------------------------------------------------------------------------------
+# The first sets the run's `StopFlag` and cancels the run (what is finished is kept), a second
+# stops at once; the first says how many model calls in flight it waits for.
+class InFlightCalls(BaseCallbackHandler):
+    """Counts the model calls started and not yet answered (what a Ctrl-C waits for)."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self._open: set[Any] = set()
+
+    @property
+    def count(self) -> int:
+        return len(self._open)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
+
+def handle_ctrl_c(stop: StopFlag, notify: Callable[[str], None], cancel: Callable[[], Any],
+                  in_flight: Callable[[], InFlightCalls | None]) -> Callable[[], None]:
+    """Install the run's SIGINT handler where Ctrl-C means KeyboardInterrupt (Python's own
+    handler, on the main thread; an ignored SIGINT stays ignored). ``cancel()`` gives the
+    function that cancels the run (None: nothing to cancel, stop at once). Returns the
+    function that puts the previous handler back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        cancelling = cancel()
+        if stop.is_set() or cancelling is None:
+            notify("stopping now")
+            raise KeyboardInterrupt
+        stop.set()
+        calls = in_flight()
+        notify(f"interrupted: saving what is finished and stopping the {calls.count if calls else 0} model "
+               "call(s) in flight (the local engine at its next token); Ctrl-C again to stop now")
+        try:
+            cancelling()
+        except RuntimeError:  # the loop has just closed: nothing is left to cancel
+            raise KeyboardInterrupt from None
+
+    signal.signal(signal.SIGINT, handler)
+    return lambda: signal.signal(signal.SIGINT, previous)
+
 
 
 class Experiment:
@@ -373,7 +437,7 @@ class Experiment:
 
     def manifest(self, model_id: str, env: MultiAgentEnv | None = None, adapters: dict[str, str] | None = None,
                  model: BaseChatModel | None = None) -> dict[str, Any]:
-        return run_manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
+        return build.manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
                             model=model, env=env, adapters=adapters)
 
 

@@ -12,9 +12,8 @@ from marlang.types import CallContext, Decision, Message, TextObservation
 
 
 class OneStepEnv:
-    possible_agents = ["agent_0"]
-
     def __init__(self):
+        self.possible_agents = ["agent_0"]
         self.actions = []
 
     def reset(self, seed=None):
