@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
             return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False)
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         _check_out(run_dir)
-    from marlang.run import Experiment
+    from marlang.run.experiment import Experiment
 
     existed = (run_dir / "config.yaml").is_file()
     neural = config.agents.kind == "neural"

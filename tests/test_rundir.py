@@ -56,9 +56,9 @@ def tear(path):
 @pytest.mark.parametrize("name", ["updates.jsonl", "policies.jsonl"])
 def test_a_torn_last_line_hides_no_row_appended_after_it(tmp_path, name):
     run = RunDirectory(tmp_path)
-    run.append_iteration_rows(name, 0, [{"iteration": 0, "agent": "agent_0"}])
+    run.append_jsonl(name, [{"iteration": 0, "agent": "agent_0"}])
     tear(tmp_path / name)
-    run.append_iteration_rows(name, 1, [{"iteration": 1, "agent": "agent_0"}, {"iteration": 1, "agent": "agent_1"}])
+    run.append_jsonl(name, [{"iteration": 1, "agent": "agent_0"}, {"iteration": 1, "agent": "agent_1"}])
     assert [(r["iteration"], r["agent"]) for r in run.read_jsonl(name)] == [
         (0, "agent_0"), (1, "agent_0"), (1, "agent_1")]
     assert (tmp_path / name).read_bytes().count(b"\n") == 3

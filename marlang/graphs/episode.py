@@ -1,7 +1,8 @@
 """The episode state machine: observe -> protocol + step -> ... -> finish.
 
 One compiled graph serves every episode of a run; the environment, the decision maker
-and the call context of an episode travel in ``config["configurable"]``.
+and the call context of an episode are its runtime context (LangGraph's typed
+``context_schema``: an `EpisodeContext`), read in a node as ``runtime.context``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import asyncio
 import inspect
 import operator
 from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from marlang.agents.llm_agent import LLMAgent
 from marlang.graphs.protocols import run_protocol
@@ -35,6 +38,23 @@ class EpisodeState(TypedDict, total=False):
     steps: Annotated[list[Step], operator.add]
     done: bool
     success: bool
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """What one episode's graph run depends on (its runtime context)."""
+
+    env: Any
+    """The episode's env (PettingZoo ``ParallelEnv`` API, `TextObservation` values)."""
+    decide: DecideFn
+    ctx: CallContext
+    """The episode's call context; each step's adds its step."""
+    team: Any = None
+    """The slots no LLM plays (the env's scripted team or a `SlotTeam`), reset with the env."""
+    env_id: str = "?"
+    protocol: str = "?"
+    max_steps: int | None = None
+    """The plan's step cap (None: the env's own limit)."""
 
 
 def protocol_decider(protocol_graph: Any) -> DecideFn:
@@ -115,26 +135,22 @@ def mixed_decider(protocol: DecideFn, team: SlotTeam) -> DecideFn:
     return decide
 
 
-def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
+def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> CompiledStateGraph:
     """Compile the episode loop. ``agents`` (LLM agents) drop the episode's short-term
     memory at the end; learning happens after episodes, on the learner seam."""
 
-    def _cfg(config: RunnableConfig) -> dict[str, Any]:
-        return config.get("configurable") or {}
-
-    async def observe(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
-        env = _cfg(config)["env"]
+    async def observe(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
+        run = runtime.context
         # In a worker thread: a reset or step may block (loading a task's data, running
         # generated code in the sandbox) and must not stall the other episodes' model calls.
-        observations, _ = await asyncio.to_thread(env.reset, seed=state["seed"])
-        team = _cfg(config).get("team")
-        if team is not None:
-            team.reset()
+        observations, _ = await asyncio.to_thread(run.env.reset, seed=state["seed"])
+        if run.team is not None:
+            run.team.reset()
         return {"observations": observations, "t": 0, "done": False, "success": False}
 
-    async def decide_and_step(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
-        cfg = _cfg(config)
-        env, ctx, decide = cfg["env"], cfg["ctx"].for_step(state["t"]), cfg["decide"]
+    async def decide_and_step(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
+        run = runtime.context
+        env, ctx, decide = run.env, run.ctx.for_step(state["t"]), run.decide
         observations = state["observations"]
         transcript, decisions = await decide(observations, ctx)
         actions = {a: d.action for a, d in decisions.items()}
@@ -155,7 +171,7 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
             terminations={a: bool(v) for a, v in terminations.items()},
             truncations={a: bool(v) for a, v in truncations.items()},
         )
-        limit = cfg.get("max_steps")
+        limit = run.max_steps
         if limit is not None and state["t"] + 1 >= limit and not (terminated or truncated) and next_obs:
             # The plan's step cap (fixed-length rollouts): the episode is cut off here, its
             # final observation kept for bootstrapping.
@@ -170,12 +186,12 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
             "success": success or state.get("success", False),
         }
 
-    async def finish(state: EpisodeState, config: RunnableConfig) -> dict[str, Any]:
+    async def finish(state: EpisodeState) -> dict[str, Any]:
         for agent in (agents or {}).values():
             agent.memory.end_episode(state["episode"])
         return {}
 
-    g = StateGraph(EpisodeState)
+    g = StateGraph(EpisodeState, context_schema=EpisodeContext)
     g.add_node("observe", observe)
     g.add_node("act", decide_and_step)
     g.add_node("finish", finish)
@@ -186,14 +202,13 @@ def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> Any:
     return g.compile(name="episode", checkpointer=False)
 
 
-def _trajectory(state: EpisodeState, cfg: dict[str, Any]) -> Trajectory:
-    env = cfg["env"]
+def _trajectory(state: EpisodeState, run: EpisodeContext) -> Trajectory:
     return Trajectory(
         episode=state["episode"],
         seed=state["seed"],
-        env_id=cfg.get("env_id", getattr(env, "env_id", "?")),
-        protocol=cfg.get("protocol", "?"),
-        agents=list(getattr(env, "possible_agents", [])),
+        env_id=run.env_id,
+        protocol=run.protocol,
+        agents=list(getattr(run.env, "possible_agents", [])),
         steps=list(state.get("steps", [])),
         success=bool(state.get("success")),
         final_observations=dict(state.get("observations") or {}),
@@ -216,12 +231,8 @@ async def run_episode(
     """Play one episode to the end and return its trajectory. ``max_steps`` cuts the episode
     off after that many steps (``truncated``) where the env has not ended it before; None
     leaves the length to the env's own limit."""
-    config = {
-        "configurable": {
-            "env": env, "decide": decide, "ctx": ctx, "team": team, "env_id": env_id, "protocol": protocol,
-            "max_steps": max_steps,
-        },
-        "recursion_limit": (max_steps or MAX_EPISODE_STEPS) + 10,
-    }
-    state = await graph.ainvoke({"episode": episode, "seed": seed, "steps": []}, config=config)
-    return _trajectory(state, config["configurable"])
+    run = EpisodeContext(env=env, decide=decide, ctx=ctx, team=team, env_id=env_id, protocol=protocol,
+                         max_steps=max_steps)
+    config = {"recursion_limit": (max_steps or MAX_EPISODE_STEPS) + 10}
+    state = await graph.ainvoke({"episode": episode, "seed": seed, "steps": []}, config=config, context=run)
+    return _trajectory(state, run)

@@ -2,7 +2,8 @@
 
 Every protocol graph takes ``{"observations": {agent: TextObservation}}`` and returns a
 ``transcript`` (list of :class:`Message`) and one :class:`Decision` per agent. The call
-context (episode, step, callbacks) travels in ``config["configurable"]["marlang_ctx"]``.
+context (episode, step, callbacks) is the graph's runtime context (LangGraph's typed
+``context_schema``: a `CallContext`), read in a node with `call_context`.
 Independent calls (concurrent messages, every final action) fan out with ``Send``.
 
 The names live in ``marlang.registry.PROTOCOLS``, below ``marlang.config``, so configs validate
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Protocol, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Send
 
 from marlang.registry import PROTOCOLS
@@ -81,8 +83,19 @@ def build_protocol(name: str, agents: Mapping[str, ConversingAgent], config: Any
     return PROTOCOLS.load(name)(agents, config)
 
 
-def call_context(config: RunnableConfig) -> CallContext:
-    return (config.get("configurable") or {}).get("marlang_ctx") or CallContext()
+def call_context(where: Runtime[CallContext] | RunnableConfig | None = None) -> CallContext:
+    """The call context of the protocol graph's run: its runtime context, from the node's
+    ``runtime`` (or, for a node that takes ``config``, the run it belongs to); a default
+    `CallContext` where the graph was invoked without one."""
+    if isinstance(where, Runtime):
+        runtime: Runtime[Any] | None = where
+    else:
+        try:
+            runtime = get_runtime()
+        except RuntimeError:  # called outside a graph run
+            runtime = None
+    context = runtime.context if runtime is not None else None
+    return context if isinstance(context, CallContext) else CallContext()
 
 
 # building blocks ---------------------------------------------------------------------------
@@ -94,8 +107,8 @@ def others(messages: list[Message], agent: str) -> list[Message]:
 
 
 def _speak_node(agents: Mapping[str, ConversingAgent]):
-    async def speak(task: AgentTask, config: RunnableConfig) -> dict[str, Any]:
-        msg = await agents[task["agent"]].speak(task["observation"], task["visible"], call_context(config),
+    async def speak(task: AgentTask, runtime: Runtime[CallContext]) -> dict[str, Any]:
+        msg = await agents[task["agent"]].speak(task["observation"], task["visible"], call_context(runtime),
                                                 task["round"])
         return {"transcript": [msg]}
 
@@ -103,8 +116,8 @@ def _speak_node(agents: Mapping[str, ConversingAgent]):
 
 
 def _act_node(agents: Mapping[str, ConversingAgent]):
-    async def act(task: AgentTask, config: RunnableConfig) -> dict[str, Any]:
-        decision = await agents[task["agent"]].act(task["observation"], task["visible"], call_context(config))
+    async def act(task: AgentTask, runtime: Runtime[CallContext]) -> dict[str, Any]:
+        decision = await agents[task["agent"]].act(task["observation"], task["visible"], call_context(runtime))
         return {"decisions": {task["agent"]: decision}}
 
     return act
@@ -129,7 +142,7 @@ def _join(state: ProtocolState) -> dict[str, Any]:
 
 def build_no_communication(agents: Mapping[str, ConversingAgent], config: Any = None) -> Any:
     """Every agent acts on its own observation; nothing is said."""
-    g = StateGraph(ProtocolState)
+    g = StateGraph(ProtocolState, context_schema=CallContext)
     g.add_node("act", _act_node(agents))
     g.add_conditional_edges(START, _fan_out_acts(lambda s, a: []), ["act"])
     g.add_edge("act", END)
@@ -147,7 +160,7 @@ def _build_broadcast(agents: Mapping[str, ConversingAgent], speakers: list[str],
             if a in state["observations"]
         ]
 
-    g = StateGraph(ProtocolState)
+    g = StateGraph(ProtocolState, context_schema=CallContext)
     g.add_node("speak", _speak_node(agents))
     g.add_node("listen", _join)
     g.add_node("act", _act_node(agents))
@@ -179,11 +192,11 @@ def build_alternating(agents: Mapping[str, ConversingAgent], config: Any = None)
     rounds = int(getattr(config, "rounds", 1) or 1)
     total_turns = rounds * len(order)
 
-    async def speak_turn(state: ProtocolState, config: RunnableConfig) -> dict[str, Any]:
+    async def speak_turn(state: ProtocolState, runtime: Runtime[CallContext]) -> dict[str, Any]:
         turn = state.get("turn", 0)
         name = order[turn % len(order)]
         msg = await agents[name].speak(
-            state["observations"][name], list(state.get("transcript", [])), call_context(config), turn // len(order)
+            state["observations"][name], list(state.get("transcript", [])), call_context(runtime), turn // len(order)
         )
         return {"transcript": [msg], "turn": turn + 1}
 
@@ -192,7 +205,7 @@ def build_alternating(agents: Mapping[str, ConversingAgent], config: Any = None)
             return "speak_turn"
         return _fan_out_acts(lambda s, a: list(s.get("transcript", [])))(state)
 
-    g = StateGraph(ProtocolState)
+    g = StateGraph(ProtocolState, context_schema=CallContext)
     g.add_node("speak_turn", speak_turn)
     g.add_node("act", _act_node(agents))
     g.add_edge(START, "speak_turn")
@@ -207,7 +220,7 @@ async def run_protocol(graph: Any, observations: dict[str, TextObservation],
     """Run one compiled protocol graph for one joint observation."""
     out = await graph.ainvoke(
         {"observations": observations, "transcript": [], "decisions": {}, "turn": 0},
-        config={"configurable": {"marlang_ctx": ctx}, "recursion_limit": 1000},
+        config={"recursion_limit": 1000}, context=ctx,
     )
     decisions = out.get("decisions", {})
     missing = [a for a in observations if a not in decisions]

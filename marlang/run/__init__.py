@@ -1,6 +1,8 @@
-"""One run of an experiment config: ``build`` makes its parts, ``loop`` is the training graph
-and its node bodies, ``record`` writes the run directory, ``resume`` decides where a run
-starts, and ``experiment`` drives them (`Experiment`, `run_experiment`).
+"""One run of an experiment config: ``build`` makes its parts from the config (writing
+nothing), ``experiment`` drives them (`Experiment`, `run_experiment`: the event loop, Ctrl-C,
+the lock, the checkpointer), ``loop`` is the training graph and its node bodies, ``commit``
+decides what an iteration keeps, ``record`` decides what the run directory holds (which
+`marlang.rundir.RunDirectory` writes), and ``resume`` decides where a run starts.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ _EXPORTS = {
     "episode_metrics": "marlang.run.record",
     "Resume": "marlang.run.resume",
     "build_chat_model": "marlang.run.build",
+    "build_run": "marlang.run.build",
+    "RunParts": "marlang.run.build",
 }
 
 
@@ -27,5 +31,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Experiment", "LoopOptions", "Resume", "RunLoop", "RunRecord", "RunResult",
-           "build_chat_model", "episode_metrics", "run_experiment"]
+__all__ = ["Experiment", "LoopOptions", "Resume", "RunLoop", "RunParts", "RunRecord", "RunResult",
+           "build_chat_model", "build_run", "episode_metrics", "run_experiment"]

@@ -1,24 +1,40 @@
-"""The parts of a run built from its config: the chat model, the env, the LLM agents, the
-protocol's decider, the learner, and the manifest that names them.
+"""Building a run, config to components: the chat models, the env, the LLM agents, the
+protocol's decider, the episode graph and the learner (:func:`build_run`, read top to bottom
+at the end of this file), and the manifest that names them. Nothing here writes a file or drives an event loop; that is
+`marlang.run.experiment`'s.
 
 Every refusal here is a one-line `ConfigError` raised before the run directory is created.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
 from marlang.learners import Learner, LearnerContext, learner_entry
 from marlang.prompts import PromptLibrary
+from marlang.run.loop import LoopOptions
 from marlang.rundir import package_versions
+
+if TYPE_CHECKING:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models import BaseChatModel
+    from langgraph.graph.state import CompiledStateGraph
+
+    from marlang.envs.core.base import MultiAgentEnv
+    from marlang.graphs.episode import DecideFn
+    from marlang.models import SQLiteResponseCache, UsageRecorder
+    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from marlang.types import StopFlag, Trajectory
 
 
 def default_response_cache_path() -> Path:
@@ -60,11 +76,6 @@ def chat_model_name(model: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return type(model).__name__
-
-
-def versions() -> dict[str, str]:
-    return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
-                             "pettingzoo", "overcooked-ai", "pymunk"))
 
 
 # the env ------------------------------------------------------------------------------------
@@ -188,24 +199,6 @@ def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, Any]:
     return {a: loaded[spec] for a, spec in wanted.items()}
 
 
-def team_players(config: ExperimentConfig, model_id: str,
-                 played: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
-    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply.
-    ``played``: the slots that act with trained adapters (see ``play_back_adapters``); a slot
-    whose adapters directory holds none for it plays its base model and is named so."""
-    top = config.model.model_copy(update={"adapters": None})
-    learns = learning_method(config) != "none"
-    out = {}
-    for name, slot in config.slots().items():
-        bare = slot.model.model_copy(update={"adapters": None})
-        if played is not None and slot.model.adapters and name not in played:
-            slot = slot.model_copy(update={"model": bare})
-        frozen = slot.kind == "llm" and learns and not slot.learn
-        out[name] = slot_player(slot, model_id if bare == top else None) + (" (frozen)" if frozen else "")
-    return out
-
-
 def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, world_text: str,
                  models: dict[str, Any] | None = None) -> dict[str, LLMAgent]:
     """One `LLMAgent` per LLM slot (a scripted slot has none), with its slot's settings and
@@ -286,7 +279,7 @@ def learning_method(config: ExperimentConfig) -> str:
 
 
 def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, prompts: PromptLibrary,
-                  call: dict[str, Any], env: Any, actors: dict[str, Any], trajectory: Any,
+                  call: CallContext, env: Any, actors: dict[str, Any], trajectory: Any,
                   run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
                   reward_hook: Any = None) -> Learner:
     """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
@@ -303,7 +296,7 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         agents=c.agent_names(),
         model=learner_model,
         prompts=prompts,
-        call=CallContext(**call),
+        call=replace(call),
         env=env,
         actors=actors,
         trajectory=trajectory,
@@ -319,7 +312,32 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
     return entry.factory(options, context)
 
 
+
+
 # the manifest -------------------------------------------------------------------------------
+def versions() -> dict[str, str]:
+    return package_versions(("marlang", "torch", "transformers", "langchain-core", "langgraph", "minigrid",
+                             "pettingzoo", "overcooked-ai", "pymunk"))
+
+
+def team_players(config: ExperimentConfig, model_id: str,
+                 played: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What plays each slot (the manifest's ``team``): ``scripted``, its model (``model_id``
+    on the top-level model section), ``+ adapters DIR`` and ``(frozen)`` where they apply.
+    ``played``: the slots that act with trained adapters (see ``play_back_adapters``); a slot
+    whose adapters directory holds none for it plays its base model and is named so."""
+    top = config.model.model_copy(update={"adapters": None})
+    learns = learning_method(config) != "none"
+    out = {}
+    for name, slot in config.slots().items():
+        bare = slot.model.model_copy(update={"adapters": None})
+        if played is not None and slot.model.adapters and name not in played:
+            slot = slot.model_copy(update={"model": bare})
+        frozen = slot.kind == "llm" and learns and not slot.learn
+        out[name] = slot_player(slot, model_id if bare == top else None) + (" (frozen)" if frozen else "")
+    return out
+
+
 def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: PromptLibrary,
              model: Any = None, env: Any = None, adapters: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The run's ``manifest.json``: what ran, with which versions, seed and prompt hashes.
@@ -356,3 +374,92 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
         # Which isolation ran the generated code: it differs between machines.
         out["sandbox"] = sandbox.isolation.to_dict()
     return out
+
+
+# the whole run ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunParts:
+    """Every part of one run, built from its config by :func:`build_run`."""
+
+    options: LoopOptions
+    learner: Learner
+    env: MultiAgentEnv | None
+    """The env the prompts describe and the learner narrates (None: a learner with
+    experience of its own plays no text episodes)."""
+    model: BaseChatModel | None
+    """The actors' chat model (None: no LLM slot)."""
+    cache: SQLiteResponseCache | None
+    slot_models: dict[str, BaseChatModel]
+    """Each LLM slot's chat model (``model`` for slots on the top-level section)."""
+    neural_slots: dict[str, NeuralPolicy]
+    agents: dict[str, LLMAgent]
+    adapters: dict[str, str]
+    """The trained adapters played back, agent -> hash."""
+    decide: DecideFn | None
+    """The protocol graph as a decider (None: no LLM slot)."""
+    episode_graph: CompiledStateGraph
+    recorder: UsageRecorder
+    call: CallContext
+    """The run's call context: seed, call callbacks (the recorder first), concurrency limit."""
+
+
+def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Path, stop: StopFlag,
+              trajectory: Callable[[int], Trajectory], watchers: Sequence[BaseCallbackHandler] = (),
+              chat_model: BaseChatModel | None = None, cache: SQLiteResponseCache | None = None,
+              learner_model: BaseChatModel | None = None, callbacks: Sequence[Any] = (),
+              reward_hook: Callable[..., Any] | None = None) -> RunParts:
+    """Every part of a run of ``config``, checked: config to components, nothing written (the
+    run directory at ``run_path`` is the learner's to write once the run starts). A setting
+    the env, a model or the learner cannot serve is a one-line `ConfigError`. ``chat_model``
+    and ``learner_model`` replace the configured models (tests, notebooks); ``watchers`` see
+    every model call (the driver's in-flight calls); ``trajectory`` reads an episode back."""
+    from marlang.graphs.episode import build_episode_graph, protocol_decider
+    from marlang.graphs.protocols import build_protocol
+    from marlang.models import UsageRecorder
+
+    c = config
+    check_play_back(c)
+    method = learning_method(c)
+    entry = learner_entry(method)
+    learner_class = entry.learner_class or Learner
+    own = learner_class.own_experience
+    options = LoopOptions.from_config(c, None if method == "none" else learner_class)
+    if not c.all_scripted:
+        try:  # settings the learner cannot train fail here
+            entry.check_config(c)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    env = None
+    if not own:  # a learner with experience of its own plays no text episodes
+        env = build_env(c)
+        start_sandbox(env)
+        try:  # a team the level cannot hold (too many agents for its room) fails here
+            env.reset(seed=c.run.seed)
+        except ValueError as err:
+            raise ConfigError(f"env: {err}") from None
+    model, models, neural, agents, adapters, decide = None, {}, {}, {}, {}, None
+    if not c.all_scripted and not own:
+        if chat_model is not None:
+            model = chat_model
+        else:
+            model, cache = build_chat_model(c.model)
+        models = slot_models(c, model)
+        neural = neural_slots(c, env)
+        agents = build_agents(c, model, prompts, world(env), models)
+        adapters = play_back_adapters(c, model, agents)
+        try:  # a model the learner cannot train fails here
+            trained = {id(m): m for a in c.learning_slots() if (m := models.get(a)) is not None}
+            for m in trained.values() or [model]:
+                entry.check_model(m, c.learning.options)
+        except ValueError as err:
+            raise ConfigError(f"learning: {err}") from None
+        decide = protocol_decider(build_protocol(c.protocol.name, agents, c.protocol))
+    recorder = UsageRecorder()
+    call = CallContext(seed=c.run.seed, callbacks=[recorder, *watchers],
+                       limiter=asyncio.Semaphore(c.model.max_concurrency))
+    learner = build_learner(c, model=model, learner_model=learner_model, prompts=prompts, call=call, env=env,
+                            actors=agents, trajectory=trajectory, run_path=run_path, stop=stop, chat=not own,
+                            callbacks=callbacks, reward_hook=reward_hook)
+    return RunParts(options=options, learner=learner, env=env, model=model, cache=cache, slot_models=models,
+                    neural_slots=neural, agents=agents, adapters=adapters, decide=decide,
+                    episode_graph=build_episode_graph(agents), recorder=recorder, call=call)

@@ -1,15 +1,14 @@
-"""The end of an iteration: what a reviewer is shown, and the commit that applies the
-accepted parts of the learner's candidate and writes the iteration's files."""
+"""The end of an iteration, decided: what a reviewer is shown, and which parts of the
+learner's candidate are accepted into the policy state the next iteration acts with. Pure
+functions of the training state; `marlang.run.record.RunRecord.write_commit` writes the
+result and `marlang.run.loop.RunLoop.commit` runs both."""
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from typing import Any
 
-from marlang.report import iteration_row
 from marlang.types import Candidate, PolicyState
-
-logger = logging.getLogger(__name__)
 
 
 def review_payload(state: dict[str, Any]) -> dict[str, Any]:
@@ -32,9 +31,34 @@ def review_payload(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def commit_candidate(loop: Any, state: dict[str, Any]) -> PolicyState:
-    """Apply the accepted parts of the candidate (``loop`` is the run's `RunLoop`) and write
-    the iteration's files; returns the policy state the next iteration acts with."""
+@dataclass(frozen=True)
+class Commit:
+    """One iteration's commit: the next policy state and the rows that record the verdicts."""
+
+    iteration: int
+    """The iteration committed (the policy state that played its rollouts)."""
+    policy: PolicyState
+    """The policy state the next iteration acts with."""
+    policy_rows: list[dict[str, Any]]
+    """``policies.jsonl``: each candidate policy text, accepted or not, and who decided."""
+    adapter_rows: list[dict[str, Any]]
+    update_rows: list[dict[str, Any]]
+    """``updates.jsonl``: the learner's records of the update, each with its agent's verdict."""
+    evaluation: dict[str, Any]
+    """The candidate check's result (empty: no check)."""
+    review: dict[str, Any] | None
+    """``review.json`` as decided, where a reviewer decided."""
+    counters: dict[str, Any]
+    """The update's counters (``iterations.csv`` columns)."""
+
+    @property
+    def accepted(self) -> list[bool]:
+        return [r["accepted"] for r in self.policy_rows + self.adapter_rows]
+
+
+def decide_commit(state: dict[str, Any]) -> Commit:
+    """Apply the accepted parts of the candidate in the training ``state``: a reviewer's
+    decisions first, else the candidate check's verdict (no check: accepted)."""
     policy = PolicyState.from_dict(state["policy"])
     candidate = Candidate.from_dict(state.get("candidate") or {})
     evaluation = state.get("evaluation") or {}
@@ -69,30 +93,8 @@ async def commit_candidate(loop: Any, state: dict[str, Any]) -> PolicyState:
     if candidate.extra:
         new.extra.update(candidate.extra)
     new.iteration = i + 1
-    if loop.finished({**state, "policy": new.to_dict()}):
-        await loop.evaluate_policy(new, final=True)  # the trained policy's held-out evaluation
-    record, rd = loop.record, loop.run_dir
-    record.write_calls(loop.recorder)
-    if loop.learner is not None and loop.learner.uses_policies:
-        record.append_iteration_rows("policies.jsonl", i, policy_rows)
     verdicts = {r["agent"]: r["accepted"] for r in policy_rows + adapter_rows}
-    record.append_iteration_rows("updates.jsonl", i, [
-        {"iteration": i, **r, "accepted": verdicts.get(r["agent"]), "evaluation": evaluation or None}
-        for r in candidate.records
-    ])
-    if decisions:
-        rd.write_json("review.json", {**review_payload(state), "decided": True, "decisions": decisions})
-    if loop.learner is not None and loop.learner.own_experience:
-        # Its iterations.csv rows are its own trainer's, written as it trained; the episodes
-        # its trainer played (a greedy evaluation) count as this invocation's.
-        rd.write_json("learner_state.json", new.to_dict())
-        loop.played += int(candidate.counters.get("episodes", 0))
-        return new
-    episodes = loop.trajectories(state.get("episodes") or [])
-    row = iteration_row(i, episodes, record.calls.of_iteration(i), candidate.counters, evaluation,
-                        accepted=[r["accepted"] for r in policy_rows + adapter_rows])
-    row.update(record.test_columns(i))
-    record.append_iteration_csv(row)
-    rd.write_json("learner_state.json", new.to_dict())
-    logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
-    return new
+    update_rows = [{"iteration": i, **r, "accepted": verdicts.get(r["agent"]), "evaluation": evaluation or None}
+                   for r in candidate.records]
+    review = {**review_payload(state), "decided": True, "decisions": decisions} if decisions else None
+    return Commit(i, new, policy_rows, adapter_rows, update_rows, evaluation, review, dict(candidate.counters))

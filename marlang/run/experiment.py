@@ -1,6 +1,8 @@
-"""Runs one experiment config: builds its parts (`marlang.run.build`), drives the training
-graph (`marlang.run.loop`) ``learning.iterations`` times and writes the run directory
-(`marlang.run.record`), holding the directory's lock and handling Ctrl-C.
+"""Drives one experiment config: `marlang.run.build.build_run` makes its parts, and this
+module runs them: the training graph (`marlang.run.loop`) on a fresh event loop, the run
+directory's lock, the checkpointer, the progress bar and Ctrl-C. Read top to bottom: Ctrl-C,
+what the run is, ``run`` (lock, event loop), ``_start`` (build, check the directory, write
+config and manifest), ``arun`` (the training graph), ``finalize`` (summary).
 
 Within an iteration every episode acts with the same policy state, so a run (and a resumed
 run) is deterministic and a rerun replays from the response cache without a model call.
@@ -15,15 +17,18 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from marlang.config import ConfigError, ExperimentConfig, redact_secrets
+from langchain_core.callbacks import BaseCallbackHandler
+
+from marlang.agents import CallContext
+from marlang.config import ExperimentConfig, redact_secrets
 from marlang.learners import Learner, learner_entry
 from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.run import build
-from marlang.run.interrupt import InFlightCalls, handle_ctrl_c
-from marlang.run.loop import LoopOptions, RunLoop, build_training_graph
+from marlang.run.build import RunParts
+from marlang.run.loop import Progress, RunLoop, build_training_graph
 from marlang.run.record import RunRecord
 from marlang.run.resume import (
     THREAD,
@@ -37,15 +42,85 @@ from marlang.run.resume import (
 from marlang.rundir import RunDirectory, RunResult
 from marlang.types import StopFlag, Trajectory
 
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from marlang.envs.core.base import MultiAgentEnv
+    from marlang.graphs.checkpoints import CheckpointDatabase
+    from marlang.models import SQLiteResponseCache
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoints.sqlite"
 
 
+# Ctrl-C ------------------------------------------------------------------------------------
+# The first sets the run's `StopFlag` and cancels the run (what is finished is kept), a second
+# stops at once; the first says how many model calls in flight it waits for.
+class InFlightCalls(BaseCallbackHandler):
+    """Counts the model calls started and not yet answered (what a Ctrl-C waits for)."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self._open: set[Any] = set()
+
+    @property
+    def count(self) -> int:
+        return len(self._open)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.add(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._open.discard(run_id)
+
+
+def handle_ctrl_c(stop: StopFlag, notify: Callable[[str], None], cancel: Callable[[], Any],
+                  in_flight: Callable[[], InFlightCalls | None]) -> Callable[[], None]:
+    """Install the run's SIGINT handler where Ctrl-C means KeyboardInterrupt (Python's own
+    handler, on the main thread; an ignored SIGINT stays ignored). ``cancel()`` gives the
+    function that cancels the run (None: nothing to cancel, stop at once). Returns the
+    function that puts the previous handler back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        cancelling = cancel()
+        if stop.is_set() or cancelling is None:
+            notify("stopping now")
+            raise KeyboardInterrupt
+        stop.set()
+        calls = in_flight()
+        notify(f"interrupted: saving what is finished and stopping the {calls.count if calls else 0} model "
+               "call(s) in flight (the local engine at its next token); Ctrl-C again to stop now")
+        try:
+            cancelling()
+        except RuntimeError:  # the loop has just closed: nothing is left to cancel
+            raise KeyboardInterrupt from None
+
+    signal.signal(signal.SIGINT, handler)
+    return lambda: signal.signal(signal.SIGINT, previous)
+
+
+
 class Experiment:
-    """One configured run. ``chat_model`` overrides the configured model (tests, notebooks);
-    ``learner_model`` the model of the learner's own calls (default: ``learning.model``,
-    else the actors' model)."""
+    """One configured run: `build_run` makes its parts, this class drives them (the event
+    loop, Ctrl-C, the directory's lock, the checkpointer, the progress bar). ``chat_model``
+    overrides the configured model (tests, notebooks); ``learner_model`` the model of the
+    learner's own calls (default: ``learning.model``, else the actors' model)."""
 
     def __init__(
         self,
@@ -53,9 +128,9 @@ class Experiment:
         out_dir: str | Path,
         *,
         resume: bool = False,
-        chat_model: Any = None,
-        cache: Any = None,
-        learner_model: Any = None,
+        chat_model: BaseChatModel | None = None,
+        cache: SQLiteResponseCache | None = None,
+        learner_model: BaseChatModel | None = None,
         on_episode: Callable[[Trajectory], None] | None = None,
         label: str | None = None,
         notify: Callable[[str], None] | None = None,
@@ -80,6 +155,7 @@ class Experiment:
         self.record = RunRecord(self.run_dir)
         self.resume = resume
         self._chat_model = chat_model
+        self._cache = cache
         self._learner_model = learner_model
         self.on_episode = on_episode
         self.callbacks = list(callbacks)
@@ -87,30 +163,39 @@ class Experiment:
         self.reward_hook = reward_hook
         """A neural learner's per-agent reward hook, given in Python (see `marlang.methods.neural`)."""
         self.prompts = PromptLibrary(config.agents.prompt_dir)
-        self.loop_options = LoopOptions()
-        self.recorder: Any = None
-        self.cache: Any = cache
-        self.model: Any = None
-        self.slot_models: dict[str, Any] = {}
-        """Each LLM slot's chat model (``self.model`` for slots on the top-level section)."""
-        self.neural_slots: dict[str, Any] = {}
-        """Each neural slot's trained policy (`NeuralPolicy`)."""
-        self.learner: Learner | None = None
-        self.agents: dict[str, Any] = {}
-        self.runtime: RunLoop | None = None
-        """The training graph's node bodies of the current invocation."""
+        self.parts: RunParts | None = None
+        """The run's parts, once built (`build_run`)."""
+        self._learner: Learner | None = None
+        """The learner of a run finalized without being driven (a neural learner's summary)."""
         self._stop = StopFlag()
         """Set by the first Ctrl-C; the engines, the learner and the executors check it."""
         self._watching = contextlib.ExitStack()
         self._cancel: Callable[[], Any] | None = None
         self._in_flight: InFlightCalls | None = None
-        self._checkpoints: Any = None
+        self._checkpoints: CheckpointDatabase | None = None
 
     # what the run is -------------------------------------------------------------------------
     @property
     def scripted(self) -> bool:
         """Whether every slot is the env's scripted agent (no model is loaded)."""
         return self.config.all_scripted
+
+    @property
+    def learner(self) -> Learner | None:
+        return self.parts.learner if self.parts is not None else self._learner
+
+    @property
+    def model(self) -> BaseChatModel | None:
+        return self.parts.model if self.parts is not None else None
+
+    @property
+    def slot_models(self) -> dict[str, BaseChatModel]:
+        """Each LLM slot's chat model (``model`` for slots on the top-level section)."""
+        return self.parts.slot_models if self.parts is not None else {}
+
+    @property
+    def cache(self) -> SQLiteResponseCache | None:
+        return self.parts.cache if self.parts is not None else self._cache
 
     @property
     def model_id(self) -> str:
@@ -138,12 +223,8 @@ class Experiment:
             return f"{c.protocol.label}, {c.learning_label}" + (f"; {c.team_label}" if c.team_label else "")
         return c.scripted_label
 
-    def _make_env(self) -> Any:
+    def _make_env(self) -> MultiAgentEnv:
         return build.build_env(self.config)
-
-    def manifest(self, model_id: str, env: Any = None, adapters: dict[str, str] | None = None) -> dict[str, Any]:
-        return build.manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
-                              model=self.model, env=env, adapters=adapters)
 
     def _initial_policies(self) -> dict[str, str]:
         return build.initial_policies(self.config)
@@ -201,7 +282,7 @@ class Experiment:
 
     def _engines(self) -> list[Any]:
         """The local engines of the run's models (each honours the run's `StopFlag`)."""
-        learner_model = getattr(getattr(self.learner, "context", None), "model", None)
+        learner_model = self.learner.context.model if self.learner is not None else None
         engines: list[Any] = []
         for model in (self.model, self._learner_model, learner_model, *self.slot_models.values()):
             engine = getattr(model, "engine", None)
@@ -214,95 +295,58 @@ class Experiment:
         entry = learner_entry(build.learning_method(self.config))
         return (entry.learner_class or Learner).own_experience
 
-    def _build(self) -> tuple[RunLoop, InFlightCalls]:
-        """Every part of the run, checked before the directory is created, then the directory."""
-        from marlang.graphs.episode import build_episode_graph, protocol_decider
-        from marlang.graphs.protocols import build_protocol
-        from marlang.models import UsageRecorder
-
+    def _start(self, in_flight: InFlightCalls) -> RunLoop:
+        """Build the run's parts (every refusal before the directory is touched), check the
+        directory, start the learner, write config and manifest, and index what is on disk:
+        the loop that drives the parts."""
         c = self.config
-        build.check_play_back(c)
-        method = build.learning_method(c)
-        entry = learner_entry(method)
-        own = self._own_experience()
-        self.loop_options = LoopOptions.from_config(c, None if method == "none" else entry.learner_class or Learner)
-        if not self.scripted:
-            try:  # settings the learner cannot train fail here, before anything is created
-                entry.check_config(c)
-            except ValueError as err:
-                raise ConfigError(str(err)) from None
-        narrator_env = None
-        if not own:  # a learner with experience of its own plays no text episodes
-            narrator_env = self._make_env()
-            build.start_sandbox(narrator_env)
-            try:  # a team the level cannot hold (too many agents for its room) fails here, creating nothing
-                narrator_env.reset(seed=c.run.seed)
-            except ValueError as err:
-                raise ConfigError(f"env: {err}") from None
-        check_directory(self.run_dir, c, self.resume)
-        self.agents = {}
-        decide_step: Any = None
-        adapters: dict[str, str] = {}
-        if not self.scripted and not own:
+        if not self.scripted and not self._own_experience():
             apply_torch_threads(c.run.threads, c.model.spec)
-            if self._chat_model is not None:
-                self.model = self._chat_model
-            else:
-                self.model, self.cache = build.build_chat_model(c.model)
-            self.slot_models = build.slot_models(c, self.model)
-            self.neural_slots = build.neural_slots(c, narrator_env)
-            self.agents = build.build_agents(c, self.model, self.prompts, build.world(narrator_env), self.slot_models)
-            adapters = build.play_back_adapters(c, self.model, self.agents)
-            try:  # a model the learner cannot train fails here, before anything is created
-                trained = {id(m): m for a in c.learning_slots() if (m := self.slot_models.get(a)) is not None}
-                for m in trained.values() or [self.model]:
-                    entry.check_model(m, c.learning.options)
-            except ValueError as err:
-                raise ConfigError(f"learning: {err}") from None
-            decide_step = protocol_decider(build_protocol(c.protocol.name, self.agents, c.protocol))
-        self.recorder = UsageRecorder()
-        in_flight = InFlightCalls()
-        limiter = asyncio.Semaphore(c.model.max_concurrency)
-        ctx_base = {"seed": c.run.seed, "callbacks": [self.recorder, in_flight], "limiter": limiter}
-        loop = self.runtime = RunLoop(
-            config=c, record=self.record, setting=self.setting, make_env=self._make_env,
-            options=self.loop_options, agents=self.agents, recorder=self.recorder, decide=decide_step,
-            episode_graph=build_episode_graph(self.agents), ctx_base=ctx_base, on_episode=self.on_episode,
-            neural=self.neural_slots,
-        )
-        self.learner = loop.learner = self._build_learner(ctx_base, narrator_env, loop.trajectory, own)
-        self.learner.context.record_episode = loop.write_episode
-        entries = self.learner.start()
-        self._create_directory(narrator_env, adapters, entries)
+        parts = self.parts = build.build_run(
+            c, prompts=self.prompts, run_path=self.run_dir.path, stop=self._stop,
+            trajectory=self.record.episodes.trajectory, watchers=[in_flight], chat_model=self._chat_model,
+            cache=self._cache, learner_model=self._learner_model, callbacks=self.callbacks,
+            reward_hook=self.reward_hook)
+        check_directory(self.run_dir, c, self.resume)
+        entries = parts.learner.start()
+        self._create_directory(parts, entries)
         self.record.load()
-        return loop, in_flight
+        loop = RunLoop(
+            config=c, record=self.record, setting=self.setting, make_env=self._make_env, learner=parts.learner,
+            episode_graph=parts.episode_graph, recorder=parts.recorder, call=parts.call, options=parts.options,
+            agents=parts.agents, decide=parts.decide, neural=parts.neural_slots, on_episode=self.on_episode,
+            progress=self._progress(parts.learner))
+        parts.learner.context.record_episode = loop.write_episode
+        return loop
 
-    def _build_learner(self, ctx_base: dict[str, Any], env: Any, trajectory: Any, own: bool) -> Learner:
-        return build.build_learner(
-            self.config, model=self.model, learner_model=self._learner_model, prompts=self.prompts,
-            call=ctx_base, env=env, actors=self.agents, trajectory=trajectory, run_path=self.run_dir.path,
-            stop=self._stop, chat=not own, callbacks=self.callbacks, reward_hook=self.reward_hook)
+    def _progress(self, learner: Learner) -> Progress | None:
+        """The progress bar of training episodes (none where a trainer of its own shows its own)."""
+        c = self.config
+        if not c.run.progress or learner.own_experience:
+            return None
+        from tqdm.auto import tqdm
+
+        done = len(self.record.episodes.metrics_rows("train"))
+        return tqdm(total=max(c.run.episodes, done), initial=done, desc=f"{c.run.name} [{self.setting}]",
+                    unit="ep", leave=True)
 
     async def arun(self, review: dict[str, Any] | None = None) -> RunResult:
 
+        """Drive the training graph over the run's parts (see `run`)."""
         c = self.config
         aloop, task = asyncio.get_running_loop(), asyncio.current_task()
         self._cancel = lambda: aloop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
-        loop, in_flight = self._build()
-        if c.run.progress and not self.learner.own_experience:  # a trainer of its own shows its own
-            from tqdm.auto import tqdm
-
-            done = len(self.record.episodes.metrics_rows("train"))
-            loop.progress = tqdm(total=max(c.run.episodes, done), initial=done,
-                                 desc=f"{c.run.name} [{self.setting}]", unit="ep", leave=True)
+        in_flight = InFlightCalls()
+        loop = self._start(in_flight)
+        learner = loop.learner
         paused = finished = completed = False
         self._in_flight = in_flight
         for engine in self._engines():
             self._watching.enter_context(engine.watching(self._stop))
         try:
             async with self._checkpointer() as saver:
-                self.learner.context.before_calls = saver.flushed
-                graph = build_training_graph(loop, self.learner, self.loop_options, checkpointer=saver)
+                learner.context.before_calls = saver.flushed
+                graph = build_training_graph(loop, learner, loop.options, checkpointer=saver)
                 snapshot = await graph.aget_state(THREAD)
                 loop.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)
                 cfg = {**THREAD, "recursion_limit": 50 + 40 * loop.iterations_left(snapshot.values)}
@@ -312,7 +356,7 @@ class Experiment:
                     self.run_dir.write_json("learner_state.json", snapshot.values["policy"])
                 if snapshot.values:
                     self.run_dir.rebuild_llm_calls({e for _, _, e in self.record.episodes.recorded()},
-                                                   self.learner.roles)
+                                                   learner.roles)
                     self.record.calls.load(self.run_dir.read_llm_calls())
                     replayed = await replay_lost_episodes(graph, loop, snapshot, self.notify)
                 decision = decide(snapshot, loop.finished, review, self.run_dir.path)
@@ -329,7 +373,7 @@ class Experiment:
                 if completed and not paused and loop.progress.n < loop.progress.total:
                     loop.progress.total = loop.progress.n  # fewer episodes than planned: end at 100%
                 loop.progress.close()
-            self.recorder.append_csv(self.run_dir.llm_calls_file)
+            self.run_dir.append_llm_calls(loop.recorder)
             loop.close()
         return RunResult(self.run_dir.path, self.finalize(), loop.played, paused, already_finished=finished)
 
@@ -339,7 +383,7 @@ class Experiment:
 
         if decision is Resume.APPLY_REVIEW:
             return Command(resume=review)
-        if decision is Resume.FRESH:
+        if decision is Resume.FRESH and self.learner is not None:
             initial = self.learner.initial_state(self._initial_policies())
             initial.memories.update({a: list(own.memory) for a, own in self.config.team.items() if own.memory})
             return {"policy": initial.to_dict(), "rollouts": self.config.rollouts_per_iteration,
@@ -369,24 +413,33 @@ class Experiment:
     def finalize(self) -> dict[str, Any]:
         """Write summary.json and learning_curve.png from the run's files."""
         if self.learner is None and self._own_experience():
-            self.learner = self._build_learner({"seed": self.config.run.seed}, None, None, own=True)
+            self._learner = build.build_learner(
+                self.config, model=None, learner_model=self._learner_model, prompts=self.prompts,
+                call=CallContext(seed=self.config.run.seed), env=None, actors={}, trajectory=None,
+                run_path=self.run_dir.path, stop=self._stop, chat=False, callbacks=self.callbacks,
+                reward_hook=self.reward_hook)
         own_summary = self.learner.summary(self.setting) if self.learner is not None else None
         if own_summary is not None:
             return own_summary
-        if self.runtime is None:  # finalize without a run in this process: index the directory
+        if self.parts is None:  # finalize without a run in this process: index the directory
             self.record.load()
         return self.record.finalize(
             setting=self.setting, config=self.config, initial_policies=self._initial_policies(),
             scripted=self.scripted, learner=build.learning_method(self.config), cache=self.cache)
 
-    def _create_directory(self, env: Any, adapters: dict[str, str], entries: dict[str, Any]) -> None:
+    def _create_directory(self, parts: RunParts, entries: dict[str, Any]) -> None:
         """Write config and manifest (once the model is built, so the manifest names its
         weights; ``entries``: the learner's own). A resume keeps the original start and
         command and appends its own."""
         rd = self.run_dir
-        manifest = {**self.manifest(self.model_id, env, adapters), **entries}
-        check_adapters(rd, adapters)
+        manifest = {**self.manifest(self.model_id, parts.env, parts.adapters, model=parts.model), **entries}
+        check_adapters(rd, parts.adapters)
         rd.create(redact_secrets(self.config.to_yaml()), rd.resumed_manifest(manifest))
+
+    def manifest(self, model_id: str, env: MultiAgentEnv | None = None, adapters: dict[str, str] | None = None,
+                 model: BaseChatModel | None = None) -> dict[str, Any]:
+        return build.manifest(self.config, setting=self.setting, model_id=model_id, prompts=self.prompts,
+                            model=model, env=env, adapters=adapters)
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> RunResult:

@@ -15,21 +15,28 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
-from marlang.agents import CallContext
+from marlang.agents import CallContext, LLMAgent
 from marlang.config import ExperimentConfig
-from marlang.graphs.episode import SlotTeam, mixed_decider, run_episode, scripted_decider
-from marlang.run.commit import commit_candidate, review_payload
+from marlang.envs.core.base import MultiAgentEnv
+from marlang.graphs.episode import DecideFn, SlotTeam, mixed_decider, run_episode, scripted_decider
+from marlang.learners import Learner
+from marlang.models.accounting import UsageRecorder
+from marlang.run.commit import decide_commit, review_payload
 from marlang.run.record import RunRecord, episode_metrics
-from marlang.rundir import EVAL_EPISODE_BASE
+from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory
 from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+
+if TYPE_CHECKING:
+    from marlang.trainers.neural.slot_policy import NeuralPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +62,7 @@ class LoopOptions:
     ``run.episodes`` / K."""
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, learner: Any = None) -> LoopOptions:
+    def from_config(cls, config: ExperimentConfig, learner: type[Learner] | None = None) -> LoopOptions:
         """The options of a run of ``config`` driving ``learner`` (its class; None: a run
         that does not learn, with the defaults)."""
         if learner is None:
@@ -81,7 +88,7 @@ class TrainingState(TypedDict, total=False):
     review: dict[str, Any] | None
 
 
-def build_training_graph(loop: RunLoop, learner: Any, options: LoopOptions = LoopOptions(),
+def build_training_graph(loop: RunLoop, learner: Learner, options: LoopOptions = LoopOptions(),
                          checkpointer: Any = None) -> Any:
     """Compile the loop for ``learner``; ``loop`` plays episodes and writes the run.
 
@@ -129,30 +136,47 @@ def build_training_graph(loop: RunLoop, learner: Any, options: LoopOptions = Loo
     return builder.compile(checkpointer=checkpointer, name=f"training:{learner.name}")
 
 
+class Progress(Protocol):
+    """A progress bar of training episodes (tqdm's)."""
+
+    n: float
+    total: float
+
+    def update(self, n: float = 1) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class RunLoop:
-    """The node bodies of one run's training graph: rollouts, checks, commits."""
+    """The node bodies of one run's training graph: rollouts, checks, commits. Every part is
+    given at construction (`marlang.run.build.build_run` makes them, the driver adds the
+    record and the progress bar); ``played`` and ``rollouts`` are the invocation's state."""
 
     config: ExperimentConfig
     record: RunRecord
     setting: str
-    make_env: Callable[[], Any]
+    make_env: Callable[[], MultiAgentEnv]
+    learner: Learner
+    episode_graph: CompiledStateGraph
+    recorder: UsageRecorder
+    call: CallContext
+    """The run's call context (seed, call callbacks, concurrency limit); each episode's adds
+    its episode and iteration."""
     options: LoopOptions = field(default_factory=LoopOptions)
-    agents: dict[str, Any] = field(default_factory=dict)
-    learner: Any = None
-    recorder: Any = None
-    decide: Any = None
-    episode_graph: Any = None
-    ctx_base: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, LLMAgent] = field(default_factory=dict)
+    decide: DecideFn | None = None
+    """The protocol's decider (None: no LLM slot)."""
+    neural: Mapping[str, NeuralPolicy] = field(default_factory=dict)
+    """The slots trained neural policies play: slot -> policy."""
     on_episode: Callable[[Trajectory], None] | None = None
-    progress: Any = None
+    progress: Progress | None = None
     played: int = 0
+    """Episodes this invocation played (and wrote)."""
     rollouts: int | None = None
     """K as stored in the training checkpoint (None: not started yet, the config's K)."""
-    _envs: list[Any] = field(default_factory=list)
-    _free_envs: asyncio.Queue[Any] | None = None
-    neural: dict[str, Any] = field(default_factory=dict)
-    """The slots trained neural policies play: slot -> policy (`NeuralPolicy`)."""
+    _envs: list[MultiAgentEnv] = field(default_factory=list)
+    _free_envs: asyncio.Queue[MultiAgentEnv] | None = None
     scripted_slots: list[str] = field(init=False)
     """The slots the env's scripted agent plays (all of them in a scripted team)."""
     scripted: bool = field(init=False)
@@ -163,7 +187,7 @@ class RunLoop:
         self.scripted = self.config.all_scripted
 
     @property
-    def run_dir(self) -> Any:
+    def run_dir(self) -> RunDirectory:
         return self.record.run_dir
 
     def close(self) -> None:
@@ -222,7 +246,7 @@ class RunLoop:
 
     async def evaluate_policy(self, policy: PolicyState, final: bool = False) -> list[int]:
         """Play the learner's held-out evaluation episodes of ``policy`` (phase ``test``)."""
-        if self.learner is None or self.scripted:
+        if self.scripted:
             return []
         plan = self.learner.evaluation_plan(policy.iteration, self.config.run.eval_seed, final=final)
         if plan is None:
@@ -276,8 +300,20 @@ class RunLoop:
         return payload
 
     async def commit(self, state: dict[str, Any]) -> PolicyState:
-        """Apply the accepted parts of the candidate and write the iteration's files."""
-        return await commit_candidate(self, state)
+        """Apply the accepted parts of the candidate (`decide_commit`) and write the
+        iteration's files; returns the policy state the next iteration acts with."""
+        commit = decide_commit(state)
+        if self.finished({**state, "policy": commit.policy.to_dict()}):
+            await self.evaluate_policy(commit.policy, final=True)  # the trained policy's held-out evaluation
+        self.record.write_calls(self.recorder)
+        own = self.learner.own_experience
+        # A learner with experience of its own writes its iterations.csv rows as its trainer
+        # trains; the episodes its trainer played (a greedy evaluation) count as this invocation's.
+        episodes = None if own else self.trajectories(state.get("episodes") or [])
+        self.record.write_commit(commit, policies=self.learner.uses_policies, episodes=episodes)
+        if own:
+            self.played += int(commit.counters.get("episodes", 0))
+        return commit.policy
 
     def write_episode(self, traj: Trajectory, policy: PolicyState, phase: str = "train") -> None:
         """Write one finished episode played with ``policy``: its LLM calls, its record and
@@ -303,7 +339,7 @@ class RunLoop:
     async def play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
-        flushed = self.learner.context.before_calls if self.learner is not None else None
+        flushed = self.learner.context.before_calls
         if flushed is not None:
             await flushed()  # the checkpoint before this node is on disk first
         # An episode on disk counts as played only for this phase and iteration: another
@@ -315,7 +351,7 @@ class RunLoop:
         for name, agent in self.agents.items():
             agent.policy = policy.policies.get(name, agent.policy)
             agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
-        if self.learner is not None and not self.scripted:
+        if not self.scripted:
             await self.learner.prepare_rollout(policy, phase)
         if self._free_envs is None:
             self._free_envs = asyncio.Queue()
@@ -329,7 +365,7 @@ class RunLoop:
         async def play(episode: int, seed: int, group: int | None) -> None:
             env = await self._free_envs.get()
             try:
-                team: Any = None
+                team: Any = None  # the env's scripted team, or a SlotTeam
                 decide = self.decide
                 if self.scripted:
                     team = env.scripted_team()
@@ -337,8 +373,8 @@ class RunLoop:
                 elif scripted or self.neural:
                     team = SlotTeam(env, scripted, self.neural)
                     decide = mixed_decider(self.decide, team)
-                ctx = CallContext(episode=episode, iteration=policy.iteration,
-                                  salt=0 if group is None else episode, **self.ctx_base)
+                ctx = replace(self.call, episode=episode, iteration=policy.iteration,
+                              salt=0 if group is None else episode)
                 traj = await run_episode(
                     self.episode_graph, env=env, episode=episode, seed=seed, decide=decide,
                     # Turn-based envs (one agent acts per step) count env.max_steps in turns.

@@ -9,24 +9,20 @@ from the first to the last one.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from marlang.cost import run_cost
-from marlang.plots import plot_iteration_curves
-from marlang.report import paired_change, summarize_episodes
-from marlang.rundir import (
-    METRIC_FIELDS,
-    RunDirectory,
-    append_csv,
-    append_lines,
-    csv_lines,
-    dumps_json,
-)
+from marlang.report import iteration_row, paired_change, summarize_episodes
+from marlang.run.commit import Commit
+from marlang.rundir import CallRows, RunDirectory
 from marlang.rundir.untrusted import json_value
 from marlang.types import Trajectory
+
+logger = logging.getLogger(__name__)
 
 EpisodeKey = tuple[str, int, int]
 """(phase, iteration, episode): held-out episodes repeat their ids at every evaluation."""
@@ -117,10 +113,10 @@ class EpisodeIndex:
         self.by_episode.setdefault(key[2], key)
         return key
 
-    def add(self, traj: Trajectory, line: bytes, offset: int) -> None:
+    def add(self, traj: Trajectory, offset: int, length: int) -> None:
         """Index a record just appended at ``offset``; its trajectory stays in memory."""
         key = self._add({"phase": traj.phase, "iteration": traj.iteration, "episode": traj.episode,
-                         "metrics": traj.metrics}, offset, len(line))
+                         "metrics": traj.metrics}, offset, length)
         self.by_episode[traj.episode] = key
         self.played[traj.episode] = traj
 
@@ -197,38 +193,31 @@ class CallIndex:
 
 
 class RunRecord:
-    """What a run writes into its directory, with the indexes that spare it re-reading."""
+    """What a run records, with the indexes that spare it re-reading: it decides what goes
+    into the run's files and `RunDirectory` writes them (each file has that one writer)."""
 
     def __init__(self, run_dir: RunDirectory) -> None:
         self.run_dir = run_dir
         self.episodes = EpisodeIndex(run_dir.episodes_file)
         self.calls = CallIndex()
-        self._iterations: list[dict[str, Any]] | None = None
-        self._fields: list[str] = []
-        self._last = -1
         self._jsonl_iterations: dict[str, set[Any]] = {}
 
     def load(self) -> None:
         """Index what is on disk (once, when a run starts or resumes)."""
         self.episodes.load()
         self.calls.load(self.run_dir.read_llm_calls())
-        self._iterations = None
         self._jsonl_iterations.clear()
 
     # episodes and calls -------------------------------------------------------------------
-    def write_calls(self, recorder: Any) -> None:
+    def write_calls(self, recorder: CallRows) -> None:
         """Append the recorder's new calls to ``llm_calls.csv`` and index them."""
         self.calls.sync(recorder)
-        recorder.append_csv(self.run_dir.llm_calls_file)
+        self.run_dir.append_llm_calls(recorder)
 
     def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> None:
         """Record a finished episode: its full trajectory and its metrics row."""
-        traj.metrics = metrics
-        line = (json.dumps(traj.to_dict(), default=str) + "\n").encode()
-        path = self.run_dir.episodes_file
-        append_lines(path, [line.decode()])
-        self.episodes.add(traj, line, path.stat().st_size - len(line))
-        append_csv(self.run_dir.metrics_file, METRIC_FIELDS, [metrics])
+        offset, length = self.run_dir.append_episode(traj, metrics)
+        self.episodes.add(traj, offset, length)
 
     def trajectories(self, episodes: Iterable[int]) -> list[Trajectory]:
         return [self.episodes.trajectory(e) for e in episodes]
@@ -262,35 +251,32 @@ class RunRecord:
             self._jsonl_iterations[name] = {r.get("iteration") for r in self.run_dir.read_jsonl(name)}
         if iteration in self._jsonl_iterations[name]:
             return
-        self._append_jsonl(name, rows)
+        self.run_dir.append_jsonl(name, rows)
         self._jsonl_iterations[name].add(iteration)
 
-    def _append_jsonl(self, name: str, rows: list[dict[str, Any]]) -> None:
-        append_lines(self.run_dir.path / name, [dumps_json(row, default=str) + "\n" for row in rows])
-
     def append_iteration_csv(self, row: dict[str, Any]) -> None:
-        """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``: a new last
-        row with no new column is appended as one line, anything else rewrites the file."""
-        rd = self.run_dir
-        if self._iterations is None:
-            self._set_iterations(rd.read_iterations())
-        fields, last = self._fields, self._last
-        if self._iterations and int(row["iteration"]) > last and set(row) <= set(fields) and rd.scalars is None:
-            append_lines(rd.iterations_file, csv_lines(fields, [_cells(row)], header=False))
-            self._iterations.append(dict(row))
-            self._last = int(row["iteration"])
-            return
-        rd.append_iteration_csv(row)
-        rows = [r for r in self._iterations if int(r["iteration"]) != int(row["iteration"])] + [dict(row)]
-        self._set_iterations(sorted(rows, key=lambda r: int(r["iteration"])))
+        """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``."""
+        self.run_dir.append_iteration_csv(row)
 
-    def _set_iterations(self, rows: list[dict[str, Any]]) -> None:
-        """The rows of ``iterations.csv``, its columns (in the file's order) and last iteration."""
-        self._iterations = rows
-        self._fields = []
-        for r in rows:
-            self._fields.extend(k for k in r if k not in self._fields)
-        self._last = max((int(r["iteration"]) for r in rows), default=-1)
+    def write_commit(self, commit: Commit, *, policies: bool, episodes: list[Trajectory] | None) -> None:
+        """Write an iteration's commit: its ``policies.jsonl`` rows (``policies``: the learner
+        rewrites policy texts), ``updates.jsonl`` rows, a decided ``review.json``, its
+        ``iterations.csv`` row from its training ``episodes`` (None: a learner whose own
+        trainer writes its rows) and, last, ``learner_state.json``: a commit replayed after a
+        crash finds its rows already written and writes them once."""
+        i, rd = commit.iteration, self.run_dir
+        if policies:
+            self.append_iteration_rows("policies.jsonl", i, commit.policy_rows)
+        self.append_iteration_rows("updates.jsonl", i, commit.update_rows)
+        if commit.review is not None:
+            rd.write_json("review.json", commit.review)
+        if episodes is not None:
+            row = iteration_row(i, episodes, self.calls.of_iteration(i), commit.counters, commit.evaluation,
+                                accepted=commit.accepted)
+            row.update(self.test_columns(i))
+            self.append_iteration_csv(row)
+            logger.info("iteration %d committed: mean return %.3f", i, row["return_mean"])
+        rd.write_json("learner_state.json", commit.policy.to_dict())
 
     # the summary ----------------------------------------------------------------------------
     def finalize(self, *, setting: str, config: Any, initial_policies: dict[str, str], scripted: bool,
@@ -334,7 +320,7 @@ class RunRecord:
         summary["cost"] = run_cost(rd.path, self.episodes.metrics_rows("train"), iterations)
         rd.write_json("summary.json", summary)
         if iterations:
-            plot_iteration_curves({summary["setting"]: iterations}, rd.path / "learning_curve.png")
+            rd.write_learning_curve(summary["setting"], iterations)
         return summary
 
     def _policies_summary(self, initial_policies: dict[str, str]) -> dict[str, Any]:
@@ -358,10 +344,6 @@ class RunRecord:
                     "decided_by": row.get("decided_by"), "baseline_return": check.get("baseline_return"),
                     "candidate_return": check.get("candidate_return")})
         return policies
-
-
-def _cells(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: ("" if v is None else v) for k, v in row.items()}
 
 
 def _adapter_ref(ref: Any) -> dict[str, Any]:

@@ -9,22 +9,28 @@ its whole life, so two processes never write one run.
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import logging
-import math
-import numbers
 import os
 import platform
 import sys
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 from marlang.config import ConfigError, redact_secrets
+from marlang.rundir.files import (
+    append_csv,
+    append_lines,
+    appending,
+    atomic_write,
+    atomic_write_text,
+    csv_lines,
+    dumps_json,
+    json_safe,
+)
 from marlang.rundir.untrusted import (
     CONFIG_HASH,
     config_sha256,
@@ -32,7 +38,6 @@ from marlang.rundir.untrusted import (
     read_csv_rows,
     read_json_object,
     refuse_links,
-    writing,
 )
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
@@ -81,125 +86,6 @@ METRIC_FIELDS = [
 ]
 
 
-def json_safe(data: Any) -> Any:
-    """``data`` with every NaN or infinite number replaced by None (JSON null), recursively
-    through dicts, lists and tuples; strict JSON has no NaN, and readers other than Python's
-    reject the ``NaN`` token that `json.dumps` writes by default."""
-    if isinstance(data, dict):
-        return {k: json_safe(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [json_safe(v) for v in data]
-    if isinstance(data, numbers.Real) and not isinstance(data, numbers.Integral):
-        value = float(data)  # numpy floats too
-        return value if math.isfinite(value) else None
-    return data
-
-
-def dumps_json(data: Any, **kwargs: Any) -> str:
-    """`json.dumps` of `json_safe(data)`: strict JSON, never ``NaN``/``Infinity``."""
-    return json.dumps(json_safe(data), allow_nan=False, **kwargs)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write then rename, so readers never see half a file."""
-    atomic_write(path, lambda fh: fh.write(text.encode()))
-
-
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """``write(file)`` into a temporary sibling, fsync, then rename over ``path``: readers see
-    the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Created like any other file (mode 0666 less the umask), not mkstemp's 0600: every file
-    # of a run directory has the same permissions.
-    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with writing(path):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                write(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def append_lines(path: str | Path, lines: Iterable[str]) -> None:
-    """Append whole lines (each ending in a newline) to ``path``, flushed and fsynced.
-
-    A last line without its newline was torn by a writer killed mid-write (or a full disk):
-    it is cut first, so the new lines start on a line of their own and every reader sees them.
-    """
-    path = Path(path)
-    data = "".join(lines).encode()
-    if not data:
-        return
-    with writing(path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                keep = _last_newline_end(fd, size)
-                logger.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
-                os.ftruncate(fd, keep)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-class _Lines:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.parts.append(text)
-
-
-@contextlib.contextmanager
-def appending(path: str | Path) -> Iterator[_Lines]:
-    """``with appending(path) as fh: fh.write(line)``: the lines written are appended with
-    `append_lines` when the block ends (nothing when it raises)."""
-    lines = _Lines()
-    yield lines
-    append_lines(path, lines.parts)
-
-
-def _last_newline_end(fd: int, size: int) -> int:
-    """The offset just after the last newline in the first ``size`` bytes of ``fd`` (0: none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - 65536)
-        chunk = os.pread(fd, end - start, start)
-        found = chunk.rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        end = start
-    return 0
-
-
-def csv_lines(fields: Iterable[str], rows: Iterable[dict[str, Any]], header: bool) -> list[str]:
-    """``rows`` as CSV text lines (with the header line first when ``header``); keys outside
-    ``fields`` are left out, missing ones empty."""
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", restval="", lineterminator="\n")
-    if header:
-        writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue().splitlines(keepends=True)
-
-
-def append_csv(path: str | Path, fields: Iterable[str], rows: Iterable[dict[str, Any]]) -> None:
-    """Append CSV rows with `append_lines` (the header too, where the file is new or empty)."""
-    path = Path(path)
-    header = not path.exists() or path.stat().st_size == 0
-    append_lines(path, csv_lines(fields, rows, header))
-
 
 class _RunFile:
     """A file of the run directory by name: ``run_dir.episodes_file`` is ``run_dir.path / name``."""
@@ -215,8 +101,16 @@ class RunDirectoryBusy(ConfigError):
     """Another live process holds the run directory (the message says which)."""
 
 
+class CallRows(Protocol):
+    """What writes ``llm_calls.csv`` rows: the run's `UsageRecorder` (it knows which of its
+    rows a file already holds)."""
+
+    def append_csv(self, path: str | Path) -> int: ...
+
+
 class RunDirectory:
-    """Reads and writes one run's files (see DESIGN.md, "The run directory").
+    """Reads and writes one run's files (see DESIGN.md, "The run directory"): the one writer
+    of each of them (`marlang.run.record.RunRecord` decides what a run writes and indexes it).
 
     ``loggers`` are the run's ``run.loggers``: ``iterations.csv`` is always written; with
     ``tensorboard`` each write of it is mirrored into ``tensorboard/`` (:mod:`marlang.scalars`).
@@ -225,6 +119,8 @@ class RunDirectory:
     def __init__(self, path: str | Path, loggers: Iterable[str] = ("csv",)) -> None:
         self.path = Path(path)
         self.scalars = TensorBoardScalars(self.path) if "tensorboard" in loggers else None
+        self._iterations: list[dict[str, Any]] | None = None
+        """``iterations.csv`` as last read or written (None: not read yet)."""
 
     # paths ---------------------------------------------------------------------------------
     episodes_file = _RunFile("episodes.jsonl")
@@ -307,36 +203,57 @@ class RunDirectory:
     def write_json(self, name: str, data: Any) -> None:
         atomic_write_text(self.path / name, dumps_json(data, indent=2, sort_keys=False, default=str) + "\n")
 
-    def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> None:
-        """Record a finished episode: its full trajectory and its metrics row."""
+    def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> tuple[int, int]:
+        """Record a finished episode: its full trajectory and its metrics row. Returns the
+        record's byte range in ``episodes.jsonl`` (offset, length)."""
         traj.metrics = metrics
-        append_lines(self.episodes_file, [json.dumps(traj.to_dict(), default=str) + "\n"])
+        line = json.dumps(traj.to_dict(), default=str) + "\n"
+        append_lines(self.episodes_file, [line])
+        length = len(line.encode())
+        offset = self.episodes_file.stat().st_size - length
         append_csv(self.metrics_file, METRIC_FIELDS, [metrics])
+        return offset, length
 
-    def append_iteration_rows(self, name: str, iteration: int, rows: list[dict[str, Any]]) -> None:
-        """Append one iteration's rows to a JSONL file, once: a commit replayed after a crash
-        finds its rows already there and writes nothing."""
-        if any(r.get("iteration") == iteration for r in self.read_jsonl(name)):
-            return
+    def append_jsonl(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Append rows to the JSONL file ``name`` (strict JSON, one line each)."""
         append_lines(self.path / name, [dumps_json(row, default=str) + "\n" for row in rows])
 
+    def append_llm_calls(self, calls: CallRows) -> None:
+        """Append the calls ``llm_calls.csv`` does not hold yet."""
+        calls.append_csv(self.llm_calls_file)
+
     def append_iteration_csv(self, row: dict[str, Any]) -> None:
-        """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``."""
-        rows = [r for r in self.read_iterations() if int(r["iteration"]) != int(row["iteration"])]
-        rows.append(row)
+        """Add (or replace) the row of ``row["iteration"]`` in ``iterations.csv``: a new last
+        row with no new column is appended as one line, anything else rewrites the file."""
+        if self._iterations is None:
+            self._iterations = self.read_iterations()
+        rows = self._iterations
+        fields = _fields(rows)
+        last = max((int(r["iteration"]) for r in rows), default=-1)
+        if rows and int(row["iteration"]) > last and set(row) <= set(fields) and self.scalars is None:
+            append_lines(self.iterations_file, csv_lines(fields, [_cells(row)], header=False))
+            rows.append(dict(row))
+            return
+        rows = [r for r in rows if int(r["iteration"]) != int(row["iteration"])] + [dict(row)]
         rows.sort(key=lambda r: int(r["iteration"]))
-        fields: list[str] = []
-        for r in rows:
-            fields.extend(k for k in r if k not in fields)
-        _write_csv(self.iterations_file, fields, [{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
+        _write_csv(self.iterations_file, _fields(rows), [_cells(r) for r in rows])
+        self._iterations = rows
         if self.scalars is not None:
             self.scalars.sync(rows)
+
+    def write_learning_curve(self, setting: str, iterations: list[dict[str, Any]], **options: Any) -> None:
+        """``learning_curve.png``: the run's iterations as curves (``options``: those of
+        `marlang.plots.plot_iteration_curves`)."""
+        from marlang.plots import plot_iteration_curves
+
+        plot_iteration_curves({setting: iterations}, self.path / "learning_curve.png", **options)
 
     def discard_iterations(self) -> None:
         """Remove ``iterations.csv`` and its TensorBoard scalars (a run starting over)."""
         import shutil
 
         self.iterations_file.unlink(missing_ok=True)
+        self._iterations = None
         shutil.rmtree(self.path / TENSORBOARD_DIR, ignore_errors=True)
         if self.scalars is not None:
             self.scalars.close()
@@ -485,6 +402,18 @@ def _write_csv(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> Non
     atomic_write_text(path, "".join(csv_lines(fields, rows, header=True)))
 
 
+def _fields(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns of ``rows`` in order of first appearance."""
+    fields: list[str] = []
+    for r in rows:
+        fields.extend(k for k in r if k not in fields)
+    return fields
+
+
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: ("" if v is None else v) for k, v in row.items()}
+
+
 def _number(text: str | None) -> Any:
     if text is None or text == "":
         return None
@@ -497,3 +426,10 @@ def _number(text: str | None) -> Any:
         return text == "True"
     return text
 
+
+
+__all__ = [
+    "EPISODE_KEYS", "EVAL_EPISODE_BASE", "METRIC_FIELDS", "TEST_EPISODE_BASE", "CallRows", "RunDirectory",
+    "RunDirectoryBusy", "RunResult", "append_csv", "append_lines", "appending", "atomic_write",
+    "atomic_write_text", "csv_lines", "dumps_json", "json_safe", "package_versions",
+]

@@ -35,7 +35,6 @@ from marlang.methods.neural.critics.critic import Critic, build_critic
 from marlang.methods.neural.critics.dataset import TimestepWriter
 from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions
 from marlang.methods.neural.reward_hook import RewardHook, hook_name, load_reward_hook
-from marlang.plots import plot_iteration_curves
 from marlang.report import summarize_episodes
 from marlang.rundir import RunDirectory, package_versions
 from marlang.seeds import env_seed
@@ -376,8 +375,8 @@ class BenchmarlTraining:
             ret = summary.get("return") or {}
             final = ({setting: (evaluation["frames"], ret["mean"])}
                      if evaluation.get("frames") is not None and ret.get("mean") is not None else None)
-            plot_iteration_curves({setting: iterations}, rd.path / "learning_curve.png", final=final,
-                                  success=bool(summary.get("success_defined", True)))
+            rd.write_learning_curve(setting, iterations, final=final,
+                                    success=bool(summary.get("success_defined", True)))
         return summary
 
 
