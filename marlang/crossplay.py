@@ -318,8 +318,9 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
                 continue  # a learner that commits nothing trained no player
             base = yaml.safe_load((runs[0][1] / "config.yaml").read_text(encoding="utf-8")) or {}
             config = build_config(copy.deepcopy(base))
-            if config.env.n_agents < 2 or config.learning.method in ("none", "static"):
-                continue
+            if config.env.n_agents < 2 or config.learning.method in ("none", "static") or config.all_scripted \
+                    or config.plays_back or config.agents.kind != "llm":
+                continue  # nothing trained an LLM team: its seeds hold no players
             episodes = int(getattr(config.learning.options, "eval_episodes", 0) or 32)
             folder = out / "crossplay" / folder_name(setting)
             plans.append(plan_crossplay(base, [f"seed {seed}={path}" for seed, path in runs], episodes,

@@ -164,3 +164,18 @@ def test_a_comparison_over_seeds_plans_the_swapped_seed_check(trained, tmp_path)
     assert base["learning"] == {"method": "none"} and base["run"]["levels"] == "held_out"
     assert base["run"]["episodes"] == 32  # the runs held out none of their own: the default
     assert yaml.safe_load((folder / "crossplay.yaml").read_text())["players"][1]["source"] == str(trained[1])
+
+
+def test_a_scripted_team_over_seeds_has_no_swapped_seed_check(tmp_path):
+    from marlang.crossplay import swapped_seed_plans
+
+    runs = {}
+    for seed in (3, 4):
+        path = tmp_path / f"scripted--run.seed-{seed}"
+        path.mkdir()
+        (path / "config.yaml").write_text(yaml.safe_dump({"env": ENV, "agents": {"kind": "scripted"},
+                                                          "run": {"seed": seed}}))
+        (path / "learner_state.json").write_text(json.dumps({"policies": {}, "memories": {}}))
+        runs[str(seed)] = {"setting": f"scripted, run.seed={seed}"}
+    summaries = {ENV["id"]: {"scripted (2 seeds)": {"seeds": runs}}}
+    assert swapped_seed_plans(tmp_path, summaries) == []
