@@ -239,7 +239,7 @@ def gap(players: list[str], by_level: dict[tuple[str, str], dict[str, float]]) -
         return {"mean": None, "low": None, "high": None, "n": 0, "interval": "cells missing"}
     levels = sorted(set.intersection(*(set(v) for v in by_level.values())))
     cross = [(i, j) for i in players for j in players if i != j]
-    overall = [_mean([by_level[(i, i)][lv] for i in players]) - _mean([by_level[c][lv] for c in cross])
+    overall = [round(_mean([by_level[(i, i)][lv] for i in players]) - _mean([by_level[c][lv] for c in cross]), 12)
                for lv in levels]
     result = mean_interval(overall)
     result["players"] = {
