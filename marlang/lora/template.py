@@ -22,15 +22,14 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from marlang.learners.base import Learner, LearnerOptions
 from marlang.lora.distributed import DataParallel
+from marlang.lora.files import load_tensors
+from marlang.lora.options import AdapterOptions
 from marlang.lora.team import (
     CENTRAL,
-    LoraOptions,
     TeamAdapters,
     ValueHeadOptions,
     check_lora_targets,
@@ -50,32 +49,6 @@ INITIAL_STATE = "initial"
 
 SEED_OFFSET = 7919
 """Separates an update's random draws (minibatch order, dropout) from other uses of the run seed."""
-
-
-class AdapterOptions(LearnerOptions):
-    """``learning.*`` keys every weight-space learner has."""
-
-    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
-    epochs: int = Field(4, ge=1, description="Passes over an iteration's samples.")
-    minibatch_size: int = Field(16, ge=1, description="Samples per gradient step.")
-    micro_batch_size: int = Field(
-        8, ge=1, description="Samples per forward pass; a minibatch's gradient accumulates over them "
-        "(peak memory follows this, not minibatch_size).")
-    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
-    max_skip_norm: float = Field(
-        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
-    sharing: Literal["per_agent", "shared"] = Field(
-        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
-    lora: LoraOptions = Field(default_factory=LoraOptions)
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
-    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
-    gradient_checkpointing: bool = False
-    eval_episodes: int = Field(
-        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
-    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
-    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws; in "
-                      "a config, run.seed unless given (so each run seed is its own stream).")
 
 
 @dataclass
@@ -517,24 +490,6 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             atomic_write(path, lambda fh: torch.save(state, fh))
         self._loaded = str(path)
         return hashes, path
-
-
-def load_tensors(path: str | Path) -> Any:
-    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
-    comes from the run directory, which may be someone else's: a file that would run code
-    (any other pickled object) is refused with a `ConfigError` saying what and where."""
-    import pickle
-
-    import torch
-
-    from marlang.config import ConfigError
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
-                          f"could run code ({first[:200]}); resume only run directories you trust") from None
 
 
 def clip_gradients(params: list[Any], max_norm: float) -> float:
