@@ -9,7 +9,9 @@ where a model call happens (episode, step, seed, iteration) for agents, protocol
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -325,6 +327,23 @@ class StopFlag:
             raise Stopped(f"stopped{' ' + where if where else ''}: the run was interrupted")
 
 
+@dataclass(frozen=True)
+class Acting:
+    """How one agent acts in an episode, given to the episode by the run for a phase (a
+    weight-space learner's sampled training rollouts, its greedy evaluation): the agent's own
+    settings stand wherever a field is None. See ``Learner.prepare_rollout``."""
+
+    model: Any = None
+    """The chat model the agent's calls go to (a sampling, uncached copy of its own; a rollout
+    server's)."""
+    adapter: str | None = None
+    """The LoRA adapter that answers the agent's calls."""
+    action_selection: str | None = None
+    """``score`` or ``generate``."""
+    action_temperature: float | None = None
+    """Acting by scoring: 0 takes the best action, above 0 samples from the softmax."""
+
+
 @dataclass
 class CallContext:
     """Where a model call happens (for accounting and per-call seeds) and the shared call
@@ -340,6 +359,8 @@ class CallContext:
     """The learner iteration (for accounting per iteration)."""
     salt: int = 0
     """Distinguishes sampled branches that share an episode's start (group-relative methods)."""
+    acting: Mapping[str, Acting] = field(default_factory=dict)
+    """Per agent, how it acts in this episode (the phase's settings); absent: as configured."""
 
     def for_step(self, step: int) -> CallContext:
-        return CallContext(self.episode, step, self.seed, self.callbacks, self.limiter, self.iteration, self.salt)
+        return dataclasses.replace(self, step=step)

@@ -15,7 +15,7 @@ def call_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
 
 
-async def call_model(
+async def invoke_model(
     model: Any,
     messages: list[BaseMessage],
     ctx: Any,
@@ -24,15 +24,12 @@ async def call_model(
     agent: str = "",
     max_tokens: int,
     seed: int | None = None,
-    metadata: dict[str, Any] | None = None,
     prefill: str = "",
     **call_kwargs: Any,
-) -> str:
-    """Invoke ``model`` once and return its reply text (content blocks joined, stripped).
-    ``metadata``, when given, receives the reply's response metadata (e.g. a scoring
-    model's ``choice_logprobs``). ``prefill`` starts the reply on models that can continue
-    one (``supports_prefill``: local models), and the returned text then begins with it;
-    other models get no prefill and their reply is returned as it is."""
+) -> BaseMessage:
+    """Invoke ``model`` once, tagged for accounting and bounded by the shared limiter, and
+    return its reply message (what a caller that reads more than the text needs: a scored
+    choice, `marlang.models.policy.ScoredChoice`). ``prefill`` as in `call_model`."""
     if not getattr(model, "supports_prefill", False):
         prefill = ""
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
@@ -53,15 +50,45 @@ async def call_model(
     }
     if ctx.limiter is not None:
         async with ctx.limiter:
-            reply = await model.ainvoke(messages, config=config, **kwargs)
-    else:
-        reply = await model.ainvoke(messages, config=config, **kwargs)
-    if metadata is not None:
-        metadata.update(getattr(reply, "response_metadata", None) or {})
+            return await model.ainvoke(messages, config=config, **kwargs)
+    return await model.ainvoke(messages, config=config, **kwargs)
+
+
+def reply_text(reply: Any, prefill: str = "") -> str:
+    """A reply's text: content blocks joined, stripped, after the ``prefill`` it continues."""
     content = reply.content if isinstance(reply, AIMessage) else getattr(reply, "content", reply)
     if isinstance(content, list):  # content blocks from some providers
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
     return prefill + str(content).strip()
+
+
+def prompt_text(reply: Any) -> str | None:
+    """The exact prompt text a local model encoded for a generated reply (a weight-space
+    learner scores the reply after it again); None from other models."""
+    return (getattr(reply, "response_metadata", None) or {}).get("prompt_text")
+
+
+async def call_model(
+    model: Any,
+    messages: list[BaseMessage],
+    ctx: Any,
+    *,
+    role: str,
+    agent: str = "",
+    max_tokens: int,
+    seed: int | None = None,
+    prefill: str = "",
+    **call_kwargs: Any,
+) -> str:
+    """Invoke ``model`` once and return its reply text (content blocks joined, stripped).
+    ``prefill`` starts the reply on models that can continue one (``supports_prefill``: local
+    models), and the returned text then begins with it; other models get no prefill and
+    their reply is returned as it is."""
+    if not getattr(model, "supports_prefill", False):
+        prefill = ""
+    reply = await invoke_model(model, messages, ctx, role=role, agent=agent, max_tokens=max_tokens, seed=seed,
+                               prefill=prefill, **call_kwargs)
+    return reply_text(reply, prefill)
 
 
 async def call_model_json(

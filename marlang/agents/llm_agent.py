@@ -16,10 +16,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from marlang.agents.action_parsing import parse_action
 from marlang.agents.answer_parsing import extract_answer
-from marlang.agents.calls import call_model, call_seed
+from marlang.agents.calls import call_seed, invoke_model, prompt_text, reply_text
 from marlang.agents.memory import ReflexionMemory
+from marlang.models.policy import ScoredChoice
 from marlang.prompts import PromptLibrary
-from marlang.types import CallContext, Decision, Message, TextObservation, Trajectory
+from marlang.types import Acting, CallContext, Decision, Message, TextObservation, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +111,12 @@ class LLMAgent:
         base model's scores of the same actions when the observation reads "N/A"."""
         self._priors: dict[tuple[str, ...], list[float]] = {}
         self.adapter: str | None = None
-        """The LoRA adapter this agent's calls go to (a weight-space learner's policy); None:
-        the model as it is."""
+        """The LoRA adapter this agent's calls go to (a trained team played back); None: the
+        model as it is. An episode's `Acting` (``ctx.acting``) may name another."""
         self.action_temperature: float = 0.0
         """Above 0, a scoring agent samples its action from softmax(scores / temperature)
-        (training rollouts of a weight-space learner) instead of taking the best."""
+        instead of taking the best. An episode's `Acting` may set another (a weight-space
+        learner's training rollouts)."""
 
     # prompts -----------------------------------------------------------------------------
     def system_prompt(self, obs: TextObservation, role: str | None = None) -> str:
@@ -165,17 +167,41 @@ class LLMAgent:
             return call_seed(ctx.seed, ctx.episode, ctx.step, self.name, role, extra, ctx.salt)
         return call_seed(ctx.seed, ctx.episode, ctx.step, self.name, role, extra)
 
-    async def _call(
+    def acting(self, ctx: CallContext) -> Acting:
+        """How this agent acts in ``ctx``'s episode: the phase's settings over its own."""
+        given = ctx.acting.get(self.name)
+        if given is None:
+            return Acting(self.model, self.adapter, self.action_selection, self.action_temperature)
+        return Acting(
+            self.model if given.model is None else given.model,
+            self.adapter if given.adapter is None else given.adapter,
+            self.action_selection if given.action_selection is None else given.action_selection,
+            self.action_temperature if given.action_temperature is None else given.action_temperature,
+        )
+
+    async def _invoke(
         self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
-        metadata: dict[str, Any] | None = None, **call_kwargs: Any,
-    ) -> str:
+        **call_kwargs: Any,
+    ) -> BaseMessage:
         seed = call_kwargs.pop("seed", None)
         if seed is None and self.sample_seeds:
             seed = self._seed(ctx, role, extra)
-        if self.adapter is not None:
-            call_kwargs["adapter"] = self.adapter
-        return await call_model(self.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
-                                seed=seed, metadata=metadata, **call_kwargs)
+        acting = self.acting(ctx)
+        if acting.adapter is not None:
+            call_kwargs["adapter"] = acting.adapter
+        return await invoke_model(acting.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
+                                  seed=seed, **call_kwargs)
+
+    async def _call(
+        self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
+        **call_kwargs: Any,
+    ) -> str:
+        prefill = call_kwargs.pop("prefill", "")
+        if not getattr(self.acting(ctx).model, "supports_prefill", False):
+            prefill = ""
+        if prefill:
+            call_kwargs["prefill"] = prefill
+        return reply_text(await self._invoke(messages, ctx, role, max_tokens, extra, **call_kwargs), prefill)
 
     # capabilities ------------------------------------------------------------------------
     async def speak(
@@ -184,11 +210,10 @@ class LLMAgent:
     ) -> Message:
         """A message to the team; ``role``: instructions for this message instead of the
         agent's own role (a protocol giving one speaker other instructions)."""
-        meta: dict[str, Any] = {}
-        text = await self._call(self.speak_messages(obs, transcript, ctx, role), ctx, "speaker",
-                                self.message_max_tokens, round, metadata=meta)
-        text = text.split("\n\n")[0].strip() or "(no message)"
-        return Message(sender=self.name, content=text, round=round, prompt=meta.get("prompt_text"))
+        reply = await self._invoke(self.speak_messages(obs, transcript, ctx, role), ctx, "speaker",
+                                   self.message_max_tokens, round)
+        text = reply_text(reply).split("\n\n")[0].strip() or "(no message)"
+        return Message(sender=self.name, content=text, round=round, prompt=prompt_text(reply))
 
     async def act(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
                   role: str | None = None) -> Decision:
@@ -198,7 +223,7 @@ class LLMAgent:
             decision = Decision(obs.legal_actions[0], valid=True)
         elif not obs.legal_actions:
             decision = await self._answer_in_text(obs, transcript, ctx, role)
-        elif self.action_selection == "score":
+        elif self.acting(ctx).action_selection == "score":
             decision = await self._act_by_scoring(obs, transcript, ctx, role)
         else:
             decision = await self._act_by_generating(obs, transcript, ctx, role)
@@ -243,16 +268,16 @@ class LLMAgent:
         messages: list[BaseMessage] = [SystemMessage(self.system_prompt(obs)), HumanMessage(user)]
         key = (str(messages[0].content), user, *obs.legal_actions)
         if key not in self._priors:
-            meta: dict[str, Any] = {}
-            await call_model(self.model, messages, ctx, role="actor", agent=self.name, max_tokens=1,
-                             metadata=meta, choices=list(obs.legal_actions), choice_prefix="Action: ")
-            scores = meta.get("choice_logprobs")
-            if not scores:
+            model = self.acting(ctx).model
+            reply = await invoke_model(model, messages, ctx, role="actor", agent=self.name, max_tokens=1,
+                                       choices=list(obs.legal_actions), choice_prefix="Action: ")
+            scored = ScoredChoice.from_reply(reply, obs.legal_actions)
+            if scored is None:
                 raise ValueError(f"agents.calibration 'content_free' needs a model that scores choices; "
-                                 f"{type(self.model).__name__} returned no scores")
+                                 f"{type(model).__name__} returned no scores")
             if len(self._priors) >= 4096:
                 self._priors.clear()
-            self._priors[key] = [float(scores[a]) for a in obs.legal_actions]
+            self._priors[key] = list(scored.scores)
         return self._priors[key]
 
     async def _act_by_scoring(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
@@ -272,26 +297,24 @@ class LLMAgent:
             raw = await self._call(messages, ctx, "actor", self.max_tokens, stop=["Action:", "\n\n"])
             thought = " ".join(raw.split("Action:")[0].split())
         prefix = (f"{thought}\n" if thought else "") + "Action: "
-        meta: dict[str, Any] = {}
         sampling: dict[str, Any] = {}
-        if self.action_temperature > 0:
-            sampling = {"temperature": self.action_temperature, "seed": self._seed(ctx, "actor", 2)}
+        temperature = self.acting(ctx).action_temperature or 0.0
+        if temperature > 0:
+            sampling = {"temperature": temperature, "seed": self._seed(ctx, "actor", 2)}
         if self.calibration == "content_free":
             prior = await self.content_free_prior(obs, ctx)
             sampling["choice_offsets"] = [-p for p in prior]
-        answer = await self._call(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
-                                  choice_prefix=prefix, metadata=meta, **sampling)
+        reply = await self._invoke(messages, ctx, "actor", 1, extra=2, choices=list(obs.legal_actions),
+                                   choice_prefix=prefix, **sampling)
+        answer = reply_text(reply)
         if answer in obs.legal_actions:
-            scores = meta.get("choice_logprobs") or {}
-            logprob = meta.get("policy_logprob")
-            value = meta.get("value")
+            scored = ScoredChoice.from_reply(reply, obs.legal_actions)
+            if scored is None:  # a model that picks a choice without scoring them
+                return Decision(answer, thought=thought, raw=f"{prefix}{answer}", valid=True)
             return Decision(
                 answer, thought=thought, raw=f"{prefix}{answer}", valid=True,
-                logprob=None if logprob is None else float(logprob),
-                value=None if value is None else float(value),
-                scores=[float(scores[a]) for a in obs.legal_actions] if scores else None,
-                prompt=meta.get("scored_prompt"), choice_lead=meta.get("choice_lead", ""),
-                sampled=bool(meta.get("sampled")),
+                logprob=scored.logprob, value=scored.value, scores=list(scored.scores),
+                prompt=scored.prompt, choice_lead=scored.lead, sampled=scored.sampled,
                 offsets=sampling.get("choice_offsets"),
             )
         # A chat model that claims choices but answers something else: counted as invalid.

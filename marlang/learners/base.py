@@ -16,7 +16,7 @@ gives any of them as a :class:`LearnerEntry`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
@@ -26,7 +26,7 @@ from pydantic import ConfigDict
 from marlang.config import NumbersNotBooleans
 from marlang.registry import LEARNERS
 from marlang.seeds import env_seeds
-from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+from marlang.types import Acting, Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.learners.context import LearnerContext
@@ -154,11 +154,14 @@ class Learner:
         """Raise a one-line ``ValueError`` for a loaded chat model this learner cannot train
         (called once the model is built, before the run directory is created)."""
 
-    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
-        """Make the acting models act with ``state`` before episodes are played (``phase``:
-        ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)). Weight-space
-        learners load the committed adapters here and switch between sampling (train) and greedy
-        (eval) decisions."""
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> Mapping[str, Acting] | None:
+        """Get ready to act with ``state`` before a phase's episodes are played (``phase``:
+        ``train``, ``eval`` (a candidate's check) or ``test`` (held-out evaluation)) and say
+        how each agent acts in them: the run hands the returned `Acting` of each agent to every
+        episode of the phase (None or a missing agent: as configured). Weight-space learners
+        load the committed adapters here and have their slots act with them, sampling in
+        training and greedily in evaluation."""
+        return None
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         """The proposed next state from this iteration's trajectories (``none``: no change)."""

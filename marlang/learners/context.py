@@ -7,10 +7,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marlang.prompts import PromptLibrary
-from marlang.types import CallContext, PolicyState, StopFlag, Trajectory
+from marlang.types import CallContext, PolicyState, StopFlag, TextObservation, Trajectory
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+    from marlang.models.local_policy import LocalPolicy
 
 
 @dataclass
@@ -27,6 +32,9 @@ class LearnerContext:
     """An environment instance, to describe the world and narrate trajectories."""
     actors: dict[str, Any] = field(default_factory=dict)
     """The acting `LLMAgent`s (Reflexion reflects through them)."""
+    local: dict[str, LocalPolicy] = field(default_factory=dict)
+    """Per LLM slot on a local model, that model's handle (slots on one model share it): what a
+    weight-space learner trains and acts through."""
     trajectory: Callable[[int], Trajectory] | None = None
     """Loads a finished episode by id (the run directory's episodes)."""
     record_episode: Callable[[Trajectory, PolicyState], None] | None = None
@@ -56,6 +64,11 @@ class LearnerContext:
     reward_hook: Callable[..., Any] | None = None
     """A per-agent reward hook given in Python (a neural learner; see
     ``marlang.methods.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""
+
+    def act_messages(self, agent: str, obs: TextObservation, instruction: str) -> list[BaseMessage]:
+        """``agent``'s prompt to act on ``obs`` alone (no history, no messages), with the named
+        instruction: what a weight-space learner scores or samples after."""
+        return self.actors[agent].act_messages(obs, [], CallContext(episode=-1), instruction=instruction)
 
     def learns(self, agent: str) -> bool:
         """Whether learners update ``agent``'s policy, memory or adapter."""

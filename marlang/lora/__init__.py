@@ -1,4 +1,22 @@
 """The LoRA core the weight-space methods (``marlang.methods.ppo``, ``marlang.methods.magrpo``)
 share: the team of adapters (``team``), their files (``files``), LoRA options (``options``),
 the trainer template (``template``), data-parallel sums (``distributed``) and playing a
-trained team back (``playback``). Submodules load torch and PEFT on import."""
+trained team back (``playback``). The names a method builds on are exported here; importing
+them loads torch and PEFT."""
+
+from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.lora.team import CENTRAL, TeamAdapters, ValueHeadOptions
+from marlang.lora.template import INITIAL_STATE, SEED_OFFSET, AdapterLearner, AdapterOptions, clip_gradients
+
+__all__ = [
+    "CENTRAL",
+    "INITIAL_STATE",
+    "SEED_OFFSET",
+    "AdapterLearner",
+    "AdapterOptions",
+    "TeamAdapters",
+    "ValueHeadOptions",
+    "clip_gradients",
+    "launched_rank",
+    "launched_world_size",
+]

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from peft import PeftModel
@@ -105,3 +106,18 @@ def replace_dir(source: Path, target: Path, *, trash: Path) -> None:
     else:
         os.replace(source, target)
 
+
+def load_tensors(path: str | Path) -> Any:
+    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
+    comes from the run directory, which may be someone else's: a file that would run code
+    (any other pickled object) is refused with a `ConfigError` saying what and where."""
+    import pickle
+
+    from marlang.config import ConfigError
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
+                          f"could run code ({first[:200]}); resume only run directories you trust") from None

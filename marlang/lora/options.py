@@ -1,4 +1,5 @@
-"""LoRA and value-head options for weight-space trainers, and the facts of a model they are
+"""LoRA and value-head options for weight-space trainers, the ``learning.*`` keys every
+weight-space learner has (`AdapterOptions`), and the facts of a model they are
 checked against (its linear modules and layer count).
 """
 
@@ -11,6 +12,7 @@ import torch
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from marlang.config import NumbersNotBooleans
+from marlang.learners.base import LearnerOptions
 
 
 class LoraOptions(NumbersNotBooleans):
@@ -140,3 +142,28 @@ def lora_shape(options: LoraOptions) -> tuple[int, int, list[str]]:
     # What makes saved LoRA weights compute the same function here (dropout does not).
     return options.r, options.alpha, sorted(options.targets)
 
+
+class AdapterOptions(LearnerOptions):
+    """``learning.*`` keys every weight-space learner has."""
+
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
+    epochs: int = Field(4, ge=1, description="Passes over an iteration's samples.")
+    minibatch_size: int = Field(16, ge=1, description="Samples per gradient step.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Samples per forward pass; a minibatch's gradient accumulates over them "
+        "(peak memory follows this, not minibatch_size).")
+    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
+    max_skip_norm: float = Field(
+        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
+    sharing: Literal["per_agent", "shared"] = Field(
+        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
+    lora: LoraOptions = Field(default_factory=LoraOptions)
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
+    gradient_checkpointing: bool = False
+    eval_episodes: int = Field(
+        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
+    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
+    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws; in "
+                      "a config, run.seed unless given (so each run seed is its own stream).")

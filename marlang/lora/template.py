@@ -22,22 +22,22 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from marlang.learners.base import Learner, LearnerOptions
 from marlang.lora.distributed import DataParallel
+from marlang.lora.files import load_tensors
+from marlang.lora.options import AdapterOptions
 from marlang.lora.team import (
     CENTRAL,
-    LoraOptions,
     TeamAdapters,
     ValueHeadOptions,
     check_lora_targets,
 )
+from marlang.models.local_policy import LocalPolicy
 from marlang.rundir import TEST_EPISODE_BASE, atomic_write
 from marlang.seeds import env_seeds
-from marlang.types import Candidate, PolicyState, RolloutPlan
+from marlang.types import Acting, Candidate, PolicyState, RolloutPlan
 
 if TYPE_CHECKING:
     from marlang.learners.context import LearnerContext
@@ -51,38 +51,12 @@ SEED_OFFSET = 7919
 """Separates an update's random draws (minibatch order, dropout) from other uses of the run seed."""
 
 
-class AdapterOptions(LearnerOptions):
-    """``learning.*`` keys every weight-space learner has."""
-
-    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (LoRA wants more than full fine-tuning).")
-    epochs: int = Field(4, ge=1, description="Passes over an iteration's samples.")
-    minibatch_size: int = Field(16, ge=1, description="Samples per gradient step.")
-    micro_batch_size: int = Field(
-        8, ge=1, description="Samples per forward pass; a minibatch's gradient accumulates over them "
-        "(peak memory follows this, not minibatch_size).")
-    max_grad_norm: float = Field(0.5, gt=0, description="Gradient norm clip of each step.")
-    max_skip_norm: float = Field(
-        1e4, gt=0, description="A gradient whose norm exceeds this (or is not finite) skips the step.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
-    sharing: Literal["per_agent", "shared"] = Field(
-        "per_agent", description="per_agent: one adapter per agent; shared: one adapter for all.")
-    lora: LoraOptions = Field(default_factory=LoraOptions)
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Base model dtype.")
-    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="auto: cuda when available.")
-    gradient_checkpointing: bool = False
-    eval_episodes: int = Field(
-        8, ge=0, description="Greedy evaluation episodes before training and after each eval_every updates.")
-    eval_every: int = Field(1, ge=1, description="Updates between greedy evaluations.")
-    seed: int = Field(0, description="Seeds the adapters' initial weights and the update's random draws; in "
-                      "a config, run.seed unless given (so each run seed is its own stream).")
-
-
 @dataclass
 class Base:
-    """One base model the slots that learn act on: its engine, the adapters attached to it,
-    and the keys of their tensors in the trainer's saved state."""
+    """One base model the slots that learn act on: its handle (`LocalPolicy`), the adapters
+    attached to it, and the keys of their tensors in the trainer's saved state."""
 
-    engine: Any
+    local: LocalPolicy
     team: TeamAdapters
     keys: frozenset[str]
 
@@ -106,12 +80,12 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
     def __init__(self, options: OptionsT, context: LearnerContext) -> None:
         super().__init__(options, context)
         self.team: TeamAdapters | None = None
-        self.engine: Any = None
+        self.local: LocalPolicy | None = None
+        """The first learning slot's base model (where the update's work runs)."""
         self.bases: list[Base] = []
         self._base_of: dict[str, Base] = {}
-        self._engines: dict[str, Any] = {}
         self.optimizers: dict[str, Any] = {}
-        self._chat_models: dict[str, Any] = {}
+        self._train_models: dict[str, Any] = {}
         self.parallel: DataParallel | None = None
 
     def value_heads(self) -> ValueHeadOptions | None:
@@ -129,28 +103,27 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     # the adapters ---------------------------------------------------------------------------
     def setup(self) -> TeamAdapters:
-        """Build the adapters on the actors' local models and attach them: one `TeamAdapters`
-        per base model the slots that learn act on (each model loaded once, whatever the
-        number of slots on it). ``team``/``engine`` are the first learning slot's."""
+        """Build the adapters on the learning slots' local models (``context.local``) and
+        attach them: one `TeamAdapters` per base model the slots that learn act on (each model
+        loaded once, whatever the number of slots on it). ``team``/``local`` are the first
+        learning slot's."""
         if self.team is not None:
             return self.team
         import torch
 
         options = self.options
-        actors = self.context.actors
+        actors, local = self.context.actors, self.context.local
         if not actors:
             raise ValueError(f"learning.method '{self.name}' needs LLM agents (agents.kind: llm)")
         trained = [a for a in self.context.learning_agents if a in actors] or [next(iter(actors))]
-        self._engines = {name: engine for name, actor in actors.items()
-                         if (engine := getattr(actor.model, "engine", None)) is not None}
-        lacking = next((a for a in trained if a not in self._engines), None)
+        lacking = next((a for a in trained if a not in local), None)
         if lacking is not None:
             raise ValueError(
                 f"learning.method '{self.name}' trains local weights; {lacking}'s model "
                 f"{type(actors[lacking].model).__name__} has none")
         on_engine: dict[int, list[str]] = {}
         for agent in trained:
-            on_engine.setdefault(id(self._engines[agent]), []).append(agent)
+            on_engine.setdefault(id(local[agent]), []).append(agent)
         value_heads = self.value_heads()
         if len(on_engine) > 1 and options.sharing == "shared":
             raise ValueError("learning.sharing 'shared' shares one adapter between slots on one base model; the "
@@ -166,19 +139,19 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         dtype = getattr(torch, options.dtype)
         for agents in on_engine.values():
-            engine = self._engines[agents[0]]
-            team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
+            handle = local[agents[0]]
+            team = TeamAdapters(handle.model, agents, base_id=handle.base_id,
                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
                                 dtype=dtype, device=device, seed=options.seed)
             if options.gradient_checkpointing:
                 team.model.get_base_model().gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False})
-            engine.attach_adapters(team)
-            base = Base(engine, team, frozenset(team.state_dict()))
+            handle.attach(team)
+            base = Base(handle, team, frozenset(team.state_dict()))
             self.bases.append(base)
             for key in (*agents, *([CENTRAL] if CENTRAL in team.value_heads else [])):
                 self._base_of[key] = base
-        self.team, self.engine = self.bases[0].team, self.bases[0].engine
+        self.team, self.local = self.bases[0].team, self.bases[0].local
         # copies: a state dict's tensors are views of the live weights, which training moves
         self._initial = {k: v.detach().clone() for k, v in self._state_dict().items()}
         self._loaded = INITIAL_STATE
@@ -190,16 +163,19 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         """The adapters that hold ``unit`` (an agent that learns, or the central head)."""
         return self._base_of[unit].team
 
-    def engine_of(self, agent: str) -> Any:
-        """The local engine ``agent`` acts on (its slot's base model)."""
-        return self._engines.get(agent, self.engine)
+    def local_of(self, agent: str) -> LocalPolicy:
+        """The local model ``agent`` acts on (its slot's base model; the central head's: the
+        first learning slot's)."""
+        found = self.context.local.get(agent) or self.local
+        assert found is not None, "setup() first"
+        return found
 
     @contextlib.contextmanager
     def _all_exclusive(self) -> Iterator[None]:
         """Every base model held alone (in the order of ``bases``, the same everywhere)."""
         with contextlib.ExitStack() as stack:
             for base in self.bases:
-                stack.enter_context(base.engine.exclusive())
+                stack.enter_context(base.local.exclusive())
             yield
 
     def _state_dict(self) -> dict[str, Any]:
@@ -229,28 +205,28 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             return list(team.value_heads[CENTRAL].parameters())
         return team.parameters_of(unit)
 
-    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
-        """Act with ``state``'s committed adapters: sample in training rollouts (never replayed
-        from the cache), decide greedily in evaluation."""
-        team = self.setup()
-        await self.engine.run(self._load_state, state)
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> dict[str, Acting]:
+        """Load ``state``'s committed adapters; each learning slot acts with its adapter,
+        sampling in training rollouts (a chat model never answered from the cache) and greedily
+        in evaluation. A frozen slot acts as configured."""
+        self.setup()
+        assert self.local is not None
+        await self.local.run(self._load_state, state)
         options = self.options
-        for name, actor in self.context.actors.items():
-            if not self.context.learns(name):  # a frozen slot acts as configured, with no adapter
+        selection = "score" if self.scores_actions else None
+        acting: dict[str, Acting] = {}
+        for name in self.context.learning_agents:
+            handle = self.context.local.get(name)
+            if handle is None or name not in self.context.actors:
                 continue
-            if name not in self._chat_models:
-                self._chat_models[name] = actor.model
-            base = self._chat_models[name]
-            actor.adapter = name
-            if self.scores_actions:
-                actor.action_selection = "score"
+            chat = handle.chat_models[name]
             if phase == "train":
-                actor.action_temperature = options.temperature
-                actor.model = base.model_copy(update=self.sampling_update())
+                if name not in self._train_models:
+                    self._train_models[name] = chat.model_copy(update=self.sampling_update())
+                acting[name] = Acting(self._train_models[name], name, selection, options.temperature)
             else:
-                actor.action_temperature = 0.0
-                actor.model = base
-        del team
+                acting[name] = Acting(chat, name, selection, 0.0)
+        return acting
 
     scores_actions: ClassVar[bool] = False
     """Whether the policy is the softmax over the legal actions' scores (PPO) rather than the
@@ -266,7 +242,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         candidate that was not committed). What is loaded is known by its source: the initial
         weights, or the ``ppo_state.pt`` an update saved (and left in memory)."""
 
-        assert self.team is not None and self.engine is not None
+        assert self.team is not None
         path = state.extra.get(self.state_name) if state.adapters else None
         source = path or INITIAL_STATE
         if source == self._loaded:
@@ -318,18 +294,21 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
     async def restore(self, state: PolicyState) -> None:
         """Build the adapters (once) and bring them and their optimizers to ``state``."""
         self.setup()
-        await self.engine.run(self._load_state, state)
+        assert self.local is not None
+        await self.local.run(self._load_state, state)
 
     async def train(self, samples: Any, iteration: int) -> dict[str, Any]:
         """The learner's ``fit`` on ``samples``, on the engine's thread: ``{"records": [...],
         "counters": {...}}`` for ``iterations.csv``."""
-        return await self.engine.run(self._seeded_train, samples, iteration)
+        assert self.local is not None
+        return await self.local.run(self._seeded_train, samples, iteration)
 
     async def save_candidate(self, iteration: int, stats: dict[str, Any],
                              counters: dict[str, Any] | None = None) -> Candidate:
         """Save the trained adapters under ``adapters/<iteration>/`` and propose them."""
         directory = self._adapters_dir(iteration)
-        hashes, path = await self.engine.run(self._save, directory)
+        assert self.local is not None
+        hashes, path = await self.local.run(self._save, directory)
         refs = {a: {"path": str(directory / self.team_of(a).adapter_for(a)), "hash": hashes[a]}
                 for a in self.context.learning_agents}
         return Candidate(adapters=refs, extra={self.state_name: str(path)}, records=stats["records"],
@@ -416,7 +395,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             for unit, batch in batches:
                 if stop is not None:
                     stop.check("between training steps")
-                with self._base_of[unit].engine.exclusive():
+                with self._base_of[unit].local.exclusive():
                     result = self._step(unit, batch)
                 steps += 1
                 if result is None:
@@ -511,24 +490,6 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             atomic_write(path, lambda fh: torch.save(state, fh))
         self._loaded = str(path)
         return hashes, path
-
-
-def load_tensors(path: str | Path) -> Any:
-    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
-    comes from the run directory, which may be someone else's: a file that would run code
-    (any other pickled object) is refused with a `ConfigError` saying what and where."""
-    import pickle
-
-    import torch
-
-    from marlang.config import ConfigError
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
-                          f"could run code ({first[:200]}); resume only run directories you trust") from None
 
 
 def clip_gradients(params: list[Any], max_norm: float) -> float:

@@ -34,7 +34,7 @@ from marlang.models.local_engine import (
     ScoreOutput,
     ScoreRequest,
 )
-from marlang.models.policy import ActionPolicy
+from marlang.models.policy import ActionPolicy, ScoredChoice
 
 CALL_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""
@@ -286,6 +286,9 @@ class LocalChatModel(BaseChatModel):
         best, policy_logprob = ActionPolicy(choice.temperature).choose(scores, choice.offsets, choice.seed)
         input_tokens = len(self.engine.encode(request.prompt))
         output_tokens = len(self.engine.encode(choice.lead + choices[best]))
+        scored_choice = ScoredChoice(choices[best], tuple(scores), policy_logprob, scored.value, request.prompt,
+                                     choice.lead, choice.temperature > 0,
+                                     None if choice.offsets is None else tuple(choice.offsets))
         message = AIMessage(
             content=choices[best],
             usage_metadata=UsageMetadata(
@@ -293,17 +296,8 @@ class LocalChatModel(BaseChatModel):
                 output_tokens=output_tokens,
                 total_tokens=input_tokens + output_tokens,
             ),
-            response_metadata={
-                "model_name": self.model_id,
-                "finish_reason": "choice",
-                "choice_logprobs": dict(zip(choices, scores, strict=True)),
-                "choice_offsets": choice.offsets,
-                "policy_logprob": policy_logprob,
-                "value": scored.value,
-                "scored_prompt": request.prompt,
-                "choice_lead": choice.lead,
-                "sampled": choice.temperature > 0,
-            },
+            response_metadata={"model_name": self.model_id, "finish_reason": "choice",
+                               **scored_choice.to_metadata(choices)},
         )
         generation = ChatGeneration(message=message, generation_info={"finish_reason": "choice"})
         return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})

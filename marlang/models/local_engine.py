@@ -12,12 +12,12 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -61,6 +61,25 @@ _PLAIN_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
     "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
 )
+
+
+class ServedAdapters(Protocol):
+    """What an engine serves a team's LoRA adapters through: the adapted model, the adapter
+    that answers each agent, per-agent value heads and content hashes (for the cache key)."""
+
+    model: Any
+    """The PEFT model wrapping the engine's base model."""
+    value_heads: Mapping[str, Any]
+
+    def adapter_for(self, agent: str) -> str: ...
+
+    def adapter_names(self, agents: Sequence[str | None]) -> list[str]: ...
+
+    def value(self, agent: str, hidden: torch.Tensor) -> torch.Tensor: ...
+
+    def parameters_of(self, agent: str) -> list[Any]: ...
+
+    def adapter_hashes(self) -> dict[str, str]: ...
 
 
 @dataclass
@@ -136,8 +155,8 @@ class LocalLM:
         self._weights_id: str | None = None
         self._weights_signature: tuple[int, ...] | None = None
         self._weights_id_lock = threading.Lock()
-        self.adapters: Any = None
-        """The agents' LoRA adapters on this model (`TeamAdapters`), once attached."""
+        self.adapters: ServedAdapters | None = None
+        """The agents' LoRA adapters on this model, once attached (`attach_adapters`)."""
         self._adapter_hashes: dict[str, tuple[tuple[int, ...], str]] = {}
         self._stop_flags: list[StopFlag] = []
         """The `StopFlag` of each run using the engine now (`watching`)."""
@@ -200,8 +219,8 @@ class LocalLM:
         return tuple(p._version for name, p in self.base_model.named_parameters()
                      if not is_adapter_weight(name))
 
-    def attach_adapters(self, adapters: Any) -> None:
-        """Serve requests with the agents' LoRA adapters (a `TeamAdapters` over this engine's
+    def attach_adapters(self, adapters: ServedAdapters) -> None:
+        """Serve requests with the agents' LoRA adapters (`ServedAdapters` over this engine's
         model): a request names its adapter, and a batch mixing agents runs in one forward."""
         with self._compute_lock:
             self.adapters = adapters
@@ -224,13 +243,13 @@ class LocalLM:
 
     def _values(self, adapters: Sequence[str | None], hidden: torch.Tensor) -> list[float | None]:
         """Each row's value estimate by its agent's value head (None: base rows, no head)."""
-        heads = self.adapters.value_heads if self.adapters is not None else {}
+        served = self.adapters
         out: list[float | None] = []
         for i, agent in enumerate(adapters):
-            if agent is None or self.adapters.adapter_for(agent) not in heads:
+            if served is None or agent is None or served.adapter_for(agent) not in served.value_heads:
                 out.append(None)
             else:
-                out.append(float(self.adapters.value(agent, hidden[i])))
+                out.append(float(served.value(agent, hidden[i])))
         return out
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:

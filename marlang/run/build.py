@@ -21,6 +21,7 @@ from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
 from marlang.learners import Learner, LearnerContext, learner_entry
+from marlang.models.local_policy import LocalPolicy, local_policies
 from marlang.prompts import PromptLibrary
 from marlang.run.loop import LoopOptions
 from marlang.rundir import package_versions
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
     from marlang.envs.core.base import MultiAgentEnv
     from marlang.graphs.episode import DecideFn
+    from marlang.methods.neural.slot_policy import NeuralPolicy
     from marlang.models import SQLiteResponseCache, UsageRecorder
-    from marlang.trainers.neural.slot_policy import NeuralPolicy
     from marlang.types import StopFlag, Trajectory
 
 
@@ -280,6 +281,7 @@ def learning_method(config: ExperimentConfig) -> str:
 
 def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, prompts: PromptLibrary,
                   call: CallContext, env: Any, actors: dict[str, Any], trajectory: Any,
+                  local: dict[str, LocalPolicy] | None = None,
                   run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
                   reward_hook: Any = None) -> Learner:
     """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
@@ -299,6 +301,7 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         call=replace(call),
         env=env,
         actors=actors,
+        local=dict(local or {}),
         trajectory=trajectory,
         run_dir=run_path,
         instructions={a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()},
@@ -458,7 +461,8 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
     call = CallContext(seed=c.run.seed, callbacks=[recorder, *watchers],
                        limiter=asyncio.Semaphore(c.model.max_concurrency))
     learner = build_learner(c, model=model, learner_model=learner_model, prompts=prompts, call=call, env=env,
-                            actors=agents, trajectory=trajectory, run_path=run_path, stop=stop, chat=not own,
+                            actors=agents, local=local_policies({a: m.model for a, m in agents.items()}),
+                            trajectory=trajectory, run_path=run_path, stop=stop, chat=not own,
                             callbacks=callbacks, reward_hook=reward_hook)
     return RunParts(options=options, learner=learner, env=env, model=model, cache=cache, slot_models=models,
                     neural_slots=neural, agents=agents, adapters=adapters, decide=decide,

@@ -351,8 +351,7 @@ class RunLoop:
         for name, agent in self.agents.items():
             agent.policy = policy.policies.get(name, agent.policy)
             agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
-        if not self.scripted:
-            await self.learner.prepare_rollout(policy, phase)
+        acting = {} if self.scripted else dict(await self.learner.prepare_rollout(policy, phase) or {})
         if self._free_envs is None:
             self._free_envs = asyncio.Queue()
         while len(self._envs) < min(c.run.parallel, len(todo)):
@@ -374,7 +373,7 @@ class RunLoop:
                     team = SlotTeam(env, scripted, self.neural)
                     decide = mixed_decider(self.decide, team)
                 ctx = replace(self.call, episode=episode, iteration=policy.iteration,
-                              salt=0 if group is None else episode)
+                              salt=0 if group is None else episode, acting=acting)
                 traj = await run_episode(
                     self.episode_graph, env=env, episode=episode, seed=seed, decide=decide,
                     # Turn-based envs (one agent acts per step) count env.max_steps in turns.

@@ -14,6 +14,7 @@ from marlang.learners.context import LearnerContext
 from marlang.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.magrpo.learner import MAGRPOLearner, MAGRPOOptions
 from marlang.methods.magrpo.tree import Completion, TrainingSample
+from marlang.models.local_policy import local_policies
 from marlang.testing import tiny_chat_model
 from marlang.types import StopFlag
 
@@ -35,6 +36,7 @@ def main(out: Path, loss: str, minibatch_size: int) -> None:
     rank, world = launched_rank(), launched_world_size()
     model = tiny_chat_model()
     context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
+                             local=local_policies({a: model for a in ("agent_0", "agent_1")}),
                              agents=["agent_0", "agent_1"], run_dir=None, stop=StopFlag())
     options = MAGRPOOptions(epochs=1, minibatch_size=minibatch_size, micro_batch_size=4, eval_episodes=0, lr=1e-2,
                             device="cpu", loss=loss, lora={"r": 4, "alpha": 8, "dropout": 0.0})

@@ -13,6 +13,7 @@ from marlang.learners.context import LearnerContext
 from marlang.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 from marlang.methods.ppo.samples import DecisionSample
+from marlang.models.local_policy import local_policies
 from marlang.testing import tiny_chat_model
 
 ACTIONS = [" turn left", " turn right", " go forward", " pick up"]
@@ -33,6 +34,7 @@ def main(out: Path) -> None:
     rank, world = launched_rank(), launched_world_size()
     model = tiny_chat_model()
     context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in ("agent_0", "agent_1")},
+                             local=local_policies({a: model for a in ("agent_0", "agent_1")}),
                              agents=["agent_0", "agent_1"], run_dir=None)
     options = PPOOptions(epochs=1, minibatch_size=64, eval_episodes=0, lr=1e-2, device="cpu",
                          lora={"r": 4, "alpha": 8, "dropout": 0.0})

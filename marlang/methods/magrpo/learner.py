@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import logging
 import random
-from pathlib import Path
 from typing import Any, ClassVar
 
-from marlang.config import slot_player
-from marlang.learners.base import LearnerOptions
 from marlang.lora.template import SEED_OFFSET, AdapterLearner
 from marlang.methods.magrpo.grpo_loss import policy_loss, shared_prompt_logprobs
-from marlang.methods.magrpo.options import MAGRPOOptions
+from marlang.methods.magrpo.options import TEXT_ENVS, MAGRPOOptions, check_config
+from marlang.methods.magrpo.sampling import TreeRequest, open_server, sample_local, sample_remote
 from marlang.methods.magrpo.tree import (
-    Completion,
     Node,
     TrainingSample,
     backpropagate,
@@ -42,17 +39,14 @@ from marlang.methods.magrpo.tree import (
     judge,
     should_expand,
     training_samples,
-    tree_lines,
     tree_stats,
+    write_trees,
 )
-from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
-from marlang.rundir import atomic_write_text
-from marlang.types import Candidate, PolicyState, RolloutPlan
+from marlang.types import Acting, Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
 
-TEXT_ENVS = ("code/", "math/", "qa/")
-"""Env id prefixes whose agents answer in free text (MAGRPO's domain)."""
+__all__ = ["TEXT_ENVS", "GRPOLearner", "MAGRPOLearner"]
 
 SEEDS_PER_NODE = 1_000_003
 """Spreads the sampling seeds of a tree's nodes apart."""
@@ -62,59 +56,17 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     """MAGRPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "magrpo"
-    options_model: ClassVar[type[LearnerOptions]] = MAGRPOOptions
+    options_model = MAGRPOOptions
     options: MAGRPOOptions
     state_name: ClassVar[str] = "magrpo_state"
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         """One-line errors for settings MAGRPO/GRPO cannot train, before anything is created."""
-        options: MAGRPOOptions = config.learning.options
-        method = cls.name
-        spec = config.model.spec
-        server = options.rollout_server
-        if server is not None and not server.startswith(("http://", "https://")):
-            raise ValueError(f"learning.rollout_server must be the server's base URL, e.g. http://HOST:8000/v1; "
-                             f"got {server!r}")
-        if options.memory == "memoryful" and server is not None:
-            raise ValueError("learning.memory 'memoryful' continues each agent's KV cache on the local engine; "
-                             "a rollout server keeps none for marlang (unset learning.rollout_server, or use "
-                             "learning.memory: env)")
-        if options.memory == "memoryful" and not spec.startswith(("local:", "hf:")):
-            raise ValueError(f"learning.memory 'memoryful' carries each agent's KV cache across turns, which "
-                             f"only the local engine keeps; model.spec {spec!r} has none (use local:smollm2 "
-                             "or hf:PATH, or learning.memory: env)")
-        if not spec.startswith(("local:", "hf:")):
-            raise ValueError(f"learning.method '{method}' trains local weights, and model.spec {spec!r} "
-                             "has none here; use local:smollm2 or hf:PATH")
-        if not config.env.id.startswith(TEXT_ENVS):
-            raise ValueError(
-                f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
-                "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
-        for agent, slot in config.slots().items():
-            if slot.kind != "llm" or not slot.model.spec.startswith(("local:", "hf:")):
-                raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
-                                 f"on the slots' local models; {agent} is played by {slot_player(slot)}")
-            if server is not None and not slot.learn:
-                raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
-                                 f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
-        n = config.env.n_agents
-        if method == "grpo":
-            # Every key a team config must change, in one message (a joint coding team needs two).
-            changes = [f"env.n_agents 1 (it is {n})"] if n != 1 else []
-            if config.env.kwargs.get("structure") == "joint":
-                changes.append("env.kwargs.structure sequential (joint coding needs a helper writer)")
-            if changes:
-                raise ValueError(f"learning.method 'grpo' trains one agent; set {' and '.join(changes)}, "
-                                 "or use learning.method magrpo for a team")
-        if options.joint_mode == "cross" and options.num_generations ** n > options.max_joint_actions:
-            raise ValueError(
-                f"learning.joint_mode 'cross' with num_generations {options.num_generations} and {n} agents "
-                f"makes {options.num_generations ** n} joint actions per node, over "
-                f"learning.max_joint_actions {options.max_joint_actions}; use align or fewer generations")
+        check_config(config, cls.name)
 
     @classmethod
-    def label(cls, options: LearnerOptions) -> str:
+    def label(cls, options: MAGRPOOptions) -> str:  # type: ignore[override]
         return cls.name if getattr(options, "joint_mode", "align") == "align" else f"{cls.name} (cross)"
 
     def sampling_update(self) -> dict[str, Any]:
@@ -127,37 +79,32 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
 
     def rollout_server(self) -> Any:
         """The `RolloutServer` of ``learning.rollout_server`` (None when the local engine samples)."""
-        options = self.options
-        if options.rollout_server is None:
+        if self.options.rollout_server is None:
             return None
         if self._server is None:
-            from marlang.methods.magrpo.rollout_server import RolloutServer, api_key_from
-
             self._adapters_dir(0)  # makes sure there is a run directory
-            self._server = RolloutServer(options.rollout_server, self.context.run_dir,
-                                         adapter_root=options.rollout_adapter_root,
-                                         api_key=api_key_from(options.rollout_api_key_env))
+            self._server = open_server(self.options, self.context.run_dir)
         return self._server
 
-    async def prepare_rollout(self, state: PolicyState, phase: str) -> None:
+    async def prepare_rollout(self, state: PolicyState, phase: str) -> dict[str, Acting]:
         """As every adapter learner; with a rollout server, the committed adapters are loaded
-        there first and every agent's calls go to its adapter by name."""
-        await super().prepare_rollout(state, phase)
+        there first and every learning slot's calls go to its adapter by name."""
+        acting = await super().prepare_rollout(state, phase)
         server = self.rollout_server()
         if server is None:
-            return
-        await self.engine.run(self._publish, state)
+            return acting
+        assert self.local is not None
+        await self.local.run(self._publish, state)
         options = self.options
-        for name, actor in self.context.actors.items():
-            if name not in self._chat_models:  # a frozen slot: no adapter to serve
-                continue
-            base = self._chat_models[name]
+        for name, own in acting.items():
+            chat = self.context.local[name].chat_models[name]
             params = {"temperature": options.temperature if phase == "train" else 0.0,
-                      "max_tokens": base.max_tokens, "seed": base.seed, "stop": base.stop}
+                      "max_tokens": chat.max_tokens, "seed": chat.seed, "stop": chat.stop}
             if phase == "train":
                 params.update(top_p=options.top_p, top_k=options.top_k)
-            actor.adapter = None
-            actor.model = server.chat_model(name, **params)
+            acting[name] = Acting(server.chat_model(name, **params), None, own.action_selection,
+                                  own.action_temperature)
+        return acting
 
     def _publish(self, state: PolicyState) -> dict[str, str]:
         """Load ``state``'s adapters into the rollout server (the initial ones saved first under
@@ -168,7 +115,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if not refs:
             if self._initial_refs is None:  # saved once: the initial weights never change
                 directory = self._adapters_dir(0).parent / "initial"
-                with self.engine.exclusive():  # the initial weights: prepare_rollout has loaded them
+                assert self.local is not None
+                with self.local.exclusive():  # the initial weights: prepare_rollout has loaded them
                     hashes = team.save(directory)
                 self._initial_refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]}
                                       for a in self.context.learning_agents}
@@ -194,7 +142,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     async def update_from_plan(self, state: PolicyState, plan: RolloutPlan) -> Candidate:
         await self.prepare_rollout(state, "train")   # the committed adapters (and the server's)
         seeds = list(plan.seeds)
-        roots = await self.engine.run(self._grow, seeds, state.iteration)  # one tree per problem
+        assert self.local is not None
+        roots = await self.local.run(self._grow, seeds, state.iteration)  # one tree per problem
         self._record_episodes(roots, plan, state)    # each tree's first path is the problem's episode
         backpropagate(roots, self.options.advantage)  # returns, and advantages against siblings
         samples: dict[str, list[TrainingSample]] = {}
@@ -205,7 +154,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         stats = await self.train(samples, state.iteration)  # epochs of minibatches, with `loss`
         trees = {k: v for k, v in tree_stats(roots).items() if v is not None}
         candidate = await self.save_candidate(state.iteration, stats, counters=trees)
-        self._write_trees(roots, seeds, state.iteration)
+        if self.context.run_dir is not None:
+            write_trees(self.context.run_dir, state.iteration, roots, seeds)
         return candidate
 
     def _record_episodes(self, roots: list[Node], plan: RolloutPlan, state: PolicyState) -> None:
@@ -239,11 +189,13 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 for agent in agents:
                     prior = parents[id(node)].completions[agent][node.joint[agent]] \
                         if options.memory == "memoryful" and node.turn > 0 else None
-                    node.observations[agent] = env.observe(agent)
-                    requests.append((node, tree, agent, node.observations[agent], prior))
+                    obs = node.observations[agent] = env.observe(agent)
+                    form = obs.data.get("answer_format", "text")
+                    messages = self.context.act_messages(agent, obs, f"act_instruction_{form}")
+                    requests.append(TreeRequest(node, tree, agent, obs, messages, prior))
             outs = self._sample(requests, iteration, cache_depth=depth if options.memory == "memoryful" else 0)
-            for (node, _tree, agent, _obs, _prior), completions in zip(requests, outs, strict=True):
-                node.completions[agent] = completions
+            for r, completions in zip(requests, outs, strict=True):
+                r.node.completions[r.agent] = completions
             for node, _tree in frontier:  # the replies' caches are continued by the children only
                 parent = parents.pop(id(node), None)
                 if parent is not None:
@@ -268,115 +220,32 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
                 drop_caches(node)
         return roots
 
-    def _sample(self, requests: list[tuple[Node, int, str, Any, Completion | None]], iteration: int,
-                cache_depth: int = 0) -> list[list[Completion]]:
-        """G completions per (node, agent), in one batched generate per base model with per-row
-        adapters, each token's log-prob recorded. A request with a ``prior`` reply (memoryful) continues
-        that reply's conversation from its KV cache; replies at nodes whose children sit above
-        ``cache_depth`` keep theirs."""
-        from marlang.agents.answer_parsing import extract_answer
-        from marlang.models.local_engine import GenerationRequest, SamplingParams
-        if self.rollout_server() is not None:
-            return self._sample_remote(requests, iteration)
-        options = self.options
-        continues = any(r[4] is not None for r in requests)
-        # per engine (base model): its output rows, its requests, and its template's turn suffix
-        batches: dict[int, tuple[Any, list[int], list[GenerationRequest], str]] = {}
-        prompts = []
-        for k, (node, tree, agent, obs, prior) in enumerate(requests):
-            engine = self.engine_of(agent)
-            # a frozen slot answers as it plays: the base model, or the adapters it plays back
-            adapter = self.team_of(agent).adapter_for(agent) if agent in self._base_of \
-                else self.context.actors[agent].adapter
-            if id(engine) not in batches:
-                batches[id(engine)] = (engine, [], [], turn_suffix(engine) if continues else "")
-            _engine, rows, batch, suffix = batches[id(engine)]
-            messages, form, entry = self._messages(agent, obs)
-            if prior is None:
-                prompt_ids = engine.encode(render_chat(engine, messages))
-            else:
-                prompt_ids = continue_conversation(engine, prior.prompt_ids, prior.token_ids,
-                                                   str(messages[-1].content), suffix)
-            prompts.append((prompt_ids, form, entry))
-            for g in range(options.num_generations):
-                rows.append(k * options.num_generations + g)
-                batch.append(GenerationRequest(prompt_ids, SamplingParams(
-                    temperature=options.temperature, top_p=options.top_p, top_k=options.top_k,
-                    max_tokens=options.max_new_tokens, seed=self._seed(iteration, tree, node, k, g) % (2 ** 63),
-                    logprobs=True, keep_cache=node.turn + 1 < cache_depth),
-                    adapter=adapter,
-                    past=prior.past if prior is not None else None))
-        # one batched generate per base model (one in all unless slots are on several)
-        outs: list[Any] = [None] * sum(len(rows) for _e, rows, _b, _s in batches.values())
-        for engine, rows, batch, _suffix in batches.values():
-            for row, out in zip(rows, engine.generate(batch), strict=True):
-                outs[row] = out
-        G = options.num_generations
-        return [[_completion(agent, prompt_ids, out.token_ids, out.text, extract_answer(out.text, form, entry),
-                             logprobs=out.token_logprobs, past=out.cache) for out in outs[k * G:(k + 1) * G]]
-                for k, ((_n, _t, agent, _o, _p), (prompt_ids, form, entry)) in enumerate(zip(requests, prompts,
-                                                                                              strict=True))]
+    def _sample(self, requests: list[TreeRequest], iteration: int, cache_depth: int = 0) -> list[list[Any]]:
+        """G completions per request (`marlang.methods.magrpo.sampling`): on the slots' local
+        models, or on the rollout server."""
+        def seed(k: int, g: int) -> int:
+            r = requests[k]
+            return self._seed(iteration, r.tree, r.node, k, g)
 
-    def _messages(self, agent: str, obs: Any) -> tuple[list[Any], str, str | None]:
-        """``agent``'s act prompt for ``obs``, its answer format and the code's entry point."""
-        from marlang.agents.llm_agent import CallContext
+        server = self.rollout_server()
+        if server is not None:
+            assert self.local is not None
+            return sample_remote(requests, self.options, server=server, local=self.local, seed=seed,
+                                 stop=self.context.stop)
+        return sample_local(requests, self.options, local_of=self.local_of, adapter_of=self._adapter_of, seed=seed,
+                            cache_depth=cache_depth)
 
-        form = obs.data.get("answer_format", "text")
-        messages = self.context.actors[agent].act_messages(obs, [], CallContext(episode=-1),
-                                                           instruction=f"act_instruction_{form}")
-        return messages, form, obs.data.get("entry_point") if form == "code" else None
+    def _adapter_of(self, agent: str) -> str | None:
+        """The adapter ``agent``'s answers come from: its own while it learns; a frozen slot
+        answers as it plays (the base model, or the adapters it plays back)."""
+        if agent in self._base_of:
+            return self.team_of(agent).adapter_for(agent)
+        return self.context.actors[agent].adapter
 
     def _seed(self, iteration: int, tree: int, node: Node, k: int, g: int) -> int:
         """The sampling seed of request ``k``'s ``g``-th completion (the same wherever it samples)."""
         options = self.options
         return (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 + k * 17 + g
-
-    def _sample_remote(self, requests: list[tuple[Node, int, str, Any, Completion | None]],
-                       iteration: int) -> list[list[Completion]]:
-        """`_sample` on the rollout server: each agent's G completions are G seeded requests to
-        its served adapter, sent at once. The replies are tokenized here (chat template and
-        tokenizer of the trained model, EOS after a reply that stopped); the ratio losses' old
-        log-probs then come from the trainer's own adapters, which the served ones equal."""
-        from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-
-        from marlang.agents.answer_parsing import extract_answer
-        options = self.options
-        engine, server = self.engine, self.rollout_server()
-        assert engine is not None and server is not None
-        models = {agent: server.chat_model(agent, temperature=options.temperature, top_p=options.top_p,
-                                           top_k=options.top_k, max_tokens=options.max_new_tokens)
-                  for agent in self.context.agents}
-        calls, prompts = [], []
-        for k, (node, tree, agent, obs, _prior) in enumerate(requests):
-            messages, form, entry = self._messages(agent, obs)
-            prompts.append((engine.encode(render_chat(engine, messages)), form, entry))
-            calls += [(models[agent], messages, self._seed(iteration, tree, node, k, g) % (2 ** 31))
-                      for g in range(options.num_generations)]
-        pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(calls))))
-        futures = [pool.submit(model.invoke, messages, seed=seed) for model, messages, seed in calls]
-        try:
-            while True:
-                done, pending = wait(futures, timeout=0.2, return_when=FIRST_EXCEPTION)
-                if not pending or any(f.exception() is not None for f in done):
-                    break
-                self.context.stop.check("waiting for the rollout server")
-            replies = [f.result() for f in futures]
-        finally:  # stopped or failed: the calls not yet sent are never sent
-            pool.shutdown(wait=False, cancel_futures=True)
-        eos = engine.tokenizer.eos_token_id
-        result: list[list[Completion]] = []
-        G = options.num_generations
-        for k, (_node, _tree, agent, _obs, _prior) in enumerate(requests):
-            prompt_ids, form, entry = prompts[k]
-            group = []
-            for reply in replies[k * G:(k + 1) * G]:
-                text = str(reply.content)
-                tokens = engine.encode(text)[:options.max_new_tokens]
-                if reply.response_metadata.get("finish_reason") == "stop" and len(tokens) < options.max_new_tokens:
-                    tokens = (*tokens, eos)
-                group.append(_completion(agent, prompt_ids, tokens, text, extract_answer(text, form, entry)))
-            result.append(group)
-        return result
 
     # training --------------------------------------------------------------------------------
     def fit(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
@@ -455,23 +324,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         """Token log-probs ``[B, T]`` of ``part``'s completions (``unit``'s) and their mask,
         each shared prompt run once (``shared_prompt_logprobs``)."""
         return shared_prompt_logprobs(self.team_of(unit).model, [s.completion.prompt_ids for s in part],
-                                      [s.completion.token_ids for s in part], self.engine_of(unit)._pad_id,
+                                      [s.completion.token_ids for s in part], self.local_of(unit).pad_id,
                                       self.options.temperature)
-
-    # records ---------------------------------------------------------------------------------
-    def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:
-        """``trees/<iteration>.jsonl``: one line per joint action (`magrpo_tree.tree_lines`)."""
-        if self.context.run_dir is not None:
-            lines = tree_lines(roots, seeds)
-            atomic_write_text(Path(self.context.run_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
-
-
-def _completion(agent: str, prompt_ids: Any, token_ids: Any, text: str, found: Any, logprobs: Any = None,
-                past: Any = None) -> Completion:
-    """A sampled reply with the answer ``found`` in it (`extract_answer`'s result)."""
-    return Completion(agent, tuple(prompt_ids), tuple(token_ids), text, found.answer or "", logprobs=logprobs,
-                      thought=found.thought, valid=found.answer is not None, past=past)
-
 
 def _sampled_logprobs(sample: TrainingSample) -> Any:
     import torch

@@ -4,11 +4,15 @@ where it has them.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
+from marlang.config import slot_player
 from marlang.lora.template import AdapterOptions
+
+TEXT_ENVS = ("code/", "math/", "qa/")
+"""Env id prefixes whose agents answer in free text (MAGRPO's domain)."""
 
 
 class MAGRPOOptions(AdapterOptions):
@@ -57,3 +61,48 @@ class MAGRPOOptions(AdapterOptions):
     rollout_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the rollout "
                                      "server's API key (unset: none sent).")
 
+
+def check_config(config: Any, method: str) -> None:
+    """One-line errors for settings MAGRPO/GRPO (``method``) cannot train, before anything is created."""
+    options: MAGRPOOptions = config.learning.options
+    spec = config.model.spec
+    server = options.rollout_server
+    if server is not None and not server.startswith(("http://", "https://")):
+        raise ValueError(f"learning.rollout_server must be the server's base URL, e.g. http://HOST:8000/v1; "
+                         f"got {server!r}")
+    if options.memory == "memoryful" and server is not None:
+        raise ValueError("learning.memory 'memoryful' continues each agent's KV cache on the local engine; "
+                         "a rollout server keeps none for marlang (unset learning.rollout_server, or use "
+                         "learning.memory: env)")
+    if options.memory == "memoryful" and not spec.startswith(("local:", "hf:")):
+        raise ValueError(f"learning.memory 'memoryful' carries each agent's KV cache across turns, which "
+                         f"only the local engine keeps; model.spec {spec!r} has none (use local:smollm2 "
+                         "or hf:PATH, or learning.memory: env)")
+    if not spec.startswith(("local:", "hf:")):
+        raise ValueError(f"learning.method '{method}' trains local weights, and model.spec {spec!r} "
+                         "has none here; use local:smollm2 or hf:PATH")
+    if not config.env.id.startswith(TEXT_ENVS):
+        raise ValueError(
+            f"learning.method '{method}' trains free-text answers, and env.id {config.env.id!r} acts "
+            "from a legal-action list; use learning.method ppo there (or a code/, math/, qa/ env)")
+    for agent, slot in config.slots().items():
+        if slot.kind != "llm" or not slot.model.spec.startswith(("local:", "hf:")):
+            raise ValueError(f"team.{agent}: learning.method '{method}' samples every slot's answers in one tree "
+                             f"on the slots' local models; {agent} is played by {slot_player(slot)}")
+        if server is not None and not slot.learn:
+            raise ValueError(f"team.{agent}: learning.rollout_server serves the adapters of the slots that learn; "
+                             f"a frozen slot ({agent}, learn: false) has none (unset learning.rollout_server)")
+    n = config.env.n_agents
+    if method == "grpo":
+        # Every key a team config must change, in one message (a joint coding team needs two).
+        changes = [f"env.n_agents 1 (it is {n})"] if n != 1 else []
+        if config.env.kwargs.get("structure") == "joint":
+            changes.append("env.kwargs.structure sequential (joint coding needs a helper writer)")
+        if changes:
+            raise ValueError(f"learning.method 'grpo' trains one agent; set {' and '.join(changes)}, "
+                             "or use learning.method magrpo for a team")
+    if options.joint_mode == "cross" and options.num_generations ** n > options.max_joint_actions:
+        raise ValueError(
+            f"learning.joint_mode 'cross' with num_generations {options.num_generations} and {n} agents "
+            f"makes {options.num_generations ** n} joint actions per node, over "
+            f"learning.max_joint_actions {options.max_joint_actions}; use align or fewer generations")

@@ -21,10 +21,12 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from marlang.intervals import mean_interval
 from marlang.methods.magrpo.grpo_loss import group_advantages
+from marlang.rundir import atomic_write_text
 from marlang.types import Decision, Step, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -288,3 +290,8 @@ def tree_lines(roots: Sequence[Node], seeds: Sequence[int]) -> list[str]:
                 "answers": {a: parent.completions[a][g].answer for a, g in node.joint.items()},
             }))
     return lines
+
+
+def write_trees(run_dir: str | Path, iteration: int, roots: Sequence[Node], seeds: Sequence[int]) -> None:
+    """``trees/<iteration>.jsonl`` of the run directory: one line per joint action (`tree_lines`)."""
+    atomic_write_text(Path(run_dir) / "trees" / f"{iteration}.jsonl", "\n".join(tree_lines(roots, seeds)) + "\n")

@@ -18,18 +18,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from marlang.learners.base import LearnerOptions
-from marlang.lora.distributed import launched_rank, launched_world_size
-from marlang.lora.team import CENTRAL, ValueHeadOptions
-from marlang.lora.template import (
+from marlang.lora import (
+    CENTRAL,
     INITIAL_STATE,
     SEED_OFFSET,
     AdapterLearner,
     AdapterOptions,
+    ValueHeadOptions,
     clip_gradients,
+    launched_rank,
+    launched_world_size,
 )
 from marlang.methods.ppo.samples import DecisionSample, build_samples, gae
-from marlang.models.chat_templates import render_chat
 from marlang.models.policy import ActionPolicy
 from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -81,7 +81,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
     """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "ppo"
-    options_model: ClassVar[type[LearnerOptions]] = PPOOptions
+    options_model = PPOOptions
     options: PPOOptions
     state_name: ClassVar[str] = "ppo_state"
     scores_actions: ClassVar[bool] = True
@@ -92,7 +92,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         return ValueHeadOptions(per_agent=True, central=self.options.value == "central")
 
     @classmethod
-    def label(cls, options: LearnerOptions) -> str:
+    def label(cls, options: PPOOptions) -> str:  # type: ignore[override]
         return "ppo (central value)" if getattr(options, "value", "agent") == "central" else "ppo"
 
     @classmethod
@@ -146,25 +146,20 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
                                 gae_lambda=options.gae_lambda,
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
-            await self.engine.run(self._central_old_values, samples, trajectories, boots)
+            assert self.local is not None
+            await self.local.run(self._central_old_values, samples, trajectories, boots)
         return samples
 
     async def _bootstrap_value(self, traj: Trajectory, agent: str) -> float:
         """V of a truncated episode's final observation, from the agent's value head (the
         observation in the acting prompt, without the episode's step history)."""
         obs = traj.final_observations.get(agent)
-        actor = self.context.actors.get(agent)
-        if obs is None or actor is None or len(obs.legal_actions) < 2:
+        if obs is None or agent not in self.context.actors or len(obs.legal_actions) < 2:
             return 0.0
-        from marlang.agents.llm_agent import CallContext
-        from marlang.models.local_engine import ScoreRequest
-
-        messages = actor.act_messages(obs, [], CallContext(episode=-1), instruction="act_instruction_direct")
-        engine = self.engine_of(agent)
-        prompt = render_chat(engine, messages) + "Action:"
-        request = ScoreRequest(prompt, tuple(" " + a for a in obs.legal_actions), agent)
-        out = await engine.run(engine.score_requests, [request])
-        return float(out[0].value or 0.0)
+        local = self.local_of(agent)
+        prompt = local.render(self.context.act_messages(agent, obs, "act_instruction_direct")) + "Action:"
+        out = await local.run(local.score_actions, prompt, [" " + a for a in obs.legal_actions], agent)
+        return float(out.value or 0.0)
 
     def _central_old_values(self, samples: list[DecisionSample], trajectories: list[Trajectory],
                             boots: dict[tuple[int, str], float]) -> None:
@@ -193,22 +188,20 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         gradient): what the central value head reads."""
         import torch
 
-        from marlang.models.scoring import score_decisions
-
-        assert self.team is not None and self.engine is not None
+        assert self.team is not None and self.local is not None
+        local = self.local
         steps: dict[tuple[int, int], dict[str, str]] = {}
         for s in samples:
             steps.setdefault((s.episode, s.t), {}).update(s.observations)
         keys = list(steps)
         out: dict[tuple[int, int], Any] = {}
         agents = list(self.team.agents)
-        with self.engine.exclusive(), torch.no_grad():
+        with local.exclusive(), torch.no_grad():
             rows = [(k, a, steps[k].get(a)) for k in keys for a in agents]
             for start in range(0, len(rows), 16):
                 chunk = rows[start:start + 16]
-                items = [(self.engine.encode(p or " "), []) for _, _, p in chunk]
-                scored = score_decisions(self.team.model, items, self.engine._pad_id,
-                                         adapter_names=self.team.adapter_names([a for _, a, _ in chunk]))
+                items = [(local.encode(p or " "), []) for _, _, p in chunk]
+                scored = local.score_tokens(items, agents=[a for _, a, _ in chunk])
                 for (k, a, p), h in zip(chunk, scored.prompt_hidden, strict=True):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
@@ -238,12 +231,10 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         the parts of a minibatch add up to its mean); entropy, KL and clip counts as sums."""
         import torch
 
-        from marlang.models.scoring import score_decisions
-
         options = self.options
-        team, engine = self.team_of(unit), self.engine_of(unit)
-        items = [(engine.encode(s.prompt), [engine.encode(c) for c in s.candidates]) for s in batch]
-        scored = score_decisions(team.model, items, engine._pad_id)
+        team, local = self.team_of(unit), self.local_of(unit)
+        items = [(local.encode(s.prompt), [local.encode(c) for c in s.candidates]) for s in batch]
+        scored = local.score_tokens(items)  # under the adapter being trained
         policy = ActionPolicy(options.temperature)  # the policy the rollouts sampled from
         pairs = list(zip(scored.scores, batch, strict=True))
         new_logp = torch.stack([policy.log_probs(sc, s.offsets)[s.action_index] for sc, s in pairs])
@@ -268,9 +259,8 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         if options.train_messages == "reinforce" and spoken:
             # REINFORCE on the message tokens: each message's log-likelihood under the
             # speaker's adapter, weighted by the advantage of the step it was sent at.
-            message_items = [(engine.encode(p), [engine.encode(m)]) for _, p, m in spoken]
-            message_logp = torch.stack(
-                [sc[0] for sc in score_decisions(team.model, message_items, engine._pad_id).scores])
+            message_items = [(local.encode(p), [local.encode(m)]) for _, p, m in spoken]
+            message_logp = torch.stack([sc[0] for sc in local.score_tokens(message_items).scores])
             weights = adv[torch.tensor([i for i, _, _ in spoken], device=device)]
             message_loss = -(weights * message_logp).sum() / total
             loss = loss + message_loss

@@ -324,8 +324,7 @@ def test_a_task_env_restored_from_a_saved_episode_steps_as_before():
 
 def test_an_answer_the_sandbox_cannot_judge_is_reward_zero_with_its_reason_and_a_failing_env_too():
     from marlang import make_env
-    from marlang.methods.magrpo.learner import judge
-    from marlang.methods.magrpo.tree import tree_stats
+    from marlang.methods.magrpo.tree import judge, tree_stats
 
     env = make_env("code/humaneval", n_agents=1, max_steps=1, timeout=2.0, test_timeout=0.5)
     inner = env.unwrapped

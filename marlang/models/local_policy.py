@@ -1,0 +1,128 @@
+"""The typed handle a weight-space learner holds its weights through.
+
+A run builds one `LocalPolicy` per local base model its LLM slots act on (each model loaded
+once): the engine that serves every slot on it, the slots' chat models, and the LoRA adapters
+once a learner (or a played-back run) attaches them. The learner receives the handles in its
+context (``LearnerContext.local``) and reaches the torch model, the tokenizer and the engine's
+compute thread only through them.
+
+The engine serves adapters through `marlang.models.local_engine.ServedAdapters`, a protocol of
+this layer: the LoRA team (``marlang.lora.team.TeamAdapters``) implements it, and the models
+layer never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from marlang.models.chat_templates import render_chat
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+    from marlang.models.local_engine import LocalLM, ScoreOutput, ServedAdapters
+    from marlang.models.scoring import ScoredDecisions
+
+
+@dataclass(eq=False)
+class LocalPolicy:
+    """One local base model the run's slots act on: its engine, the slots on it with their
+    chat models, and the adapters attached to it (None until a learner attaches them)."""
+
+    engine: LocalLM
+    chat_models: dict[str, Any] = field(default_factory=dict)
+    """Each slot on this model, with the chat model it acts through (sections that differ only
+    in sampling settings share the engine)."""
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return tuple(self.chat_models)
+
+    @property
+    def adapters(self) -> ServedAdapters | None:
+        """The adapters the engine serves (a learner's, or a trained team played back)."""
+        return self.engine.adapters
+
+    @property
+    def model(self) -> Any:
+        """The torch model requests run on: the adapted model once adapters are attached."""
+        return self.engine.model
+
+    @property
+    def base_model(self) -> Any:
+        return self.engine.base_model
+
+    @property
+    def base_id(self) -> str:
+        """The base weights' identity: model id and content hash."""
+        return f"{self.engine.model_id}@{self.engine.weights_id}"
+
+    @property
+    def pad_id(self) -> int:
+        return self.engine._pad_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self.engine.tokenizer.eos_token_id
+
+    def attach(self, adapters: ServedAdapters) -> None:
+        """Serve every request on this model with ``adapters`` (a request names its adapter)."""
+        self.engine.attach_adapters(adapters)
+
+    # the engine's compute thread ------------------------------------------------------------
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the engine's compute thread (where every batch runs)."""
+        return await self.engine.run(fn, *args)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[Any]:
+        """The model held alone: no batch runs on it meanwhile."""
+        with self.engine.exclusive() as model:
+            yield model
+
+    # prompts ---------------------------------------------------------------------------------
+    def render(self, messages: Sequence[BaseMessage]) -> str:
+        """The prompt text of ``messages`` as the slots' chat model encodes it."""
+        return render_chat(self.engine, messages)
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        return self.engine.encode(text)
+
+    # scoring ---------------------------------------------------------------------------------
+    def score_actions(self, prompt: str, actions: Sequence[str], adapter: str | None) -> ScoreOutput:
+        """Every action's score after ``prompt`` under ``adapter``, and the value where its
+        agent has a value head (the engine's batched scoring; call it on the compute thread
+        or through `run`)."""
+        from marlang.models.local_engine import ScoreRequest
+
+        return self.engine.score_requests([ScoreRequest(prompt, tuple(actions), adapter)])[0]
+
+    def score_tokens(self, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+                     agents: Sequence[str] | None = None, **kwargs: Any) -> ScoredDecisions:
+        """`marlang.models.scoring.score_decisions` on this model in the caller's grad mode:
+        with ``agents``, each row under its agent's adapter; without, under the adapter the
+        model has active (a trainer's)."""
+        from marlang.models.scoring import score_decisions
+
+        if agents is not None:
+            assert self.adapters is not None, "score_tokens(agents=...) needs adapters attached"
+            kwargs["adapter_names"] = self.adapters.adapter_names(list(agents))
+        return score_decisions(self.model, items, self.pad_id, **kwargs)
+
+
+def local_policies(chat_models: Mapping[str, Any]) -> dict[str, LocalPolicy]:
+    """Per slot whose chat model runs on a local engine, that engine's handle: one
+    `LocalPolicy` per engine, shared by every slot on it (slots on other models have none)."""
+    handles: dict[int, LocalPolicy] = {}
+    out: dict[str, LocalPolicy] = {}
+    for name, chat in chat_models.items():
+        engine = getattr(chat, "engine", None)
+        if engine is None:
+            continue
+        handle = handles.setdefault(id(engine), LocalPolicy(engine))
+        handle.chat_models[name] = chat
+        out[name] = handle
+    return out
