@@ -105,6 +105,12 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     def __init__(self, options: OptionsT, context: LearnerContext) -> None:
         super().__init__(options, context)
+        # Absolute: the learner state records paths under it, and a run started from a
+        # relative directory is resumed or played back from wherever the user stands then.
+        self.run_path = (Path(context.run_dir) if context.run_dir is not None
+                         else Path(tempfile.mkdtemp(prefix=f"marlang-{self.name}-"))).resolve()
+        """Where the adapters are written (``adapters/<iteration>/``): the run directory, or a
+        temporary folder chosen here for a learner used without a run (a notebook, a test)."""
         self.team: TeamAdapters | None = None
         self.engine: Any = None
         self.bases: list[Base] = []
@@ -306,13 +312,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         return RolloutPlan(ids, seeds, tuple(None for _ in ids))
 
     def _adapters_dir(self, iteration: int) -> Path:
-        root = self.context.run_dir
-        if root is None:
-            root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
-            self.context.run_dir = root
-        # Absolute: the learner state records these paths, and a run started from a relative
-        # directory is resumed or played back from wherever the user stands then.
-        return Path(root).resolve() / "adapters" / str(iteration)
+        return self.run_path / "adapters" / str(iteration)
 
     # the update's steps ---------------------------------------------------------------------
     async def restore(self, state: PolicyState) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import random
-from pathlib import Path
 from typing import Any, ClassVar
 
 from marlang.config import slot_player
@@ -133,8 +132,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if self._server is None:
             from marlang.methods.magrpo.rollout_server import RolloutServer, api_key_from
 
-            self._adapters_dir(0)  # makes sure there is a run directory
-            self._server = RolloutServer(options.rollout_server, self.context.run_dir,
+            self._server = RolloutServer(options.rollout_server, self.run_path,
                                          adapter_root=options.rollout_adapter_root,
                                          api_key=api_key_from(options.rollout_api_key_env))
         return self._server
@@ -461,9 +459,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     # records ---------------------------------------------------------------------------------
     def _write_trees(self, roots: list[Node], seeds: list[int], iteration: int) -> None:
         """``trees/<iteration>.jsonl``: one line per joint action (`magrpo_tree.tree_lines`)."""
-        if self.context.run_dir is not None:
-            lines = tree_lines(roots, seeds)
-            atomic_write_text(Path(self.context.run_dir) / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
+        lines = tree_lines(roots, seeds)
+        atomic_write_text(self.run_path / "trees" / f"{iteration}.jsonl", "\n".join(lines) + "\n")
 
 
 def _completion(agent: str, prompt_ids: Any, token_ids: Any, text: str, found: Any, logprobs: Any = None,
