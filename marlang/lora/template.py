@@ -461,21 +461,21 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
                     terms["loss"].backward()
                     for k, v in terms.items():
                         sums[k] = sums.get(k, 0.0) + float(v.detach())
-        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel) is None:
+        norm = self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel)
+        if norm is None:
             return None
         optimizer.zero_grad(set_to_none=True)
         if not batch:
             return {}
         return {**{k: v / len(batch) if k in self.mean_terms else v for k, v in sums.items()},
-                "grad_norm": self._last_norm}
-
-    _last_norm: float = 0.0
+                "grad_norm": norm}
 
     def _finish_step(self, unit: str, optimizer: Any, params: list[Any], finite: bool,
-                     parallel: DataParallel) -> dict[str, float] | None:
+                     parallel: DataParallel) -> float | None:
         """Sum the gradients across processes, clip, and step, unless the loss (in any
         process) or the gradient is not finite or the norm exceeds ``max_skip_norm``: then
-        nothing changes. Every process reaches the same verdict."""
+        nothing changes and the answer is None. Every process reaches the same verdict. The
+        answer of a step taken is its gradient norm before clipping."""
         import torch
 
         options = self.options
@@ -486,14 +486,13 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             return None
         parallel.sum_gradients(params)
         norm = clip_gradients(params, options.max_grad_norm)
-        self._last_norm = norm
         if not math.isfinite(norm) or norm > options.max_skip_norm:
             logger.warning("%s: gradient norm %s on %s; minibatch skipped", self.name, norm, unit)
             optimizer.zero_grad(set_to_none=True)
             return None
         with torch.no_grad():
             optimizer.step()
-        return {}
+        return norm
 
     # the saved state -------------------------------------------------------------------------
     def _save(self, directory: Path) -> tuple[dict[str, str], Path]:
