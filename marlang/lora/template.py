@@ -389,30 +389,39 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     def epochs(self, by_unit: dict[str, list[SampleT]], iteration: int
                ) -> tuple[dict[str, dict[str, float]], int, int]:
-        """``epochs`` passes of minibatches over each unit's samples, one adapter at a time:
+        """``epochs`` passes of minibatches over each unit's samples, one unit at a time:
         per unit the summed step results (``"steps"``: how many), the steps taken in all,
-        and how many of them were skipped (a non-finite loss or gradient)."""
+        and how many of them were skipped (a non-finite loss or gradient).
+
+        The central value head (a unit where the adapters carry one) trains on states
+        read before the epochs, which no adapter step changes: its minibatch order is a
+        stream of its own and its steps follow the adapters' in each epoch, so the adapters'
+        order, and their weights, are what they would be without it."""
         options = self.options
         rng = random.Random(options.seed * SEED_OFFSET + iteration)
         order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
+        central_rng = random.Random(options.seed * SEED_OFFSET + 1)
         parallel = self.parallel or DataParallel()
-        units = [u for u in self._units() if u != CENTRAL]
+        adapters = [u for u in self._units() if u != CENTRAL]
         size = options.minibatch_size
         totals: dict[str, dict[str, float]] = {}
         steps = skipped = 0
         stop = getattr(self.context, "stop", None)
-        for _epoch in range(options.epochs):
+
+        def minibatches(unit: str, order_of: random.Random) -> list[tuple[str, list[SampleT]]]:
             # Under a launcher each process fills a step with its own samples (or none) and
             # the gradients are summed: every unit takes as many steps as the process with
             # the most minibatches of it, the same steps in the same order everywhere.
-            batches: list[tuple[str, list[SampleT]]] = []
-            for unit in units:
-                order = self.minibatch_order(by_unit.get(unit, []), rng)
-                local = [order[i:i + size] for i in range(0, len(order), size)]
-                batches += [(unit, local[j] if j < len(local) else [])
-                            for j in range(parallel.max_int(len(local)))]
+            order = self.minibatch_order(by_unit.get(unit, []), order_of)
+            local = [order[i:i + size] for i in range(0, len(order), size)]
+            return [(unit, local[j] if j < len(local) else []) for j in range(parallel.max_int(len(local)))]
+
+        for _epoch in range(options.epochs):
+            batches = [b for unit in adapters for b in minibatches(unit, rng)]
             if self.interleave_units:
                 order_rng.shuffle(batches)
+            if CENTRAL in self._base_of:
+                batches += minibatches(CENTRAL, central_rng)
             for unit, batch in batches:
                 if stop is not None:
                     stop.check("between training steps")
@@ -431,9 +440,10 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         return totals, steps, skipped
 
     def _step(self, unit: str, batch: list[SampleT]) -> dict[str, float] | None:
-        """One gradient step of ``unit``'s adapter on ``batch`` (with every process's samples
-        of the step under a launcher), the minibatch's gradient accumulated over
-        micro-batches (peak memory follows ``micro_batch_size``, the step is the same).
+        """One gradient step of ``unit`` (an adapter, or the central value head) on ``batch``
+        (with every process's samples of the step under a launcher), the minibatch's gradient
+        accumulated over micro-batches (peak memory follows ``micro_batch_size``, the step is
+        the same).
         None when the loss or the gradient is not finite or its norm exceeds
         ``max_skip_norm``: nothing changed. ``{}``: the step was taken on other processes'
         samples only."""
@@ -441,6 +451,10 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
         options, team = self.options, self.team_of(unit)
         optimizer = self.optimizers[unit]
+        # The central head reads states computed before the epochs (no activations of the
+        # model to bound): its minibatch is one part, with no adapter to activate.
+        part_size = len(batch) if unit == CENTRAL else options.micro_batch_size
+        training = contextlib.nullcontext() if unit == CENTRAL else team.training(unit)
         parallel = self.parallel or DataParallel()
         # Losses are sums over this process's samples divided by the step's total weight in
         # all processes: with the gradients summed across processes, each step is the mean
@@ -452,9 +466,9 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         sums: dict[str, float] = {}
         finite = True
         if batch:
-            with team.training(unit):
-                for start in range(0, len(batch), options.micro_batch_size):
-                    terms = self.loss(unit, batch[start:start + options.micro_batch_size], total)
+            with training:
+                for start in range(0, len(batch), part_size):
+                    terms = self.loss(unit, batch[start:start + part_size], total)
                     if not torch.isfinite(terms["loss"]):
                         finite = False
                         break
