@@ -39,8 +39,7 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
     models): a small model asked for JSON answers far more often when the reply already
     opens the object; the returned text includes the prefill. ``schema``: the reply's JSON
     schema, sent as the request's ``response_format`` where ``model.structured`` says so."""
-    if learner.context.before_calls is not None:
-        await learner.context.before_calls()
+    await learner.context.before_calls()
     model = learner.context.model
     seed = None
     if float(getattr(model, "temperature", 0) or 0) > 0:

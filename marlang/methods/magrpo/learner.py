@@ -209,8 +209,6 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     def _record_episodes(self, roots: list[Node], plan: RolloutPlan, state: PolicyState) -> None:
         """Write each planned episode: its tree's first path (``magrpo_tree.first_path``)."""
         record = self.context.record_episode
-        if record is None:
-            return
         for root, episode, seed in zip(roots, plan.episodes, plan.seeds, strict=True):
             record(first_path(root, self.context.agents, episode, seed), state)
 
