@@ -85,3 +85,31 @@ def test_the_learner_model_serves_every_learner_call(tmp_path):
     assert not any("You improve the policies" in str(m[0].content) for m in actors.calls)
     # critic 1, gradient 2, optimizer 2 (K = 1: no aggregator)
     assert len(served) == 5 and sum("read a whole episode" in p for p in served) == 1
+
+
+def test_a_learners_hooks_into_the_run_are_given_at_construction_and_bound_by_the_run():
+    """A context is complete when built: its episode sink and checkpoint barrier exist from the
+    start (unbound: nothing is written, nothing awaited) and the run binds them, never
+    replacing a field of a built context."""
+    import asyncio
+
+    from marlang.learners import CheckpointBarrier, EpisodeSink, LearnerContext
+    from marlang.types import PolicyState, Trajectory
+
+    episodes, checkpoint = EpisodeSink(), CheckpointBarrier()
+    context = LearnerContext(agents=["agent_0"], record_episode=episodes, before_calls=checkpoint)
+    traj = Trajectory(episode=3, seed=0, env_id="babyai/goto-obj", protocol="independent", agents=["agent_0"])
+    policy = PolicyState()
+    context.record_episode(traj, policy)  # unbound: written nowhere
+    asyncio.run(context.before_calls())  # unbound: returns at once
+    written, flushed = [], []
+
+    async def flush():
+        flushed.append(True)
+
+    episodes.bind(lambda t, p: written.append((t.episode, p)))
+    checkpoint.bind(flush)
+    context.record_episode(traj, policy)
+    asyncio.run(context.before_calls())
+    assert written == [(3, policy)] and flushed == [True]
+    assert context.record_episode is episodes and context.before_calls is checkpoint

@@ -13,10 +13,12 @@ from marlang.learners.base import (
     list_learners,
     register_learner,
 )
-from marlang.learners.context import LearnerContext
+from marlang.learners.context import CheckpointBarrier, EpisodeSink, LearnerContext
 
 __all__ = [
     "Candidate",
+    "CheckpointBarrier",
+    "EpisodeSink",
     "Learner",
     "LearnerContext",
     "LearnerOptions",

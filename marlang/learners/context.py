@@ -1,6 +1,7 @@
 """What a learner works with: the agents' names and fixed instructions, the model for its
 own calls (``learning.model``), prompts, the call context, trajectories and an env to
-narrate them."""
+narrate them; and the two hooks into the run it is given at construction, which the run
+binds once the loop and the checkpointer exist (`EpisodeSink`, `CheckpointBarrier`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,42 @@ if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
     from marlang.models.local_policy import LocalPolicy
+
+
+class EpisodeSink:
+    """Where a learner that plays its own training episodes (``records_rollouts``) writes
+    each one, played with the given policy state, as the loop writes those it plays. The run
+    makes it before the learner and binds it to its loop's writer once the loop is built
+    (`bind`); unbound (a learner used without a run), an episode is not written."""
+
+    def __init__(self) -> None:
+        self._write: Callable[[Trajectory, PolicyState], None] | None = None
+
+    def bind(self, write: Callable[[Trajectory, PolicyState], None]) -> None:
+        """Send every episode from now on to ``write`` (the run's loop)."""
+        self._write = write
+
+    def __call__(self, traj: Trajectory, policy: PolicyState) -> None:
+        if self._write is not None:
+            self._write(traj, policy)
+
+
+class CheckpointBarrier:
+    """Awaited before each of the learner's model calls and each rollout: the run makes its
+    checkpoint durable first, so a killed run never makes an answered call again. The run
+    makes it before the learner and binds it to its checkpointer once that is open (`bind`);
+    unbound (a learner used without a run), it returns at once."""
+
+    def __init__(self) -> None:
+        self._flush: Callable[[], Awaitable[None]] | None = None
+
+    def bind(self, flush: Callable[[], Awaitable[None]]) -> None:
+        """Await ``flush`` (the checkpointer's) from now on."""
+        self._flush = flush
+
+    async def __call__(self) -> None:
+        if self._flush is not None:
+            await self._flush()
 
 
 @dataclass
@@ -37,7 +74,7 @@ class LearnerContext:
     weight-space learner trains and acts through."""
     trajectory: Callable[[int], Trajectory] | None = None
     """Loads a finished episode by id (the run directory's episodes)."""
-    record_episode: Callable[[Trajectory, PolicyState], None] | None = None
+    record_episode: EpisodeSink = field(default_factory=EpisodeSink)
     """Writes a training episode the update played itself (a learner with
     ``records_rollouts``), played with the given policy state, as the loop writes those it
     plays; one already in the run directory is not written again."""
@@ -48,7 +85,7 @@ class LearnerContext:
     """The run directory (weight-space learners write ``adapters/<iteration>/`` there)."""
     structured: str = "auto"
     """``model.structured``: how the learner's calls that want JSON ask for it."""
-    before_calls: Callable[[], Awaitable[None]] | None = None
+    before_calls: CheckpointBarrier = field(default_factory=CheckpointBarrier)
     """Awaited before each of the learner's model calls (the run makes its checkpoint
     durable first, so a killed run never makes an answered call again)."""
     stop: StopFlag = field(default_factory=StopFlag)

@@ -8,8 +8,12 @@ marlang grows no distributed machinery of its own: the process group is accelera
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def launched_world_size() -> int:
@@ -81,3 +85,38 @@ class DataParallel:
         if dist.get_backend() == "nccl":
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
+
+    def guarded_step(self, optimizer: Any, params: list[Any], finite: bool, max_grad_norm: float,
+                     max_skip_norm: float, what: str) -> float | None:
+        """Sum the gradients of ``params`` across processes, clip them to ``max_grad_norm``
+        and step ``optimizer``, unless the loss (in any process: ``finite`` is this one's) or
+        the gradient is not finite or its norm exceeds ``max_skip_norm``: then nothing changes
+        and the answer is None. Every process reaches the same verdict. The answer of a step
+        taken is its gradient norm before clipping; ``what`` names the step in warnings."""
+        import torch
+
+        if self.sum_int(1 if finite else 0) < self.world_size:
+            # a process had a non-finite loss: every process skips this step
+            logger.warning("%s: non-finite loss; minibatch skipped", what)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        self.sum_gradients(params)
+        norm = clip_gradients(params, max_grad_norm)
+        if not math.isfinite(norm) or norm > max_skip_norm:
+            logger.warning("%s: gradient norm %s; minibatch skipped", what, norm)
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        with torch.no_grad():
+            optimizer.step()
+        return norm
+
+
+def clip_gradients(params: list[Any], max_norm: float) -> float:
+    """Scale the gradients of ``params`` (a list: a generator would be used up by the norm)
+    so their global norm is at most ``max_norm``; returns the norm before clipping."""
+    import torch
+
+    grads = [p for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import math
 import os
 import random
 import tempfile
@@ -79,6 +78,12 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     def __init__(self, options: OptionsT, context: LearnerContext) -> None:
         super().__init__(options, context)
+        # Absolute: the learner state records paths under it, and a run started from a
+        # relative directory is resumed or played back from wherever the user stands then.
+        self.run_path = (Path(context.run_dir) if context.run_dir is not None
+                         else Path(tempfile.mkdtemp(prefix=f"marlang-{self.name}-"))).resolve()
+        """Where the adapters are written (``adapters/<iteration>/``): the run directory, or a
+        temporary folder chosen here for a learner used without a run (a notebook, a test)."""
         self.team: TeamAdapters | None = None
         self.local: LocalPolicy | None = None
         """The first learning slot's base model (where the update's work runs)."""
@@ -282,13 +287,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         return RolloutPlan(ids, seeds, tuple(None for _ in ids))
 
     def _adapters_dir(self, iteration: int) -> Path:
-        root = self.context.run_dir
-        if root is None:
-            root = Path(tempfile.mkdtemp(prefix="marlang-ppo-"))
-            self.context.run_dir = root
-        # Absolute: the learner state records these paths, and a run started from a relative
-        # directory is resumed or played back from wherever the user stands then.
-        return Path(root).resolve() / "adapters" / str(iteration)
+        return self.run_path / "adapters" / str(iteration)
 
     # the update's steps ---------------------------------------------------------------------
     async def restore(self, state: PolicyState) -> None:
@@ -368,30 +367,39 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
     def epochs(self, by_unit: dict[str, list[SampleT]], iteration: int
                ) -> tuple[dict[str, dict[str, float]], int, int]:
-        """``epochs`` passes of minibatches over each unit's samples, one adapter at a time:
+        """``epochs`` passes of minibatches over each unit's samples, one unit at a time:
         per unit the summed step results (``"steps"``: how many), the steps taken in all,
-        and how many of them were skipped (a non-finite loss or gradient)."""
+        and how many of them were skipped (a non-finite loss or gradient).
+
+        The central value head (a unit where the adapters carry one) trains on states
+        read before the epochs, which no adapter step changes: its minibatch order is a
+        stream of its own and its steps follow the adapters' in each epoch, so the adapters'
+        order, and their weights, are what they would be without it."""
         options = self.options
         rng = random.Random(options.seed * SEED_OFFSET + iteration)
         order_rng = random.Random(options.seed * SEED_OFFSET + 2 * iteration + 1)
+        central_rng = random.Random(options.seed * SEED_OFFSET + 1)
         parallel = self.parallel or DataParallel()
-        units = [u for u in self._units() if u != CENTRAL]
+        adapters = [u for u in self._units() if u != CENTRAL]
         size = options.minibatch_size
         totals: dict[str, dict[str, float]] = {}
         steps = skipped = 0
         stop = getattr(self.context, "stop", None)
-        for _epoch in range(options.epochs):
+
+        def minibatches(unit: str, order_of: random.Random) -> list[tuple[str, list[SampleT]]]:
             # Under a launcher each process fills a step with its own samples (or none) and
             # the gradients are summed: every unit takes as many steps as the process with
             # the most minibatches of it, the same steps in the same order everywhere.
-            batches: list[tuple[str, list[SampleT]]] = []
-            for unit in units:
-                order = self.minibatch_order(by_unit.get(unit, []), rng)
-                local = [order[i:i + size] for i in range(0, len(order), size)]
-                batches += [(unit, local[j] if j < len(local) else [])
-                            for j in range(parallel.max_int(len(local)))]
+            order = self.minibatch_order(by_unit.get(unit, []), order_of)
+            local = [order[i:i + size] for i in range(0, len(order), size)]
+            return [(unit, local[j] if j < len(local) else []) for j in range(parallel.max_int(len(local)))]
+
+        for _epoch in range(options.epochs):
+            batches = [b for unit in adapters for b in minibatches(unit, rng)]
             if self.interleave_units:
                 order_rng.shuffle(batches)
+            if CENTRAL in self._base_of:
+                batches += minibatches(CENTRAL, central_rng)
             for unit, batch in batches:
                 if stop is not None:
                     stop.check("between training steps")
@@ -410,9 +418,10 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         return totals, steps, skipped
 
     def _step(self, unit: str, batch: list[SampleT]) -> dict[str, float] | None:
-        """One gradient step of ``unit``'s adapter on ``batch`` (with every process's samples
-        of the step under a launcher), the minibatch's gradient accumulated over
-        micro-batches (peak memory follows ``micro_batch_size``, the step is the same).
+        """One gradient step of ``unit`` (an adapter, or the central value head) on ``batch``
+        (with every process's samples of the step under a launcher), the minibatch's gradient
+        accumulated over micro-batches (peak memory follows ``micro_batch_size``, the step is
+        the same).
         None when the loss or the gradient is not finite or its norm exceeds
         ``max_skip_norm``: nothing changed. ``{}``: the step was taken on other processes'
         samples only."""
@@ -420,6 +429,10 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
 
         options, team = self.options, self.team_of(unit)
         optimizer = self.optimizers[unit]
+        # The central head reads states computed before the epochs (no activations of the
+        # model to bound): its minibatch is one part, with no adapter to activate.
+        part_size = len(batch) if unit == CENTRAL else options.micro_batch_size
+        training = contextlib.nullcontext() if unit == CENTRAL else team.training(unit)
         parallel = self.parallel or DataParallel()
         # Losses are sums over this process's samples divided by the step's total weight in
         # all processes: with the gradients summed across processes, each step is the mean
@@ -431,48 +444,25 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         sums: dict[str, float] = {}
         finite = True
         if batch:
-            with team.training(unit):
-                for start in range(0, len(batch), options.micro_batch_size):
-                    terms = self.loss(unit, batch[start:start + options.micro_batch_size], total)
+            with training:
+                for start in range(0, len(batch), part_size):
+                    terms = self.loss(unit, batch[start:start + part_size], total)
                     if not torch.isfinite(terms["loss"]):
                         finite = False
                         break
                     terms["loss"].backward()
                     for k, v in terms.items():
                         sums[k] = sums.get(k, 0.0) + float(v.detach())
-        if self._finish_step(unit, optimizer, self._unit_parameters(unit), finite, parallel) is None:
+        norm = parallel.guarded_step(optimizer, self._unit_parameters(unit), finite, options.max_grad_norm,
+                                     options.max_skip_norm, f"{self.name}: {unit}")
+        if norm is None:
             return None
         optimizer.zero_grad(set_to_none=True)
         if not batch:
             return {}
         return {**{k: v / len(batch) if k in self.mean_terms else v for k, v in sums.items()},
-                "grad_norm": self._last_norm}
+                "grad_norm": norm}
 
-    _last_norm: float = 0.0
-
-    def _finish_step(self, unit: str, optimizer: Any, params: list[Any], finite: bool,
-                     parallel: DataParallel) -> dict[str, float] | None:
-        """Sum the gradients across processes, clip, and step, unless the loss (in any
-        process) or the gradient is not finite or the norm exceeds ``max_skip_norm``: then
-        nothing changes. Every process reaches the same verdict."""
-        import torch
-
-        options = self.options
-        if parallel.sum_int(1 if finite else 0) < parallel.world_size:
-            # a process had a non-finite loss: every process skips this step
-            logger.warning("%s: non-finite loss on %s; minibatch skipped", self.name, unit)
-            optimizer.zero_grad(set_to_none=True)
-            return None
-        parallel.sum_gradients(params)
-        norm = clip_gradients(params, options.max_grad_norm)
-        self._last_norm = norm
-        if not math.isfinite(norm) or norm > options.max_skip_norm:
-            logger.warning("%s: gradient norm %s on %s; minibatch skipped", self.name, norm, unit)
-            optimizer.zero_grad(set_to_none=True)
-            return None
-        with torch.no_grad():
-            optimizer.step()
-        return {}
 
     # the saved state -------------------------------------------------------------------------
     def _save(self, directory: Path) -> tuple[dict[str, str], Path]:
@@ -490,16 +480,3 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
             atomic_write(path, lambda fh: torch.save(state, fh))
         self._loaded = str(path)
         return hashes, path
-
-
-def clip_gradients(params: list[Any], max_norm: float) -> float:
-    """Scale the gradients of ``params`` (a list: a generator would be used up by the norm)
-    so their global norm is at most ``max_norm``; returns the norm before clipping."""
-    import torch
-
-    grads = [p for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
-
-

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
-from marlang.learners import Learner, LearnerContext, learner_entry
+from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, LearnerContext, learner_entry
 from marlang.models.local_policy import LocalPolicy, local_policies
 from marlang.prompts import PromptLibrary
 from marlang.run.loop import LoopOptions
@@ -283,9 +283,11 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
                   call: CallContext, env: Any, actors: dict[str, Any], trajectory: Any,
                   local: dict[str, LocalPolicy] | None = None,
                   run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
-                  reward_hook: Any = None) -> Learner:
+                  reward_hook: Any = None, episodes: EpisodeSink | None = None,
+                  checkpoint: CheckpointBarrier | None = None) -> Learner:
     """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
-    or the actors' model)."""
+    or the actors' model). ``episodes`` and ``checkpoint``: the run's hooks, which it binds
+    once its loop and checkpointer exist (None: unbound ones, for a learner used alone)."""
     c = config
     method = learning_method(c)
     entry = learner_entry(method)
@@ -303,9 +305,11 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         actors=actors,
         local=dict(local or {}),
         trajectory=trajectory,
+        record_episode=episodes if episodes is not None else EpisodeSink(),
         run_dir=run_path,
         instructions={a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()},
         structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
+        before_calls=checkpoint if checkpoint is not None else CheckpointBarrier(),
         stop=stop,
         config=c,
         learning=c.learning_slots(),
@@ -410,12 +414,15 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
               trajectory: Callable[[int], Trajectory], watchers: Sequence[BaseCallbackHandler] = (),
               chat_model: BaseChatModel | None = None, cache: SQLiteResponseCache | None = None,
               learner_model: BaseChatModel | None = None, callbacks: Sequence[Any] = (),
-              reward_hook: Callable[..., Any] | None = None) -> RunParts:
+              reward_hook: Callable[..., Any] | None = None, episodes: EpisodeSink | None = None,
+              checkpoint: CheckpointBarrier | None = None) -> RunParts:
     """Every part of a run of ``config``, checked: config to components, nothing written (the
     run directory at ``run_path`` is the learner's to write once the run starts). A setting
     the env, a model or the learner cannot serve is a one-line `ConfigError`. ``chat_model``
     and ``learner_model`` replace the configured models (tests, notebooks); ``watchers`` see
-    every model call (the driver's in-flight calls); ``trajectory`` reads an episode back."""
+    every model call (the driver's in-flight calls); ``trajectory`` reads an episode back;
+    ``episodes`` and ``checkpoint`` are the learner's hooks into the run, which the driver
+    binds to its loop's writer and its checkpointer once they exist."""
     from marlang.graphs.episode import build_episode_graph, protocol_decider
     from marlang.graphs.protocols import build_protocol
     from marlang.models import UsageRecorder
@@ -463,7 +470,8 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
     learner = build_learner(c, model=model, learner_model=learner_model, prompts=prompts, call=call, env=env,
                             actors=agents, local=local_policies({a: m.model for a, m in agents.items()}),
                             trajectory=trajectory, run_path=run_path, stop=stop, chat=not own,
-                            callbacks=callbacks, reward_hook=reward_hook)
+                            callbacks=callbacks, reward_hook=reward_hook, episodes=episodes,
+                            checkpoint=checkpoint)
     return RunParts(options=options, learner=learner, env=env, model=model, cache=cache, slot_models=models,
                     neural_slots=neural, agents=agents, adapters=adapters, decide=decide,
                     episode_graph=build_episode_graph(agents), recorder=recorder, call=call)

@@ -23,7 +23,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig, redact_secrets
-from marlang.learners import Learner, learner_entry
+from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, learner_entry
 from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.run import build
@@ -295,18 +295,20 @@ class Experiment:
         entry = learner_entry(build.learning_method(self.config))
         return (entry.learner_class or Learner).own_experience
 
-    def _start(self, in_flight: InFlightCalls) -> RunLoop:
+    def _start(self, in_flight: InFlightCalls, checkpoint: CheckpointBarrier) -> RunLoop:
         """Build the run's parts (every refusal before the directory is touched), check the
         directory, start the learner, write config and manifest, and index what is on disk:
-        the loop that drives the parts."""
+        the loop that drives the parts. The learner's episodes go to the loop's writer;
+        ``checkpoint`` is the learner's barrier, which `arun` binds to its checkpointer."""
         c = self.config
         if not self.scripted and not self._own_experience():
             apply_torch_threads(c.run.threads, c.model.spec)
+        episodes = EpisodeSink()
         parts = self.parts = build.build_run(
             c, prompts=self.prompts, run_path=self.run_dir.path, stop=self._stop,
             trajectory=self.record.episodes.trajectory, watchers=[in_flight], chat_model=self._chat_model,
             cache=self._cache, learner_model=self._learner_model, callbacks=self.callbacks,
-            reward_hook=self.reward_hook)
+            reward_hook=self.reward_hook, episodes=episodes, checkpoint=checkpoint)
         check_directory(self.run_dir, c, self.resume)
         entries = parts.learner.start()
         self._create_directory(parts, entries)
@@ -316,7 +318,7 @@ class Experiment:
             episode_graph=parts.episode_graph, recorder=parts.recorder, call=parts.call, options=parts.options,
             agents=parts.agents, decide=parts.decide, neural=parts.neural_slots, on_episode=self.on_episode,
             progress=self._progress(parts.learner))
-        parts.learner.context.record_episode = loop.write_episode
+        episodes.bind(loop.write_episode)
         return loop
 
     def _progress(self, learner: Learner) -> Progress | None:
@@ -336,8 +338,8 @@ class Experiment:
         c = self.config
         aloop, task = asyncio.get_running_loop(), asyncio.current_task()
         self._cancel = lambda: aloop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
-        in_flight = InFlightCalls()
-        loop = self._start(in_flight)
+        in_flight, checkpoint = InFlightCalls(), CheckpointBarrier()
+        loop = self._start(in_flight, checkpoint)
         learner = loop.learner
         paused = finished = completed = False
         self._in_flight = in_flight
@@ -345,7 +347,7 @@ class Experiment:
             self._watching.enter_context(engine.watching(self._stop))
         try:
             async with self._checkpointer() as saver:
-                learner.context.before_calls = saver.flushed
+                checkpoint.bind(saver.flushed)
                 graph = build_training_graph(loop, learner, loop.options, checkpointer=saver)
                 snapshot = await graph.aget_state(THREAD)
                 loop.rollouts = int((snapshot.values or {}).get("rollouts") or c.rollouts_per_iteration)

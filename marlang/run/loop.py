@@ -339,9 +339,7 @@ class RunLoop:
     async def play(self, plan: RolloutPlan, policy: PolicyState, phase: str) -> None:
         """Play the plan's episodes not yet on disk, at most ``run.parallel`` at once."""
         c = self.config
-        flushed = self.learner.context.before_calls
-        if flushed is not None:
-            await flushed()  # the checkpoint before this node is on disk first
+        await self.learner.context.before_calls()  # the checkpoint before this node is on disk first
         # An episode on disk counts as played only for this phase and iteration: another
         # iteration's episode is never this iteration's training data.
         done = self.record.episodes.done(phase, policy.iteration)

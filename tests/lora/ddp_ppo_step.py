@@ -12,7 +12,7 @@ import torch
 from marlang.learners.context import LearnerContext
 from marlang.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.ppo.learner import PPOLearner, PPOOptions
-from marlang.methods.ppo.samples import DecisionSample
+from marlang.methods.ppo.samples import DecisionSample, PPOSamples
 from marlang.models.local_policy import local_policies
 from marlang.testing import tiny_chat_model
 
@@ -42,7 +42,7 @@ def main(out: Path) -> None:
     learner.setup()
     # each process gets decisions of both agents (a different half of each agent's)
     mine = [s for i, s in enumerate(samples()) if (i // 2) % world == rank]
-    stats = learner._seeded_train(mine, 0)
+    stats = learner._seeded_train(PPOSamples(mine), 0)
     losses = {r["agent"]: r["loss"] for r in stats["records"]}
     torch.save(learner.team.state_dict(), out / f"rank{rank}.pt")
     (out / f"rank{rank}.json").write_text(json.dumps({"losses": losses, "world": world}))

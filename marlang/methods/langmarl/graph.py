@@ -3,13 +3,15 @@
 Every stage's independent calls are ``Send`` tasks of one superstep, so they run
 concurrently and a checkpointed run that dies mid-stage keeps every finished call.
 ``collect_*`` nodes join a stage and fan out the next one. The nodes read trajectories
-from the run (by episode id) and write only plain JSON into the subgraph's own state,
-which lives for one update and never reaches the shared training state.
+by episode id through the loader the graph is built over (the run's, or given ones) and
+write only plain JSON into the subgraph's own state, which lives for one update and never
+reaches the shared training state.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -37,8 +39,7 @@ async def _ask(learner: Any, messages: list, *, role: str, agent: str, iteration
     models): a small model asked for JSON answers far more often when the reply already
     opens the object; the returned text includes the prefill. ``schema``: the reply's JSON
     schema, sent as the request's ``response_format`` where ``model.structured`` says so."""
-    if learner.context.before_calls is not None:
-        await learner.context.before_calls()
+    await learner.context.before_calls()
     model = learner.context.model
     seed = None
     if float(getattr(model, "temperature", 0) or 0) > 0:
@@ -62,20 +63,23 @@ class LangMARLState(UpdateState, total=False):
     optimized: Annotated[dict[str, Any], _merge]
 
 
-def build_langmarl_update(learner: Any) -> Any:
-    """The compiled update subgraph: reads ``policy`` and ``episodes``, writes ``candidate``."""
+def build_langmarl_update(learner: Any, trajectory: Callable[[int], Trajectory] | None = None) -> Any:
+    """The compiled update subgraph: reads ``policy`` and ``episodes``, writes ``candidate``;
+    its nodes load each episode with ``trajectory`` (None: the run's episodes,
+    ``learner.context.trajectory``)."""
+    load = trajectory or learner.context.trajectory
+    if load is None:
+        raise ValueError("LangMARL's update reads its episodes by id: give it their loader (a run's "
+                         "LearnerContext.trajectory, or the trajectories themselves through run_update)")
     builder = StateGraph(LangMARLState, output_schema=UpdateOutput)
-    _add_nodes(builder, learner)
+    _add_nodes(builder, learner, load)
     return builder.compile(name="update:langmarl")
 
 
-def _add_nodes(builder: StateGraph, learner: Any) -> None:
+def _add_nodes(builder: StateGraph, learner: Any, trajectory: Callable[[int], Trajectory]) -> None:
     source, target = START, END
     options = learner.options
     agents: list[str] = list(learner.context.agents)
-
-    def trajectory(episode: int) -> Trajectory:
-        return learner.context.trajectory(episode)
 
     def update_call(build_messages: Any, role: str, given: str, answer: str) -> Any:
         """A node that asks the ``role`` model once for one agent: its messages from the task's
@@ -251,13 +255,9 @@ def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
 
 
 async def run_update(learner: Any, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-    """Run the update subgraph alone on given trajectories (no run directory, no checkpoint)."""
+    """Run the update subgraph alone on given trajectories (no run directory, no checkpoint):
+    a graph built over them."""
     by_id = {t.episode: t for t in trajectories}
-    previous = learner.context.trajectory
-    learner.context.trajectory = by_id.__getitem__
-    try:
-        out = await build_langmarl_update(learner).ainvoke(
-            {"policy": state.to_dict(), "episodes": sorted(by_id)})
-    finally:
-        learner.context.trajectory = previous
+    graph = build_langmarl_update(learner, trajectory=by_id.__getitem__)
+    out = await graph.ainvoke({"policy": state.to_dict(), "episodes": sorted(by_id)})
     return Candidate.from_dict(out["candidate"])

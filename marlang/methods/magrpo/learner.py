@@ -82,8 +82,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if self.options.rollout_server is None:
             return None
         if self._server is None:
-            self._adapters_dir(0)  # makes sure there is a run directory
-            self._server = open_server(self.options, self.context.run_dir)
+            self._server = open_server(self.options, self.run_path)
         return self._server
 
     async def prepare_rollout(self, state: PolicyState, phase: str) -> dict[str, Acting]:
@@ -154,15 +153,12 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         stats = await self.train(samples, state.iteration)  # epochs of minibatches, with `loss`
         trees = {k: v for k, v in tree_stats(roots).items() if v is not None}
         candidate = await self.save_candidate(state.iteration, stats, counters=trees)
-        if self.context.run_dir is not None:
-            write_trees(self.context.run_dir, state.iteration, roots, seeds)
+        write_trees(self.run_path, state.iteration, roots, seeds)
         return candidate
 
     def _record_episodes(self, roots: list[Node], plan: RolloutPlan, state: PolicyState) -> None:
         """Write each planned episode: its tree's first path (``magrpo_tree.first_path``)."""
         record = self.context.record_episode
-        if record is None:
-            return
         for root, episode, seed in zip(roots, plan.episodes, plan.seeds, strict=True):
             record(first_path(root, self.context.agents, episode, seed), state)
 

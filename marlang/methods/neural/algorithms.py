@@ -90,8 +90,7 @@ class NeuralLearner(Learner):
         return self.training.start()
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
-        if self.context.before_calls is not None:
-            await self.context.before_calls()  # the loop's checkpoint is on disk before training
+        await self.context.before_calls()  # the loop's checkpoint is on disk before training
         # On a worker thread: a critic's model calls run event loops of their own.
         frames = await asyncio.to_thread(self.training.train)
         return Candidate(extra={"frames": frames}, counters={"episodes": self.training.evaluated})

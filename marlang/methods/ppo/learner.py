@@ -5,15 +5,14 @@ The policy of an agent is the softmax over its legal actions' scores (`ActionPol
 reads the last prompt token's hidden state (or, with ``value: central``, one head reads every
 agent's). Rollouts sample actions from the policy with the committed adapters; an update builds
 per-agent GAE advantages from each agent's own rewards (``ppo_samples``), then runs epochs of
-clipped-ratio minibatches, one agent's adapter at a time (``template``), and writes the adapters,
-value heads and optimizer state under ``adapters/<iteration>/``.
+clipped-ratio minibatches, one agent's adapter at a time, the central head (if any) one more unit
+(``template``), and writes the adapters, value heads and optimizer state under
+``adapters/<iteration>/``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import random
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -21,7 +20,6 @@ from pydantic import Field, field_validator
 from marlang.lora import (
     CENTRAL,
     INITIAL_STATE,
-    SEED_OFFSET,
     AdapterLearner,
     AdapterOptions,
     ValueHeadOptions,
@@ -29,7 +27,7 @@ from marlang.lora import (
     launched_rank,
     launched_world_size,
 )
-from marlang.methods.ppo.samples import DecisionSample, build_samples, gae
+from marlang.methods.ppo.samples import CentralSample, DecisionSample, PPOSamples, build_samples, gae
 from marlang.models.policy import ActionPolicy
 from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -77,7 +75,7 @@ class PPOOptions(AdapterOptions):
         return v
 
 
-class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
+class PPOLearner(AdapterLearner[PPOOptions, DecisionSample | CentralSample]):
     """GLAM/FAMA PPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "ppo"
@@ -128,11 +126,11 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
     # the update ------------------------------------------------------------------------------
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         await self.restore(state)                         # the committed adapters and optimizers
-        samples = await self._samples(trajectories)       # decisions with GAE advantages
+        samples = await self._samples(trajectories)       # decisions with GAE advantages (and the central head's)
         stats = await self.train(samples, state.iteration)  # epochs of clipped-ratio minibatches
         return await self.save_candidate(state.iteration, stats)
 
-    async def _samples(self, trajectories: list[Trajectory]) -> list[DecisionSample]:
+    async def _samples(self, trajectories: list[Trajectory]) -> PPOSamples:
         options = self.options
         hook = _load_hook(options.reward_hook, options.gamma) if options.reward_hook else None
         boots: dict[tuple[int, str], float] = {}
@@ -147,8 +145,8 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
                                 bootstrap=lambda t, a: boots.get((t.episode, a), 0.0), rewards=hook)
         if options.value == "central":
             assert self.local is not None
-            await self.local.run(self._central_old_values, samples, trajectories, boots)
-        return samples
+            return PPOSamples(samples, await self.local.run(self._central_samples, samples, boots))
+        return PPOSamples(samples)
 
     async def _bootstrap_value(self, traj: Trajectory, agent: str) -> float:
         """V of a truncated episode's final observation, from the agent's value head (the
@@ -161,10 +159,11 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
         out = await local.run(local.score_actions, prompt, [" " + a for a in obs.legal_actions], agent)
         return float(out.value or 0.0)
 
-    def _central_old_values(self, samples: list[DecisionSample], trajectories: list[Trajectory],
-                            boots: dict[tuple[int, str], float]) -> None:
+    def _central_samples(self, samples: list[DecisionSample],
+                         boots: dict[tuple[int, str], float]) -> list[CentralSample]:
         """With a central value, old values (and GAE) come from the central head over every
-        agent's prompt state at the step."""
+        agent's prompt state at the step: the decisions' values, advantages and returns are
+        set from it, and the head's own samples (those states, one per decision) returned."""
         options = self.options
         hidden = self._prompt_states(samples)
         import torch
@@ -181,7 +180,7 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
                            boots.get((episode, agent), 0.0), options.gamma, options.gae_lambda)
             for s, a, r in zip(timeline, adv, ret, strict=True):
                 s.advantage, s.ret = a, r
-        self._central_inputs = hidden
+        return [CentralSample(hidden[(s.episode, s.t)], s.old_value, s.ret) for s in samples]
 
     def _prompt_states(self, samples: list[DecisionSample]) -> dict[tuple[int, int], Any]:
         """Every step's concatenated per-agent prompt states (each under its own adapter, no
@@ -206,29 +205,35 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
                     out.setdefault(k, {})[a] = h if p is not None else torch.zeros_like(h)
         return {k: torch.stack([v[a] for a in agents]).float() for k, v in out.items()}
 
-    def fit(self, samples: list[DecisionSample], iteration: int) -> dict[str, Any]:
-        """Epochs of clipped PPO minibatches, one adapter at a time (the central value head
-        after them), and the update's records."""
-        totals, steps, skipped = self.epochs(self.group_by_unit((s.agent, s) for s in samples), iteration)
-        if self.options.value == "central":
-            self._fit_central(samples)
+    def fit(self, samples: PPOSamples, iteration: int) -> dict[str, Any]:
+        """Epochs of clipped PPO minibatches, one adapter at a time (the central value head one
+        more unit, on its own samples), and the update's records."""
+        decisions = samples.decisions
+        by_unit: dict[str, list[DecisionSample | CentralSample]] = {
+            **self.group_by_unit((s.agent, s) for s in decisions)}
+        if samples.central:
+            by_unit[CENTRAL] = list(samples.central)
+        totals, steps, skipped = self.epochs(by_unit, iteration)
         records = []
         for agent in self.context.learning_agents:
             acc = totals.get(self.unit_of(agent), {})
             n = acc.get("steps", 0.0)
-            records.append({"agent": agent, "decisions": sum(1 for s in samples if s.agent == agent),
+            records.append({"agent": agent, "decisions": sum(1 for s in decisions if s.agent == agent),
                             **{k: (acc[k] / n if n else None) for k in
                                ("loss", "policy_loss", "value_loss", "message_loss", "entropy", "approx_kl",
                                 "clip_fraction", "grad_norm")}})
-        counters: dict[str, Any] = {"decisions": len(samples), "minibatches": steps,
+        counters: dict[str, Any] = {"decisions": len(decisions), "minibatches": steps,
                                     "skipped_minibatches": skipped}
-        if samples:
-            counters["advantage_mean"] = sum(s.advantage for s in samples) / len(samples)
+        if decisions:
+            counters["advantage_mean"] = sum(s.advantage for s in decisions) / len(decisions)
         return {"records": records, "counters": counters}
 
-    def loss(self, unit: str, batch: list[DecisionSample], total: float) -> dict[str, Any]:
-        """PPO's loss terms of some decisions of a minibatch of ``total`` (sums / total, so
-        the parts of a minibatch add up to its mean); entropy, KL and clip counts as sums."""
+    def loss(self, unit: str, batch: list[Any], total: float) -> dict[str, Any]:
+        """PPO's loss terms of some samples of a minibatch of ``total`` (sums / total, so the
+        parts of a minibatch add up to its mean); entropy, KL and clip counts as sums. The
+        central head's unit has its own loss (`central_loss`)."""
+        if unit == CENTRAL:
+            return self.central_loss(batch, total)
         import torch
 
         options = self.options
@@ -271,37 +276,19 @@ class PPOLearner(AdapterLearner[PPOOptions, DecisionSample]):
                 "message_loss": message_loss, "entropy": entropy.sum(), "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction}
 
-    def _fit_central(self, samples: list[DecisionSample]) -> None:
-        """The central value head's epochs on the rollout's prompt states (clipped value loss)."""
+    def central_loss(self, batch: list[CentralSample], total: float) -> dict[str, Any]:
+        """The central value head's clipped value loss on some of a minibatch of ``total``
+        (its mean over the minibatch, as a sum / total)."""
         import torch
 
         options = self.options
-        team = self.team
-        assert team is not None
-        hidden = getattr(self, "_central_inputs", {})
-        if not hidden or not samples:
-            return
-        optimizer = self.optimizers[CENTRAL]
-        params = self._unit_parameters(CENTRAL)
-        rng = random.Random(options.seed * SEED_OFFSET + 1)
-        for _ in range(options.epochs):
-            order = samples[:]
-            rng.shuffle(order)
-            for i in range(0, len(order), options.minibatch_size):
-                batch = order[i:i + options.minibatch_size]
-                x = torch.stack([hidden[(s.episode, s.t)] for s in batch])
-                values = team.value(CENTRAL, x)
-                old_v = torch.tensor([s.old_value for s in batch], device=values.device)
-                ret = torch.tensor([s.ret for s in batch], device=values.device)
-                clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
-                loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
-                optimizer.zero_grad(set_to_none=True)
-                if not torch.isfinite(loss):
-                    continue
-                loss.backward()
-                norm = clip_gradients(params, options.max_grad_norm)
-                if math.isfinite(norm) and norm <= options.max_skip_norm:
-                    optimizer.step()
+        x = torch.stack([s.state for s in batch])
+        values = self.team_of(CENTRAL).value(CENTRAL, x)
+        old_v = torch.tensor([s.old_value for s in batch], device=values.device)
+        ret = torch.tensor([s.ret for s in batch], device=values.device)
+        clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
+        value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).sum() / total
+        return {"loss": value_loss, "value_loss": value_loss}
 
 
 def _load_hook(spec: str, gamma: float) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from marlang.models.policy import ActionPolicy
 from marlang.types import Decision, Trajectory
@@ -42,6 +43,29 @@ class DecisionSample:
     messages: list[tuple[str, str]] = field(default_factory=list)
     """(prompt, text) of each message the agent sent before acting at this step
     (``train_messages: reinforce`` trains their tokens with the step's advantage)."""
+
+
+@dataclass
+class CentralSample:
+    """One decision as the central value head (``value: central``) trains on it."""
+
+    state: Any
+    """Every agent's prompt state at the decision's step (a tensor ``[n_agents, hidden]``,
+    agents in team order, each read under its own adapter before the update's epochs)."""
+    old_value: float
+    """The central head's value of ``state`` before the update."""
+    ret: float
+    """The value target (the decision's GAE return)."""
+
+
+@dataclass
+class PPOSamples:
+    """What PPO's update trains on: the decisions (one unit per adapter) and, with a
+    central value head, that head's own samples (its unit)."""
+
+    decisions: list[DecisionSample]
+    central: list[CentralSample] = field(default_factory=list)
+    """With ``value: central``: one per decision, in the same order; empty otherwise."""
 
 
 def decision_samples(traj: Trajectory, agent: str) -> list[DecisionSample]:

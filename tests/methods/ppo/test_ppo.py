@@ -135,6 +135,70 @@ def test_gradient_clipping_really_clips():
     assert after == pytest.approx(0.5, rel=1e-4)
 
 
+def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_path):
+    """With ``value: central`` the head trains in the template's epochs on the samples PPO's
+    sample step returns: its steps are counted with the adapters', and its weights are those
+    of its own loop of clipped value loss (mean over each minibatch of ``minibatch_size``, the
+    order drawn from ``seed * SEED_OFFSET + 1``, a clipped and guarded step)."""
+    import math
+    import random
+    from types import SimpleNamespace
+
+    from marlang.learners.context import LearnerContext
+    from marlang.lora.team import CENTRAL
+    from marlang.lora.template import SEED_OFFSET
+    from marlang.methods.ppo.learner import PPOLearner, PPOOptions
+    from marlang.methods.ppo.samples import CentralSample, DecisionSample, PPOSamples
+
+    agents = ["agent_0", "agent_1"]
+    options = PPOOptions(epochs=2, minibatch_size=4, micro_batch_size=2, eval_episodes=0, lr=1e-2, value_lr=1e-2,
+                         device="cpu", value="central", lora={"r": 4, "alpha": 8, "dropout": 0.0})
+
+    def learner():
+        model = tiny_chat_model()
+        context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in agents}, agents=agents,
+                                 run_dir=tmp_path)
+        out = PPOLearner(options, context)
+        out.setup()
+        return out
+
+    actions = [" turn left", " turn right", " go forward"]
+    decisions = [DecisionSample(agent=agents[i % 2], episode=i // 2, t=0, prompt=f"Step {i}. Action:",
+                                candidates=actions, action_index=i % 3, old_logprob=-1.1, old_value=0.0,
+                                advantage=0.3 * (-1) ** i, ret=0.1 * i) for i in range(6)]
+    trained = learner()
+    hidden = trained.team.hidden_size
+    generator = torch.Generator().manual_seed(0)
+    central = [CentralSample(torch.randn(2, hidden, generator=generator), 0.05 * i, 1.0 - 0.2 * i)
+               for i in range(6)]
+    stats = trained._seeded_train(PPOSamples(decisions, central), 0)
+    # adapters: 3 decisions each, one minibatch per epoch; the head: 6 samples, 2 per epoch
+    assert stats["counters"]["minibatches"] == 2 * (1 + 1 + 2)
+
+    reference = learner()
+    head, optimizer = reference.team.value_heads[CENTRAL], reference.optimizers[CENTRAL]
+    params = list(head.parameters())
+    rng = random.Random(options.seed * SEED_OFFSET + 1)
+    for _ in range(options.epochs):
+        order = central[:]
+        rng.shuffle(order)
+        for i in range(0, len(order), options.minibatch_size):
+            batch = order[i:i + options.minibatch_size]
+            values = reference.team.value(CENTRAL, torch.stack([s.state for s in batch]))
+            old_v = torch.tensor([s.old_value for s in batch])
+            ret = torch.tensor([s.ret for s in batch])
+            clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
+            loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = clip_gradients(params, options.max_grad_norm)
+            assert math.isfinite(norm) and norm <= options.max_skip_norm
+            optimizer.step()
+    for mine, theirs in zip(trained.team.value_heads[CENTRAL].parameters(), params, strict=True):
+        assert torch.equal(mine, theirs)
+    assert not torch.equal(params[-1], torch.zeros_like(params[-1]))  # the head did move
+
+
 def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
     from marlang.testing import tiny_local_lm
 
