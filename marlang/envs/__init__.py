@@ -15,9 +15,10 @@ import os
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 from marlang.envs.babyai.agent import ACTIONS, AgentState
+from marlang.envs.babyai.drawing import AGENT_COLORS
 from marlang.envs.babyai.levels import BabyAILevelFactory
 from marlang.envs.babyai.scripted import ScriptedBabyAITeam, make_scripted_team
-from marlang.envs.babyai.text import AGENT_COLORS, BabyAITextEnv
+from marlang.envs.babyai.text import BabyAITextEnv
 from marlang.envs.babyai.view import LocalView, observe
 from marlang.envs.core.base import MultiAgentEnv
 from marlang.envs.core.numeric import NumericTextEnv, StepOutcome

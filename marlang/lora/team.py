@@ -30,10 +30,8 @@ from marlang.lora.files import (
     FORMAT_VERSION,
     MANIFEST,
     VALUE_HEAD,
-    adapter_base_model,  # noqa: F401 (re-exported)
     files_sha256,
     fsync_path,
-    load_peft_adapter,  # noqa: F401 (re-exported)
     normalize_adapter_config,
     replace_dir,
     saved_units,
@@ -44,7 +42,6 @@ from marlang.lora.options import (
     ValueHeadOptions,
     build_value_head,
     check_lora_targets,
-    linear_module_names,  # noqa: F401 (re-exported)
     lora_shape,
     model_layer_count,
 )

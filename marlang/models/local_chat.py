@@ -24,7 +24,6 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
 from marlang.models.chat_templates import render_chat
-from marlang.models.chat_templates import to_chat_dict as _to_chat_dict  # noqa: F401 - the former name
 from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
     GenerationOutput,

@@ -498,7 +498,7 @@ def test_wrapping_the_model_raises_no_deprecation_warning_about_checkpointing() 
 def test_saved_adapters_name_their_base_by_spec_and_load_on_another_machine(tmp_path, monkeypatch):
     from peft.utils import get_peft_model_state_dict
 
-    from marlang.lora.team import adapter_base_model, load_peft_adapter
+    from marlang.lora.files import adapter_base_model, load_peft_adapter
     from marlang.models import local_weights
     from marlang.testing import tiny_tokenizer
 

@@ -10,7 +10,7 @@ import pytest
 
 from marlang.envs.tasks.coding import CodeTaskEnv
 from marlang.envs.tasks.data import CodeProblem
-from marlang.envs.tasks.feedback import (
+from marlang.envs.tasks.levelled import (
     LEVELLED_MAX,
     is_trivial_function,
     levelled_reward,

@@ -22,7 +22,7 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from minigrid.envs.babyai.core.verifier import Instr, PickupInstr, PutNextInstr, SeqInstr
 
 from marlang.envs.babyai.agent import ACTION_INDEX, ACTIONS, AgentState
-from marlang.envs.babyai.drawing import AGENT_COLORS, draw_agents  # noqa: F401 (re-exported)
+from marlang.envs.babyai.drawing import draw_agents
 from marlang.envs.babyai.narration import BabyAINarrator
 from marlang.envs.babyai.scripted import ScriptedBabyAITeam
 from marlang.envs.babyai.shaping import goal_distance

@@ -21,14 +21,11 @@ from marlang.envs.credit.grid import (
     DIRECTION_NAMES,
     DIRECTIONS,
     MOVE_ACTIONS,
-    UNREACHABLE,  # noqa: F401 (re-exported)
     Cell,
     FacingState,
     GridLayout,
     MoveIntent,
     bfs_distances,
-    breadth_first,  # noqa: F401 (re-exported)
-    capitalized,  # noqa: F401 (re-exported)
     check_snapshots,
     choose_joint_moves,
     collisions,
@@ -37,8 +34,6 @@ from marlang.envs.credit.grid import (
     facing_distances_from,
     facing_goals,
     format_cell,
-    manhattan,  # noqa: F401 (re-exported)
-    reach_steps,  # noqa: F401 (re-exported)
     resolve_moves,
     step_cell,
     steps_phrase,

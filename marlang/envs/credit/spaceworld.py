@@ -13,6 +13,7 @@ import numpy as np
 
 from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count
+from marlang.envs.credit.grid import manhattan
 from marlang.envs.credit.gridworld import (
     DIRECTION_NAMES,
     MOVE_ACTIONS,
@@ -22,7 +23,6 @@ from marlang.envs.credit.gridworld import (
     RankedByKey,
     collisions,
     format_cell,
-    manhattan,
     step_cell,
     steps_phrase,
 )
@@ -30,7 +30,6 @@ from marlang.envs.credit.spaceworld_team import (
     ScriptedSpaceworldTeam,
     SpaceworldSnapshot,
     plan_steps,
-    plans,  # noqa: F401 (re-exported)
     spaceworld_rank_key,
 )
 

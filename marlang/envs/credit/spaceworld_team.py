@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from marlang.envs.core.base import ScriptedTeam
+from marlang.envs.credit.grid import manhattan
 from marlang.envs.credit.gridworld import (
     Cell,
     MoveIntent,
     choose_joint_moves,
-    manhattan,
 )
 
 

@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from marlang.envs.core.base import ScriptedTeam, env_metadata
+from marlang.envs.credit.grid import UNREACHABLE, capitalized, reach_steps
 from marlang.envs.credit.gridworld import (
-    UNREACHABLE,
     Cell,
     FacingGridEnv,
     FacingState,
@@ -25,7 +25,6 @@ from marlang.envs.credit.gridworld import (
     MoveIntent,
     RankedByKey,
     bfs_distances,
-    capitalized,
     choose_joint_moves,
     direction_between,
     facing_cost_to_go,
@@ -33,7 +32,6 @@ from marlang.envs.credit.gridworld import (
     facing_goals,
     format_cell,
     make_grid_env,
-    reach_steps,
     steps_phrase,
 )
 

@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from marlang.envs.core.base import ScriptedTeam, env_metadata
+from marlang.envs.credit.grid import UNREACHABLE, reach_steps
 from marlang.envs.credit.gridworld import (
-    UNREACHABLE,
     Cell,
     FacingGridEnv,
     FeatureSpaces,
@@ -28,7 +28,6 @@ from marlang.envs.credit.gridworld import (
     choose_joint_moves,
     format_cell,
     make_grid_env,
-    reach_steps,
     steps_phrase,
 )
 

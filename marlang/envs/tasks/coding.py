@@ -21,15 +21,13 @@ from marlang.envs.tasks.feedback import (
     REWARD_MODES,
     CodeCheck,
     CodeFacts,
-    analyze_code,
     code_feedback,
     code_from_answer,
     diagnose_tests,
     expert_prompt,
     fenced,
-    helper_usage,
-    levelled_reward,
 )
+from marlang.envs.tasks.levelled import analyze_code, helper_usage, levelled_reward
 
 logger = logging.getLogger(__name__)
 

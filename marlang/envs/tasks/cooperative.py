@@ -35,7 +35,6 @@ from marlang.envs.tasks.feedback import (
     check_sandbox_slice,
 )
 from marlang.envs.tasks.narration import CooperativeTaskNarrator
-from marlang.envs.tasks.problems import load_problems  # noqa: F401 (re-exported)
 from marlang.envs.tasks.turns import TurnEvaluation, TurnRecord, TurnTexts
 from marlang.types import TextObservation
 

@@ -14,16 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from marlang.envs.tasks.levelled import (
     DIAGNOSTIC_CHARS,
-    LEVELLED_MAX,  # noqa: F401 (re-exported)
     CodeFacts,
     HelperUsage,
-    LevelledReward,  # noqa: F401 (re-exported)
-    analyze_code,  # noqa: F401 (re-exported)
-    helper_result_used,  # noqa: F401 (re-exported)
-    helper_usage,  # noqa: F401 (re-exported)
-    is_trivial_function,  # noqa: F401 (re-exported)
-    levelled_reward,  # noqa: F401 (re-exported)
-    real_helpers,  # noqa: F401 (re-exported)
 )
 
 if TYPE_CHECKING:

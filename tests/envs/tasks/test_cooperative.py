@@ -14,16 +14,11 @@ from pettingzoo.test import parallel_api_test
 from marlang.envs import list_envs, make
 from marlang.envs.core.narration import agent_trajectory, format_trajectory, step_summary
 from marlang.envs.tasks.coding import CodeTaskEnv, program_prefix, split_reference
-from marlang.envs.tasks.cooperative import CooperativeTaskEnv, load_problems
+from marlang.envs.tasks.cooperative import CooperativeTaskEnv
 from marlang.envs.tasks.data import CodeProblem, MathProblem, QAProblem
-from marlang.envs.tasks.feedback import (
-    LEVELLED_MAX,
-    analyze_code,
-    check_sandbox_slice,
-    helper_usage,
-    levelled_reward,
-    sliced_indices,
-)
+from marlang.envs.tasks.feedback import check_sandbox_slice, sliced_indices
+from marlang.envs.tasks.levelled import LEVELLED_MAX, analyze_code, helper_usage, levelled_reward
+from marlang.envs.tasks.problems import load_problems
 from marlang.envs.tasks.reasoning import MathTaskEnv, QATaskEnv, majority_answer
 from marlang.types import Decision, Step, Trajectory
 from tests.fakes import FakeRuleChatModel
