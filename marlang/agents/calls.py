@@ -68,27 +68,15 @@ def prompt_text(reply: Any) -> str | None:
     return (getattr(reply, "response_metadata", None) or {}).get("prompt_text")
 
 
-async def call_model(
-    model: Any,
-    messages: list[BaseMessage],
-    ctx: Any,
-    *,
-    role: str,
-    agent: str = "",
-    max_tokens: int,
-    seed: int | None = None,
-    prefill: str = "",
-    **call_kwargs: Any,
-) -> str:
-    """Invoke ``model`` once and return its reply text (content blocks joined, stripped).
-    ``prefill`` starts the reply on models that can continue one (``supports_prefill``: local
-    models), and the returned text then begins with it; other models get no prefill and
-    their reply is returned as it is."""
+async def call_model(model: Any, messages: list[BaseMessage], ctx: Any, *, prefill: str = "", **kwargs: Any) -> str:
+    """Invoke ``model`` once (`invoke_model`: ``role``, ``agent``, ``max_tokens``, ``seed`` and
+    call parameters) and return its reply text (content blocks joined, stripped). ``prefill``
+    starts the reply on models that can continue one (``supports_prefill``: local models), and
+    the returned text then begins with it; other models get no prefill and their reply is
+    returned as it is."""
     if not getattr(model, "supports_prefill", False):
         prefill = ""
-    reply = await invoke_model(model, messages, ctx, role=role, agent=agent, max_tokens=max_tokens, seed=seed,
-                               prefill=prefill, **call_kwargs)
-    return reply_text(reply, prefill)
+    return reply_text(await invoke_model(model, messages, ctx, prefill=prefill, **kwargs), prefill)
 
 
 async def call_model_json(

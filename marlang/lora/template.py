@@ -145,7 +145,8 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         dtype = getattr(torch, options.dtype)
         for agents in on_engine.values():
             handle = local[agents[0]]
-            team = TeamAdapters(handle.model, agents, base_id=handle.base_id,
+            engine = handle.engine
+            team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
                                 dtype=dtype, device=device, seed=options.seed)
             if options.gradient_checkpointing:

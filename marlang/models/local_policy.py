@@ -33,40 +33,16 @@ class LocalPolicy:
     chat models, and the adapters attached to it (None until a learner attaches them)."""
 
     engine: LocalLM
+    """Serves every slot on the model; ``engine.adapters``: the adapters it serves (a
+    learner's, or a trained team played back)."""
     chat_models: dict[str, Any] = field(default_factory=dict)
     """Each slot on this model, with the chat model it acts through (sections that differ only
     in sampling settings share the engine)."""
 
     @property
-    def agents(self) -> tuple[str, ...]:
-        return tuple(self.chat_models)
-
-    @property
-    def adapters(self) -> ServedAdapters | None:
-        """The adapters the engine serves (a learner's, or a trained team played back)."""
-        return self.engine.adapters
-
-    @property
-    def model(self) -> Any:
-        """The torch model requests run on: the adapted model once adapters are attached."""
-        return self.engine.model
-
-    @property
-    def base_model(self) -> Any:
-        return self.engine.base_model
-
-    @property
-    def base_id(self) -> str:
-        """The base weights' identity: model id and content hash."""
-        return f"{self.engine.model_id}@{self.engine.weights_id}"
-
-    @property
     def pad_id(self) -> int:
+        """The padding token's id (scoring pads rows with it)."""
         return self.engine._pad_id
-
-    @property
-    def eos_id(self) -> int | None:
-        return self.engine.tokenizer.eos_token_id
 
     def attach(self, adapters: ServedAdapters) -> None:
         """Serve every request on this model with ``adapters`` (a request names its adapter)."""
@@ -107,10 +83,12 @@ class LocalPolicy:
         model has active (a trainer's)."""
         from marlang.models.scoring import score_decisions
 
+        served = self.engine.adapters
         if agents is not None:
-            assert self.adapters is not None, "score_tokens(agents=...) needs adapters attached"
-            kwargs["adapter_names"] = self.adapters.adapter_names(list(agents))
-        return score_decisions(self.model, items, self.pad_id, **kwargs)
+            assert served is not None, "score_tokens(agents=...) needs adapters attached"
+            kwargs["adapter_names"] = served.adapter_names(list(agents))
+        # the engine's model: the adapted one once adapters are attached
+        return score_decisions(self.engine.model, items, self.pad_id, **kwargs)
 
 
 def local_policies(chat_models: Mapping[str, Any]) -> dict[str, LocalPolicy]:

@@ -116,7 +116,7 @@ def sample_remote(requests: Sequence[TreeRequest], options: MAGRPOOptions, *, se
         replies = [f.result() for f in futures]
     finally:  # stopped or failed: the calls not yet sent are never sent
         pool.shutdown(wait=False, cancel_futures=True)
-    eos = local.eos_id
+    eos = local.engine.tokenizer.eos_token_id
     result: list[list[Completion]] = []
     for k, r in enumerate(requests):
         group = []

@@ -149,6 +149,7 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
     from marlang.lora.template import SEED_OFFSET
     from marlang.methods.ppo.learner import PPOLearner, PPOOptions
     from marlang.methods.ppo.samples import CentralSample, DecisionSample, PPOSamples
+    from marlang.models.local_policy import local_policies
 
     agents = ["agent_0", "agent_1"]
     options = PPOOptions(epochs=2, minibatch_size=4, micro_batch_size=2, eval_episodes=0, lr=1e-2, value_lr=1e-2,
@@ -157,6 +158,7 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
     def learner():
         model = tiny_chat_model()
         context = LearnerContext(actors={a: SimpleNamespace(model=model) for a in agents}, agents=agents,
+                                 local=local_policies({a: model for a in agents}),
                                  run_dir=tmp_path)
         out = PPOLearner(options, context)
         out.setup()
