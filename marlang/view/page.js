@@ -91,7 +91,9 @@ function crossplayMap(x, path) {
   const lo = Math.min(...means), hi = Math.max(...means);
   const shade = v => {
     if (v === null || v === undefined) return "";
-    const t = hi > lo ? (v - lo) / (hi - lo) : 1;
+    // a success rate on its own scale (0 red, 1 green); returns between the matrix's extremes,
+    // and a matrix whose cells are all equal in one neutral shade (equal is not best)
+    const t = key === "success_rate" ? Math.max(0, Math.min(1, v)) : hi > lo ? (v - lo) / (hi - lo) : 0.5;
     return `background: hsl(${Math.round(10 + 110 * t)}, 60%, ${Math.round(88 - 28 * t)}%)`;
   };
   const slots = x.slots || ["slot 0", "slot 1"];
