@@ -9,6 +9,7 @@ docs/howto/credit-check.md for the formulas and the cost.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from marlang.creditcheck.oracle import (
 )
 from marlang.intervals import show
 from marlang.types import Trajectory
+
+logger = logging.getLogger(__name__)
 
 CREDIT_CHECK_FILE = "credit_check.json"
 AGAINST: tuple[str, ...] = ("difference", "shapley")
@@ -134,6 +137,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
     difference = CriticCredits("difference", "step")
     critic_cost = Cost()  # the difference critic's own env steps, apart from the oracle's
     for traj in trajectories:
+        logger.info("oracle: episode %d (%d steps)", traj.episode, len(traj.steps))
         env = build_env(config)
         chosen = set(graded_steps(len(traj.steps), o.steps))
         try:
@@ -177,6 +181,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
             difference.notes["env_steps"] = critic_cost.env_steps
             results.append(difference)
         else:
+            logger.info("critic %s on %d steps of %d episodes", name, len(graded), len(trajectories))
             results.append(run_critic(name, inputs))
     rows = []
     for r in results:
@@ -203,6 +208,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
                    "levels": len({t.seed for t in trajectories}),
                    "oracle_ties": sum(1 for c in oracle.values() if max(c.values()) - min(c.values()) <= 1e-9)},
         "critics": rows,
+        "replies": {r.name: r.notes for r in results if r.notes and r.name != "difference"},
         "steps": [{**row, "critics": {r.name: r.credits.get((row["episode"], row["t"]))
                                       for r in results if r.unit == "step"}} for row in oracle_steps],
         "episodes": [{"episode": e, "oracle": c,

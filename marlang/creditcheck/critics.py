@@ -118,6 +118,22 @@ def score_opening(agents: Sequence[str]) -> str:
     return '{"' + agents[0] + '": {"score": '
 
 
+def reply_scores(replies: Sequence[str], agents: list[str]) -> dict[str, float]:
+    """Each agent's numeric score in the LangMARL critic's replies (``{agent: {"score": x, ...}}``
+    or ``{agent: x}``; the first reply that gives one wins), read with the learner's own parsing."""
+    from marlang.methods.langmarl.parsing import json_objects, match_agent
+
+    out: dict[str, float] = {}
+    for reply in replies:
+        for obj in json_objects(reply or ""):
+            for key, value in obj.items() if isinstance(obj, dict) else ():
+                agent = match_agent(str(key), agents)
+                score = value.get("score") if isinstance(value, dict) else value
+                if agent and agent not in out and isinstance(score, (int, float)) and not isinstance(score, bool):
+                    out[agent] = float(score)
+    return out
+
+
 def _langmarl(inputs: CriticInputs, usage: Any) -> CriticCredits:
     from marlang.learners.context import LearnerContext
     from marlang.methods.langmarl.graph import episode_credit
@@ -138,9 +154,8 @@ def _langmarl(inputs: CriticInputs, usage: Any) -> CriticCredits:
                                            for e in graded)))
 
     for episode, found in zip(graded, asyncio.run(all_credits()), strict=True):
-        credit = found["credit"]
         out.asked += len(inputs.agents)
-        scores = {a: c.get("score") for a, c in credit.items() if isinstance(c.get("score"), (int, float))}
+        scores = reply_scores(found["replies"], inputs.agents)
         out.malformed += len(inputs.agents) - len(scores)
         if len(scores) == len(inputs.agents):
             out.credits[(episode, -1)] = {a: float(v) for a, v in scores.items()}
@@ -200,7 +215,9 @@ def _llm_mca(inputs: CriticInputs, usage: Any, task_size: int) -> CriticCredits:
     lines = [step_line(s.state, s.actions, s.team_reward) for s in inputs.steps]
     chunks = critic.chunks(lines, [s.episode for s in inputs.steps])
     team = torch.tensor([s.team_reward for s in inputs.steps], dtype=torch.float32)
-    for chunk, reply in zip(chunks, critic.ask(chunks, 0), strict=True):
+    replies = critic.ask(chunks, 0)
+    out.notes["replies"] = replies
+    for chunk, reply in zip(chunks, replies, strict=True):
         found = parse_step_credits(reply or "", chunk.labels, inputs.agents)
         for label, p in zip(chunk.labels, chunk.positions, strict=True):
             raw = found.get(label, {}).get("credits", {})
@@ -209,7 +226,6 @@ def _llm_mca(inputs: CriticInputs, usage: Any, task_size: int) -> CriticCredits:
             if all(a in raw for a in inputs.agents):
                 s = inputs.steps[p]
                 out.credits[(s.episode, s.t)] = critic.credits_of(raw, s.team_reward, team)
-    out.notes["calls"] = len(chunks)
     return out
 
 

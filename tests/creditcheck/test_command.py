@@ -132,3 +132,13 @@ def test_an_episode_that_does_not_replay_is_refused(tmp_path, capsys):
     assert main(["credit-check", str(run), "--critics", "difference"]) == 2
     err = capsys.readouterr().err.strip()
     assert "does not restore this episode" in err and "\n" not in err
+
+
+def test_langmarl_scores_are_read_from_score_only_replies():
+    from marlang.creditcheck.critics import reply_scores, score_opening
+
+    agents = ["agent_0", "agent_1"]
+    assert score_opening(agents) == '{"agent_0": {"score": '
+    assert reply_scores(['{"agent_0": {"score": 3}, "Agent 1": 1.5}'], agents) == {"agent_0": 3.0, "agent_1": 1.5}
+    assert reply_scores(['{"agent_0": {"score": true}}', '{"agent_0": {"score": 2}}'], agents) == {"agent_0": 2.0}
+    assert reply_scores(["no JSON here", '{"agent_0": {"score": 1'], agents) == {}
