@@ -254,7 +254,8 @@ def credit_table(result: dict[str, Any]) -> str:
     lines = [title, "", head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["critics"]:
         chance = r["top_agent_chance"]
-        rho = f"{show(r['spearman'], 2)} n={r['spearman']['n']}"
+        rho = show(r["spearman"], 2)
+        rho += "" if "n=" in rho else f" n={r['spearman']['n']}"
         lines.append(f"| {r['critic']} | {r['model'] or '-'} | {r['unit']} | {rho} | "
                      f"{show(r['top_agent'], 2)} | {'-' if chance is None else f'{chance:.2f}'} | {r['graded']} | "
                      f"{r['oracle_ties']} | {r['malformed']}/{r['asked']} | {r['cost']['calls']} | "

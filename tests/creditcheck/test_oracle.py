@@ -123,3 +123,13 @@ def test_overcooked_restores_and_the_recorded_rollout_gives_the_recorded_return(
 def test_envs_that_cannot_restore():
     assert not restorable("code/humaneval") and not restorable("pistonball/n5")
     assert restorable("lbf/8x8-2p-2f-coop") and restorable("babyai/goto-obj")
+
+
+def test_the_scripted_rollout_plays_the_envs_team_after_the_step():
+    # The climbing game's scripted team plays (A, A), worth 11 a step, whatever was recorded.
+    env, traj = climbing_episode([(A, B), (C, C), (B, B)])
+    credit, _ = credit_at(env, traj, 0, Rollout("scripted"))
+    assert credit.values["recorded"] == pytest.approx(-30 + 11 + 11)
+    assert credit.values["agent_0=action B"] == pytest.approx(7 + 11 + 11)
+    short, _ = credit_at(env, traj, 0, Rollout("scripted", horizon=1))
+    assert short.values["recorded"] == pytest.approx(-30 + 11)
