@@ -133,3 +133,23 @@ def test_the_scripted_rollout_plays_the_envs_team_after_the_step():
     assert credit.values["agent_0=action B"] == pytest.approx(7 + 11 + 11)
     short, _ = credit_at(env, traj, 0, Rollout("scripted", horizon=1))
     assert short.values["recorded"] == pytest.approx(-30 + 11)
+
+
+@pytest.mark.parametrize("env_id", ["matrix/climbing", "lbf/8x8-2p-2f-coop", "rware/tiny-4ag", "gridworld/two-switch",
+                                    "gridworld/victim-rubble", "spaceworld", "babyai/goto-obj",
+                                    "babyai-marl/goto-obj"])
+def test_every_restorable_family_replays_and_forks(env_id):
+    assert restorable(env_id)
+    rng = np.random.default_rng(0)
+    env = make(env_id, max_steps=8)
+    observations, _ = env.reset(seed=2)
+    joints = []
+    for _ in range(6):
+        if not env.agents:
+            break
+        joints.append({a: str(rng.choice(observations[a].legal_actions)) for a in env.agents})
+        observations = env.step(joints[-1])[0]
+    traj = record(make(env_id, max_steps=8), 2, joints)
+    credit, _ = credit_at(make(env_id, max_steps=8), traj, 1, shapley=False)
+    recorded = sum(sum(s.rewards.values()) / len(s.rewards) for s in traj.steps[1:])
+    assert credit.values["recorded"] == pytest.approx(recorded)
