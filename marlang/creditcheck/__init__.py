@@ -88,7 +88,8 @@ def load_run(run_dir: Path, episodes: int | None = None) -> tuple[Any, list[Traj
     from marlang.rundir import RunDirectory
 
     if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"credit-check {run_dir}: not a run directory (no config.yaml)")
+        hint = "; give one of its runs" if any(run_dir.glob("*/config.yaml")) else ""
+        raise ConfigError(f"credit-check {run_dir}: not a run directory (no config.yaml){hint}")
     config = load_config(run_dir / "config.yaml")
     env_id = config.env.id
     if not restorable(env_id):
