@@ -177,7 +177,13 @@ def _credit_check(args: argparse.Namespace) -> int:
     options = CreditCheckOptions(critics=critics, model=args.model, rollout=args.rollout, samples=args.samples,
                                  seed=args.seed, horizon=args.horizon, episodes=args.episodes, steps=args.steps,
                                  alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley)
-    result = credit_check(args.run_dir, options)
+    from marlang.models import ModelNotAvailableError, ModelServerError
+
+    try:
+        result = credit_check(args.run_dir, options)
+    except (ModelServerError, ModelNotAvailableError) as err:  # the critics' model: one line, as a run says it
+        print(f"marlang: {_redact(str(err))}", file=sys.stderr)
+        return EXIT_MODEL
     path = write_credit_check(result, args.out or Path(args.run_dir) / CREDIT_CHECK_FILE)
     print(credit_table(result))
     print(f"wrote {path}")

@@ -142,3 +142,16 @@ def test_langmarl_scores_are_read_from_score_only_replies():
     assert reply_scores(['{"agent_0": {"score": 3}, "Agent 1": 1.5}'], agents) == {"agent_0": 3.0, "agent_1": 1.5}
     assert reply_scores(['{"agent_0": {"score": true}}', '{"agent_0": {"score": 2}}'], agents) == {"agent_0": 2.0}
     assert reply_scores(["no JSON here", '{"agent_0": {"score": 1'], agents) == {}
+
+
+def test_a_model_that_cannot_load_is_one_line(tmp_path, monkeypatch, capsys):
+    from marlang.models import ModelNotAvailableError
+
+    def missing(config, spec):
+        raise ModelNotAvailableError(f"model {spec} is not installed")
+
+    monkeypatch.setattr(creditcheck, "_chat_model", missing)
+    run = write_run(tmp_path / "run", episodes=1)
+    assert main(["credit-check", str(run), "--critics", "lca", "--model", "local:nope"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "local:nope is not installed" in err and "\n" not in err
