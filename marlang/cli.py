@@ -1,4 +1,5 @@
-"""The ``marlang`` command: run, compare, review, report, view, envs, models, protocols, learners.
+"""The ``marlang`` command: run, compare, review, report, view, credit-check, envs, models, protocols,
+learners.
 
 Bad input ends with one line naming what to fix and a non-zero exit, never a traceback;
 an interrupted or failed run says where its finished episodes are and how to resume.
@@ -136,6 +137,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _view(args)
     if args.command == "export":
         return _export(args)
+    if args.command == "credit-check":
+        return _credit_check(args)
     if args.command == "run":
         return _run(args)
     if args.command in ("compare", "crossplay"):
@@ -153,6 +156,37 @@ def _export(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {out}: {rows} timesteps ({args.format}); "
           f"load it with datasets.load_dataset({str(out)!r}, split='train')")
+    return 0
+
+
+def _credit_check(args: argparse.Namespace) -> int:
+    from marlang.config import ConfigError
+    from marlang.creditcheck import (
+        CREDIT_CHECK_FILE,
+        CreditCheckOptions,
+        credit_check,
+        credit_table,
+        write_credit_check,
+    )
+    from marlang.creditcheck.critics import parse_critics
+
+    try:
+        critics = tuple(parse_critics(args.critics))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    options = CreditCheckOptions(critics=critics, model=args.model, rollout=args.rollout, samples=args.samples,
+                                 seed=args.seed, horizon=args.horizon, episodes=args.episodes, steps=args.steps,
+                                 alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley)
+    from marlang.models import ModelNotAvailableError, ModelServerError
+
+    try:
+        result = credit_check(args.run_dir, options)
+    except (ModelServerError, ModelNotAvailableError) as err:  # the critics' model: one line, as a run says it
+        print(f"marlang: {_redact(str(err))}", file=sys.stderr)
+        return EXIT_MODEL
+    path = write_credit_check(result, args.out or Path(args.run_dir) / CREDIT_CHECK_FILE)
+    print(credit_table(result))
+    print(f"wrote {path}")
     return 0
 
 

@@ -79,6 +79,32 @@ def parser(version: str) -> argparse.ArgumentParser:
                     help="data file format (default parquet)")
     ex.add_argument("--out", metavar="DIR", help="dataset folder (default: RUN_DIR/dataset)")
 
+    cc = sub.add_parser("credit-check", help="grade marlang's credit critics against a counterfactual oracle on a "
+                                             "run's recorded episodes; writes credit_check.json")
+    cc.add_argument("run_dir", metavar="RUN", help="a run directory with recorded episodes")
+    cc.add_argument("--out", metavar="FILE", help="where to write the result (default: RUN/credit_check.json)")
+    cc.add_argument("--critics", default="langmarl,llm-mca,llm-taca,lca,difference",
+                    help="critics to grade, comma-separated, from langmarl, llm-mca, llm-taca, lca, difference "
+                         "(default: all)")
+    cc.add_argument("--model", metavar="SPEC", help="model of the LLM critics (default: the run config's model.spec)")
+    cc.add_argument("--rollout", choices=["recorded", "scripted", "random"], default="recorded",
+                    help="how a counterfactual is played on after the step: recorded (the recorded actions where "
+                         "still legal, else the no-op or first legal action), scripted (the env's scripted team), "
+                         "random (uniform over legal actions, --samples draws); default recorded")
+    cc.add_argument("--samples", type=int, default=1, metavar="M",
+                    help="random rollouts per counterfactual (default 1)")
+    cc.add_argument("--seed", type=int, default=0, help="seed of the random rollouts (default 0)")
+    cc.add_argument("--horizon", type=int, metavar="H",
+                    help="steps played after the graded one at most (default: to the recorded episode's end)")
+    cc.add_argument("--episodes", type=int, metavar="N", help="grade the first N recorded episodes (default: all)")
+    cc.add_argument("--steps", type=int, metavar="K", help="graded steps per episode at most, spread evenly "
+                    "(default: every step)")
+    cc.add_argument("--alternatives", choices=["legal", "default"], default="legal",
+                    help="what an agent's action is compared with: every other legal action (default) or its no-op")
+    cc.add_argument("--against", choices=["difference", "shapley"], default="difference",
+                    help="the oracle credit the critics are graded against (default difference)")
+    cc.add_argument("--no-shapley", action="store_true", help="skip the Shapley values (2^n counterfactuals per step)")
+
     sub.add_parser("envs", help="list the registered environments")
     sub.add_parser("models", help="list the supported model specs")
     sub.add_parser("protocols", help="list the registered conversation protocols")

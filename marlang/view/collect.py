@@ -124,8 +124,16 @@ def collect_run(path: Path, max_episodes: int = 2000) -> dict[str, Any]:
         "review": _shorten(rd.read_json("review.json")),
         "evaluation": _evaluation(rd.read_json("evaluation.json")),
         "credit": _credit_files(path / "credit"),
+        "credit_check": _credit_check(rd.read_json("credit_check.json")),
     }
     return run
+
+
+def _credit_check(found: Any) -> dict[str, Any] | None:
+    """``marlang credit-check``'s result without its per-step rows: the oracle, counts, the table."""
+    if not isinstance(found, dict) or not isinstance(found.get("critics"), list):
+        return None
+    return {k: found.get(k) for k in ("env_id", "oracle", "counts", "critics")}
 
 
 # episodes ----------------------------------------------------------------------------------------

@@ -81,6 +81,27 @@ function renderTable() {
     if (t.crossplay) body.append(crossplayMap(t.crossplay, t.path));
     body.append(el("details", {}, el("summary", {}, `table.md of ${t.path}`), el("pre", {}, t.markdown)));
   }
+  for (const r of RUNS) if (r.credit_check) body.append(creditCheckTable(r.credit_check, r.name));
+}
+
+// marlang credit-check: each critic against the counterfactual oracle, with chance levels.
+function creditCheckTable(x, name) {
+  const o = x.oracle || {}, c = x.counts || {}, cost = o.cost || {};
+  const head = ["critic", "model", "unit", "Spearman", "top-agent agreement", "chance", "graded", "oracle ties",
+    "malformed", "calls", "seconds"];
+  const rows = (x.critics || []).map(r => el("tr", {},
+    el("td", {}, r.critic), el("td", {}, r.model || "–"), el("td", {}, r.unit),
+    el("td", {class: "num"}, pm(r.spearman, 2)), el("td", {class: "num"}, pm(r.top_agent, 2)),
+    el("td", {class: "num"}, num(r.top_agent_chance, 2)), el("td", {class: "num"}, r.graded),
+    el("td", {class: "num"}, r.oracle_ties), el("td", {class: "num"}, `${r.malformed}/${r.asked}`),
+    el("td", {class: "num"}, (r.cost || {}).calls), el("td", {class: "num"}, (r.cost || {}).seconds)));
+  return el("div", {}, el("h3", {}, `Credit oracle of ${name} (${x.env_id})`),
+    el("table", {}, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))), el("tbody", {}, rows)),
+    el("p", {class: "muted"}, `${c.episodes} episodes, ${c.steps} steps, ${c.levels} distinct levels; ` +
+      `graded against the oracle's ${o.graded_against} credit, rollout ${o.rollout}, alternatives ` +
+      `${o.alternatives}; chance: 0 for the correlation, the column for top-agent agreement; steps where ` +
+      `the oracle credits every agent alike are left out (oracle ties). Oracle cost: ${cost.env_steps} env ` +
+      `steps, ${cost.seconds} s.`));
 }
 
 // A cross-play matrix as a heat map: the player in the first slot by row, its partner by column.

@@ -101,34 +101,7 @@ def _add_nodes(builder: StateGraph, learner: Any, trajectory: Callable[[int], Tr
     async def critic(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         policy = PolicyState.from_dict(task["policy"])
         episode = task["episode"]
-        traj = trajectory(episode)
-        messages = learner.critic_messages(policy, traj)
-        kw = {"iteration": policy.iteration, "episode": episode, "max_tokens": options.critic_max_tokens}
-        opening = "" if options.credit == "global" else json_opening(agents)
-        schema = None if options.credit == "global" else credit_schema(agents)
-        reply = await _ask(learner, messages, role="critic", agent="", prefill=opening, schema=schema, **kw)
-        if options.credit == "global":
-            credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
-            return {"credits": {str(episode): {"credit": credit, "retried": [], "replies": [reply]}}}
-        found = parse_credits(reply, agents)
-        missing = [a for a in agents if a not in found]
-        replies = [reply]
-        if missing:  # ask once more, for the missing agents only
-            retry = learner.critic_retry_messages(messages, reply, missing)
-            reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=json_opening(missing),
-                                schema=credit_schema(missing), **kw)
-            replies.append(reply2)
-            for a, c in parse_credits(reply2, missing).items():
-                found.setdefault(a, c)
-        credit = {}
-        for a in agents:
-            if a in found:
-                credit[a] = {**found[a], "failed": False}
-            else:
-                credit[a] = {"feedback": "", "score": None, "failed": True}
-                logger.warning("critic gave no credit for %s in episode %d (counted as a credit failure)",
-                               a, episode)
-        return {"credits": {str(episode): {"credit": credit, "retried": missing, "replies": replies}}}
+        return {"credits": {str(episode): await episode_credit(learner, policy, trajectory(episode))}}
 
     # gradient: one call per (agent, trajectory), with that agent's own credit only -------------
     def credit_for(state: dict[str, Any], episode: int, agent: str) -> dict[str, Any]:
@@ -201,6 +174,43 @@ def _add_nodes(builder: StateGraph, learner: Any, trajectory: Callable[[int], Tr
     builder.add_conditional_edges("collect_aggregates", fan_out_optimizers, ["optimize", "propose"])
     builder.add_edge("optimize", "propose")
     builder.add_edge("propose", target)
+
+
+async def episode_credit(learner: Any, policy: PolicyState, traj: Trajectory,
+                         opening: Any = None) -> dict[str, Any]:
+    """The critic's credit of one episode: ``{"credit": {agent: {"feedback", "score", "failed"}},
+    "retried": [...], "replies": [...]}`` (``credit: global``: one ``TEAM`` entry). An agent the
+    reply misses is asked for once more. ``opening(agents)`` starts the reply on models that can
+    continue one (default: ``json_opening``, the first agent's critique)."""
+    options = learner.options
+    agents: list[str] = list(learner.context.agents)
+    opening = opening or json_opening
+    messages = learner.critic_messages(policy, traj)
+    kw = {"iteration": policy.iteration, "episode": traj.episode, "max_tokens": options.critic_max_tokens}
+    prefill = "" if options.credit == "global" else opening(agents)
+    schema = None if options.credit == "global" else credit_schema(agents)
+    reply = await _ask(learner, messages, role="critic", agent="", prefill=prefill, schema=schema, **kw)
+    if options.credit == "global":
+        credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
+        return {"credit": credit, "retried": [], "replies": [reply]}
+    found = parse_credits(reply, agents)
+    missing = [a for a in agents if a not in found]
+    replies = [reply]
+    if missing:  # ask once more, for the missing agents only
+        retry = learner.critic_retry_messages(messages, reply, missing)
+        reply2 = await _ask(learner, retry, role="critic", agent="", extra=1, prefill=opening(missing),
+                            schema=credit_schema(missing), **kw)
+        replies.append(reply2)
+        for a, c in parse_credits(reply2, missing).items():
+            found.setdefault(a, c)
+    credit = {}
+    for a in agents:
+        if a in found:
+            credit[a] = {**found[a], "failed": False}
+        else:
+            credit[a] = {"feedback": "", "score": None, "failed": True}
+            logger.warning("critic gave no credit for %s in episode %d (counted as a credit failure)", a, traj.episode)
+    return {"credit": credit, "retried": missing, "replies": replies}
 
 
 def json_opening(agents: list[str]) -> str:

@@ -31,7 +31,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,6 +81,12 @@ class Chunk:
     @property
     def labels(self) -> list[str]:
         return [f"t{k + 1}" for k in range(len(self.positions))]
+
+
+def step_line(state: str, actions: Mapping[str, str], team_reward: float) -> str:
+    """One timestep as the critic reads it: the team's state, the joint action, the team reward."""
+    acts = ", ".join(f"{a}: {act}" for a, act in actions.items())
+    return f"{state.replace(chr(10), '; ')} | {acts} | team reward {team_reward:g}"
 
 
 def credit_schema(labels: Sequence[str], agents: Sequence[str], task_size: int = 0) -> dict[str, Any]:
@@ -231,9 +237,9 @@ class LLMCreditCritic(RecordingCritic):
                                else [None] * len(team))
         out = []
         for p, record in enumerate(records):
-            state = record.state.replace("\n", "; ") if record is not None else "(not recorded)"
-            acts = ", ".join(f"{a}: {self.env.action_names(a)[int(actions[p][i])]}" for i, a in enumerate(self.agents))
-            out.append(f"{state} | {acts} | team reward {team[p]:g}")
+            state = record.state if record is not None else "(not recorded)"
+            acts = {a: self.env.action_names(a)[int(actions[p][i])] for i, a in enumerate(self.agents)}
+            out.append(step_line(state, acts, team[p]))
         return out, episodes
 
     def chunks(self, lines: Sequence[str], episodes: Sequence[Any]) -> list[Chunk]:
@@ -291,7 +297,7 @@ class LLMCreditCritic(RecordingCritic):
                 read += len(chunks[k].positions)
             chunks = [chunks[k] for k in sorted(chosen)]
         before = self._usage()
-        replies = self._ask_all(chunks, index)
+        replies = self.ask(chunks, index)
         calls, tokens = (a - b for a, b in zip(self._usage(), before, strict=True))
         if self.usage is not None:
             self.usage.append_csv(self.llm_calls_file)
@@ -312,10 +318,7 @@ class LLMCreditCritic(RecordingCritic):
                     missed = [a for a in self.agents if a not in raw]
                     failures += len(missed)
                     r = float(team[p])
-                    # A missed agent gets the even split r/n; the named ones share the rest.
-                    named = {a: self._clip(raw[a], team) for a in self.agents if a in raw}
-                    given = normalize(named, r * len(named) / n, o.critic_normalize) if named else {}
-                    given.update(dict.fromkeys(missed, r / n))
+                    given = self.credits_of(raw, r, team)
                     for i, a in enumerate(self.agents):
                         credit[p, i] = given[a]
                     row = {"batch": index, "position": p, "episode": episodes[p], "team_reward": r,
@@ -369,6 +372,17 @@ class LLMCreditCritic(RecordingCritic):
             batch.set(key, flat.reshape(obs.shape))
         self.last["task_inputs"] = n * len(kept)
 
+    def credits_of(self, raw: Mapping[str, float], r: float, team: torch.Tensor) -> dict[str, float]:
+        """One timestep's credits from the critic's numbers ``raw`` (team reward ``r``; ``team``:
+        the batch's team rewards, which bound a wild number): a missed agent gets the even split
+        r/n, the named ones share the rest (``critic_normalize``, which keeps their order)."""
+        n = len(self.agents)
+        missed = [a for a in self.agents if a not in raw]
+        named = {a: self._clip(raw[a], team) for a in self.agents if a in raw}
+        given = normalize(named, r * len(named) / n, self.options.critic_normalize) if named else {}
+        given.update(dict.fromkeys(missed, r / n))
+        return given
+
     def _clip(self, value: float, team: torch.Tensor) -> float:
         """A credit within n_agents times the batch's largest team reward (at least 1) either
         way: one wild number does not swamp the batch's rewards."""
@@ -376,7 +390,8 @@ class LLMCreditCritic(RecordingCritic):
         return max(-bound, min(bound, float(value)))
 
     # calls ----------------------------------------------------------------------------------------
-    def _ask_all(self, chunks: Sequence[Chunk], index: int) -> list[str]:
+    def ask(self, chunks: Sequence[Chunk], index: int) -> list[str]:
+        """The critic's reply to each chunk (concurrent calls; ``index``: the batch, for seeds)."""
         from marlang.models.errors import ModelServerError
 
         try:
