@@ -5,7 +5,8 @@ in reading order, and the primitive actions a subgoal is carried out with.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from marlang.envs.overcooked.package import Action, Direction, MotionPlanner
 
@@ -79,14 +80,40 @@ class Kitchen:
             for label in set(self.region.values())
         }
         self._distance: dict[tuple[PosOr, Pos], int | None] = {}
-        self.fixed_lines: dict[PosOr, list[str]] = {}
-        """Observation lines about dispensers and serving spots per place (filled as seen)."""
+        self._counter_numbers = {c: i for i, c in enumerate(self.counters, 1)}
+        self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], list[Pos]] = {}
+        self.text_cache: Any = None
+        """The observation lines made so far (``view``), filled as they are first seen."""
 
     def pot_number(self, pot: Pos) -> int:
         return self.pots.index(pot) + 1
 
     def counter_number(self, counter: Pos) -> int:
-        return self.counters.index(counter) + 1
+        return self._counter_numbers[counter]
+
+    def counters_holding(self, objects: Iterable[Pos]) -> list[Pos]:
+        """The counters among ``objects`` (a state's object positions), in reading order."""
+        numbers = self._counter_numbers
+        held = [p for p in objects if p in numbers]
+        if len(held) > 1:
+            held.sort(key=numbers.__getitem__)
+        return held
+
+    def counters_to_place_on(self, pos_and_or: PosOr, others: Sequence[Pos]) -> list[Pos]:
+        """The counters a cook at ``pos_and_or`` can reach, best first for putting an item
+        down: those every cook at ``others`` can also reach (that is how items change hands),
+        then the nearest, ties in reading order."""
+        key = (pos_and_or, tuple(self.region.get(o, -1) for o in others))
+        order = self._to_place_on.get(key)
+        if order is None:
+            reachable = self.within_reach(pos_and_or[0])
+
+            def preference(counter: Pos) -> tuple[bool, int]:
+                shared = all(self.reachable(o, counter) for o in others)
+                return (not shared, self.distance(pos_and_or, counter) or 0)
+
+            order = self._to_place_on[key] = sorted((c for c in self.counters if c in reachable), key=preference)
+        return order
 
     def _goals_facing(self, feature: Pos) -> tuple[PosOr, ...]:
         goals = []

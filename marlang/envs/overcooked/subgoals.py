@@ -49,15 +49,13 @@ def held_item(player: object) -> str | None:
 
 def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
     """(number of ingredients, status) with status empty | filling | cooking | ready."""
-    if not state.has_object(pot):
+    soup = state.objects.get(pot)
+    if soup is None:
         return 0, "empty"
-    soup = state.get_object(pot)
     n = len(soup.ingredients)
-    if soup.is_ready:
-        return n, "ready"
-    if soup.is_cooking:
-        return n, "cooking"
-    return n, "filling"
+    if soup.is_idle:  # not started (the package's is_ready and is_cooking are both False)
+        return n, "filling"
+    return n, "ready" if soup.is_ready else "cooking"
 
 
 def _pot_takes_ingredient(state: object, pot: Pos, capacity: int) -> bool:
@@ -115,9 +113,10 @@ def legal_subgoals(
             targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
             if targets:
                 out.append(Subgoal(f"pick up {item}", "fetch", targets, item))
-        for counter in kitchen.counters:
-            item = _counter_item(state, counter)
-            if item is not None and counter in reachable:
+        objects = state.objects
+        for counter in kitchen.counters_holding(objects):
+            if counter in reachable:
+                item = objects[counter].name
                 number = kitchen.counter_number(counter)
                 out.append(Subgoal(f"pick up {item} from counter {number}", "take", (counter,), item))
         for pot in kitchen.pots:
@@ -139,13 +138,9 @@ def legal_subgoals(
             out.append(Subgoal("deliver soup", "deliver", targets, "soup"))
     if held is not None:
         others = [p.position for i, p in enumerate(state.players) if i != index]
-        free = [c for c in kitchen.counters if c in reachable and not state.has_object(c)]
-
-        def preference(counter: Pos) -> tuple[bool, int]:
-            shared = all(kitchen.reachable(o, counter) for o in others)
-            return (not shared, kitchen.distance(pos_and_or, counter) or 0)
-
-        for counter in sorted(free, key=preference)[:counter_options]:
+        objects = state.objects
+        free = [c for c in kitchen.counters_to_place_on(pos_and_or, others) if c not in objects]
+        for counter in free[:counter_options]:
             number = kitchen.counter_number(counter)
             out.append(Subgoal(f"place {held} on counter {number}", "place", (counter,), held))
     out.append(Subgoal(WAIT, "wait"))

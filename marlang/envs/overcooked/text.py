@@ -212,7 +212,8 @@ class OvercookedTextEnv(MultiAgentEnv):
                 outcomes.update(self._runner.update(before, self._state, joint))
                 if outcomes:
                     break
-        for i, status in enumerate(self._statuses):
+        for i, status in enumerate(self._statuses if self.action_mode == "subgoal" else ()):
+            # (in primitive mode no cook ever has a subgoal, so the statuses stay as they are)
             task = self._runner.tasks[i]
             status.subgoal = None if task is None else task.subgoal
             status.subgoal_ticks = 0 if task is None else task.ticks
@@ -230,9 +231,8 @@ class OvercookedTextEnv(MultiAgentEnv):
         success = self._delivered > delivered_before
         infos = {
             agent: self._info(
-                success=success, illegal_action=illegal[i], ticks=ticks,
-                shaped_reward=shaped[i], sparse_reward=sparse[i],
-                subgoal_outcome=None if i not in outcomes else outcomes[i].status,
+                success, illegal[i], ticks, shaped[i], sparse[i],
+                None if i not in outcomes else outcomes[i].status,
             )
             for i, agent in enumerate(agents)
         }
@@ -322,16 +322,19 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._delivered += sum(info["event_infos"]["soup_delivery"])
         return team
 
-    def _info(self, success: bool = False, **details: Any) -> dict[str, Any]:
+    def _info(
+        self, success: bool = False, illegal_action: bool = False, ticks: int = 0,
+        shaped_reward: float = 0.0, sparse_reward: float = 0.0, subgoal_outcome: str | None = None,
+    ) -> dict[str, Any]:
         return {
             "success": success,
             "tick": self._tick,
             "soups_delivered": self._delivered,
-            "illegal_action": details.get("illegal_action", False),
-            "ticks": details.get("ticks", 0),
-            "shaped_reward": details.get("shaped_reward", 0.0),
-            "sparse_reward": details.get("sparse_reward", 0.0),
-            "subgoal_outcome": details.get("subgoal_outcome"),
+            "illegal_action": illegal_action,
+            "ticks": ticks,
+            "shaped_reward": shaped_reward,
+            "sparse_reward": sparse_reward,
+            "subgoal_outcome": subgoal_outcome,
         }
 
     def _place_randomly(self, state: Any) -> None:
