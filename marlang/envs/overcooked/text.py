@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -39,7 +39,7 @@ from marlang.envs.overcooked.subgoals import (
     SubgoalRunner,
     legal_subgoals,
 )
-from marlang.envs.overcooked.view import MISSION, CookStatus, describe
+from marlang.envs.overcooked.view import MISSION, CookStatus, describe_cooks
 from marlang.types import TextObservation
 
 LAYOUTS: dict[str, str] = {
@@ -264,25 +264,31 @@ class OvercookedTextEnv(MultiAgentEnv):
 
     def observe(self, agent: str) -> TextObservation:
         """The cook's current observation (what ``reset``/``step`` return for it)."""
-        index = self.possible_agents.index(agent)
+        return self._observe_all([agent])[agent]
+
+    def _observe_all(self, agents: Sequence[str]) -> dict[str, TextObservation]:
+        indices = [self.possible_agents.index(agent) for agent in agents]
         subgoal_mode = self.action_mode == "subgoal"
-        text, data = describe(
-            self.kitchen, self._state, index, self.possible_agents, self._statuses,
+        described = describe_cooks(
+            self.kitchen, self._state, indices, self.possible_agents, self._statuses,
             tick=self._tick, horizon=self.horizon, delivered=self._delivered,
             subgoal_mode=subgoal_mode,
         )
-        if subgoal_mode:
-            options = legal_subgoals(
-                self.kitchen, self._state, index, capacity=self._capacity,
-                counter_options=self.counter_options,
-            )
-            self._legal[index] = {s.action: s for s in options}
-            legal = [s.action for s in options]
-            if self._runner.running(index) is not None:
-                legal.insert(0, CONTINUE)
-        else:
-            legal = list(PRIMITIVE_ACTIONS)
-        return TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+        observations = {}
+        for agent, index, (text, data) in zip(agents, indices, described, strict=True):
+            if subgoal_mode:
+                options = legal_subgoals(
+                    self.kitchen, self._state, index, capacity=self._capacity,
+                    counter_options=self.counter_options,
+                )
+                self._legal[index] = {s.action: s for s in options}
+                legal = [s.action for s in options]
+                if self._runner.running(index) is not None:
+                    legal.insert(0, CONTINUE)
+            else:
+                legal = list(PRIMITIVE_ACTIONS)
+            observations[agent] = TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+        return observations
 
     def narrator(self) -> OvercookedNarrator:
         """Tells this env's episodes in words for learners (``marlang.envs.core.narration``)."""

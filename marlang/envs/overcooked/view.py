@@ -151,133 +151,142 @@ def describe(
     subgoal_mode: bool,
 ) -> tuple[str, dict[str, Any]]:
     """The observation text and ``data`` of cook ``index``."""
+    return describe_cooks(kitchen, state, (index,), names, statuses, tick=tick, horizon=horizon,
+                          delivered=delivered, subgoal_mode=subgoal_mode)[0]
+
+
+def describe_cooks(
+    kitchen: Kitchen,
+    state: Any,
+    indices: Sequence[int],
+    names: Sequence[str],
+    statuses: Sequence[CookStatus],
+    *,
+    tick: int,
+    horizon: int,
+    delivered: int,
+    subgoal_mode: bool,
+) -> list[tuple[str, dict[str, Any]]]:
+    """`describe` for each cook in ``indices``: what they all see (the cooks, the pots, the
+    counters, the orders) is looked up once."""
     made = kitchen.text_cache
     if made is None or made.recipes is not Recipe._conf:
         made = kitchen.text_cache = _Lines(kitchen)
-    player = state.players[index]
-    position, orientation = player.position, player.orientation
-    pos_and_or = (position, orientation)
-    place = made.places.get(pos_and_or) or made.place(pos_and_or)
-    status = statuses[index]
-    obj = player.held_object
-    held = None if obj is None else obj.name
-    name = names[index]
-    facing = DIRECTION_NAMES[orientation]
-    you = place.you.get((name, held))
-    if you is None:
-        you = place.you[name, held] = (
-            f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
-        )
-    lines = [f"Tick {tick} of {horizon}; soups delivered so far: {delivered}.", you]
-    data: dict[str, Any] = {
-        "agent": name,
-        "tick": tick,
-        "horizon": horizon,
-        "soups_delivered": delivered,
-        "position": [position[0], position[1]],
-        "facing": facing,
-        "held": held,
-    }
-    if subgoal_mode:
-        if status.subgoal is None:
-            lines.append("Your subgoal: none; choose one.")
-        else:
-            lines.append(
-                f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
-                f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
-            )
-        data["subgoal"] = None if status.subgoal is None else status.subgoal.action
-        data["subgoal_ticks"] = status.subgoal_ticks
-    if status.notes:
-        lines.extend(f"Note: {note}." for note in status.notes)
-    data["notes"] = list(status.notes)
-
-    others = []
-    for j, other in enumerate(state.players):
-        if j == index:
-            continue
-        other_obj = other.held_object
-        other_held = None if other_obj is None else other_obj.name
-        other_facing = DIRECTION_NAMES[other.orientation]
-        record = {
-            "agent": names[j],
-            "position": list(other.position),
-            "facing": other_facing,
-            "held": other_held,
-        }
-        subgoal = None
-        if subgoal_mode:
-            subgoal = statuses[j].subgoal
-            subgoal = None if subgoal is None else subgoal.action
-            record["subgoal"] = subgoal
-        key = (names[j], other.position, other.orientation, other_held, subgoal_mode, subgoal)
-        line = made.others.get(key)
-        if line is None:
-            line = (
-                f"{names[j]} is at {tuple(other.position)} facing {other_facing}, "
-                f"holding {_with_article(other_held)}"
-            )
-            if subgoal_mode:
-                line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
-            line = made.others[key] = line + "."
-        lines.append(line)
-        others.append(record)
-    data["others"] = others
-
+    header = f"Tick {tick} of {horizon}; soups delivered so far: {delivered}."
+    cooks = []
+    for j, player in enumerate(state.players):
+        position, orientation = player.position, player.orientation
+        pos_and_or = (position, orientation)
+        obj = player.held_object
+        subgoal = statuses[j].subgoal if subgoal_mode else None
+        cooks.append((
+            names[j], position, orientation, pos_and_or, None if obj is None else obj.name,
+            DIRECTION_NAMES[orientation], None if subgoal is None else subgoal.action,
+        ))
     objects = state.objects
     pots = []
-    for number, (pot, distance) in enumerate(zip(kitchen.pots, place.pot_distances), 1):
+    for number, pot in enumerate(kitchen.pots, 1):
         soup = objects.get(pot)
-        if soup is None:
-            pot_status, left, what, ingredients = "empty", None, "empty", []
-        else:
-            pot_status, left, what, ingredients = made.soup(state, pot, soup)
-        pots.append({
-            "number": number,
-            "position": list(pot),
-            "ingredients": ingredients,
-            "status": pot_status,
-            "cook_time_left": left,
-            "distance": distance,
-        })
-        key = (number, distance, what)
-        line = made.pots.get(key)
-        if line is None:
-            line = made.pots[key] = f"Pot {number} at {pot}: {what}; {_steps(distance)}."
-        lines.append(line)
-    data["pots"] = pots
-
-    counters = []
-    for counter in kitchen.counters_holding(objects):
-        number = kitchen.counter_number(counter)
-        item = objects[counter].name
-        distance = kitchen.distance(pos_and_or, counter)
-        counters.append({"number": number, "position": list(counter), "item": item, "distance": distance})
-        key = (number, distance, item)
-        line = made.counters.get(key)
-        if line is None:
-            line = made.counters[key] = (
-                f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}."
-            )
-        lines.append(line)
-    if not counters:
-        lines.append("Counters: nothing on them.")
-    data["counters"] = counters
-
-    lines.extend(place.fixed_lines)
-    # Plain loops: a comprehension is a function call of its own, and these run every tick.
-    dispensers = data["dispensers"] = {}
-    for item, places in place.dispensers:
-        records = dispensers[item] = []
-        for x, y, d in places:
-            records.append({"position": [x, y], "distance": d})
-    serving = data["serving"] = []
-    for x, y, d in place.serving:
-        serving.append({"position": [x, y], "distance": d})
-
+        pots.append((number, pot, *(("empty", None, "empty", None) if soup is None else made.soup(state, pot, soup))))
+    counters_held = [
+        (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
+    ]
     order_lines, order_facts = made.order_lines(state)
-    lines.extend(order_lines)
-    orders = data["orders"] = []
-    for ingredients, value, time in order_facts:
-        orders.append({"ingredients": list(ingredients), "value": value, "cook_time": time})
-    return "\n".join(lines), data
+    out = []
+    for index in indices:
+        name, position, _, pos_and_or, held, facing, _ = cooks[index]
+        place = made.places.get(pos_and_or) or made.place(pos_and_or)
+        status = statuses[index]
+        you = place.you.get((name, held))
+        if you is None:
+            you = place.you[name, held] = (
+                f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+            )
+        lines = [header, you]
+        data: dict[str, Any] = {
+            "agent": name,
+            "tick": tick,
+            "horizon": horizon,
+            "soups_delivered": delivered,
+            "position": [position[0], position[1]],
+            "facing": facing,
+            "held": held,
+        }
+        if subgoal_mode:
+            if status.subgoal is None:
+                lines.append("Your subgoal: none; choose one.")
+            else:
+                lines.append(
+                    f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
+                    f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
+                )
+            data["subgoal"] = None if status.subgoal is None else status.subgoal.action
+            data["subgoal_ticks"] = status.subgoal_ticks
+        if status.notes:
+            lines.extend(f"Note: {note}." for note in status.notes)
+        data["notes"] = list(status.notes)
+
+        others = data["others"] = []
+        for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
+            if j == index:
+                continue
+            record = {"agent": other, "position": [position_j[0], position_j[1]], "facing": facing_j, "held": held_j}
+            if subgoal_mode:
+                record["subgoal"] = subgoal
+            key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
+            line = made.others.get(key)
+            if line is None:
+                line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
+                if subgoal_mode:
+                    line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
+                line = made.others[key] = line + "."
+            lines.append(line)
+            others.append(record)
+
+        records = data["pots"] = []
+        for (number, pot, pot_status, left, what, ingredients), distance in zip(pots, place.pot_distances):
+            records.append({
+                "number": number,
+                "position": [pot[0], pot[1]],
+                "ingredients": [] if ingredients is None else list(ingredients),
+                "status": pot_status,
+                "cook_time_left": left,
+                "distance": distance,
+            })
+            key = (number, distance, what)
+            line = made.pots.get(key)
+            if line is None:
+                line = made.pots[key] = f"Pot {number} at {pot}: {what}; {_steps(distance)}."
+            lines.append(line)
+
+        records = data["counters"] = []
+        for number, counter, item in counters_held:
+            distance = kitchen.distance(pos_and_or, counter)
+            records.append({"number": number, "position": [counter[0], counter[1]], "item": item, "distance": distance})
+            key = (number, distance, item)
+            line = made.counters.get(key)
+            if line is None:
+                line = made.counters[key] = (
+                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}."
+                )
+            lines.append(line)
+        if not counters_held:
+            lines.append("Counters: nothing on them.")
+
+        lines.extend(place.fixed_lines)
+        # Plain loops: a comprehension is a function call of its own, and these run every tick.
+        dispensers = data["dispensers"] = {}
+        for item, places in place.dispensers:
+            records = dispensers[item] = []
+            for x, y, d in places:
+                records.append({"position": [x, y], "distance": d})
+        serving = data["serving"] = []
+        for x, y, d in place.serving:
+            serving.append({"position": [x, y], "distance": d})
+
+        lines.extend(order_lines)
+        orders = data["orders"] = []
+        for ingredients, value, time in order_facts:
+            orders.append({"ingredients": list(ingredients), "value": value, "cook_time": time})
+        out.append(("\n".join(lines), data))
+    return out
