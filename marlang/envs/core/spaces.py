@@ -89,6 +89,8 @@ def check_joint_action(live_agents: Sequence[str], actions: Mapping[str, Any]) -
     """Raise unless ``actions`` has exactly one entry per live agent (and the episode is live)."""
     if not live_agents:
         raise RuntimeError("the episode is over (or never started); call reset() first")
+    if len(actions) == len(live_agents) and all(agent in actions for agent in live_agents):
+        return  # (every step of every env comes here: the common case without building sets)
     unknown = sorted(set(actions) - set(live_agents))
     missing = [agent for agent in live_agents if agent not in actions]
     if unknown or missing:

@@ -5,7 +5,9 @@ in reading order, and the primitive actions a subgoal is carried out with.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from marlang.envs.overcooked.package import Action, Direction, MotionPlanner
 
@@ -38,6 +40,27 @@ PRIMITIVE_ACTIONS: dict[str, object] = {
 
 
 INGREDIENTS = ("onion", "tomato")
+
+
+@dataclass(frozen=True)
+class Approach:
+    """How a cook at one place and facing gets to work at the nearest of some features
+    (the same every time it stands there: ``Kitchen.approach``)."""
+
+    at: Pos | None
+    """The feature the cook already stands in front of, facing it (the first such target)."""
+    turn: Orientation | None
+    """Where to turn, standing in front of a feature facing away (when not ``at`` one)."""
+    first: object
+    """The first move of the shortest plan to the nearest feature (None: all out of reach)."""
+    cells: tuple[Pos, ...]
+    """The cells that plan walks through."""
+    path: frozenset[Pos]
+    """``cells`` as a set."""
+    route: frozenset[Pos]
+    """Where the cook is and ``cells``: the cells it will take."""
+    goal_cells: frozenset[Pos]
+    """The cells in front of any of the features."""
 
 
 def _reading_order(positions: Iterable[Pos]) -> list[Pos]:
@@ -79,14 +102,41 @@ class Kitchen:
             for label in set(self.region.values())
         }
         self._distance: dict[tuple[PosOr, Pos], int | None] = {}
-        self.fixed_lines: dict[PosOr, list[str]] = {}
-        """Observation lines about dispensers and serving spots per place (filled as seen)."""
+        self._counter_numbers = {c: i for i, c in enumerate(self.counters, 1)}
+        self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], list[Pos]] = {}
+        self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
+        self.text_cache: Any = None
+        """The observation lines made so far (``view``), filled as they are first seen."""
 
     def pot_number(self, pot: Pos) -> int:
         return self.pots.index(pot) + 1
 
     def counter_number(self, counter: Pos) -> int:
-        return self.counters.index(counter) + 1
+        return self._counter_numbers[counter]
+
+    def counters_holding(self, objects: Iterable[Pos]) -> list[Pos]:
+        """The counters among ``objects`` (a state's object positions), in reading order."""
+        numbers = self._counter_numbers
+        held = [p for p in objects if p in numbers]
+        if len(held) > 1:
+            held.sort(key=numbers.__getitem__)
+        return held
+
+    def counters_to_place_on(self, pos_and_or: PosOr, others: Sequence[Pos]) -> list[Pos]:
+        """The counters a cook at ``pos_and_or`` can reach, best first for putting an item
+        down: those every cook at ``others`` can also reach (that is how items change hands),
+        then the nearest, ties in reading order."""
+        key = (pos_and_or, tuple(self.region.get(o, -1) for o in others))
+        order = self._to_place_on.get(key)
+        if order is None:
+            reachable = self.within_reach(pos_and_or[0])
+
+            def preference(counter: Pos) -> tuple[bool, int]:
+                shared = all(self.reachable(o, counter) for o in others)
+                return (not shared, self.distance(pos_and_or, counter) or 0)
+
+            order = self._to_place_on[key] = sorted((c for c in self.counters if c in reachable), key=preference)
+        return order
 
     def _goals_facing(self, feature: Pos) -> tuple[PosOr, ...]:
         goals = []
@@ -132,6 +182,35 @@ class Kitchen:
             ]
             self._distance[key] = min(costs) if costs else None
         return self._distance[key]
+
+    def approach(self, pos_and_or: PosOr, features: tuple[Pos, ...]) -> Approach:
+        """How a cook at ``pos_and_or`` works at the nearest of ``features`` (remembered)."""
+        key = (pos_and_or, features)
+        known = self._approaches.get(key)
+        if known is None:
+            known = self._approaches[key] = self._approach(pos_and_or, features)
+        return known
+
+    def _approach(self, pos_and_or: PosOr, features: tuple[Pos, ...]) -> Approach:
+        here = pos_and_or[0]
+        facing = [goal for t in features for goal in self.goals[t]]
+        at = turn = first = None
+        cells: tuple[Pos, ...] = ()
+        if pos_and_or in facing:
+            at = next(t for t in features if pos_and_or in self.goals[t])
+        else:
+            turn = next((goal[1] for goal in facing if goal[0] == here), None)
+        nearest = self.nearest(pos_and_or, features)
+        if at is None and turn is None and nearest is not None:
+            plans = [
+                plan
+                for goal in self.goals[nearest[0]]
+                if (plan := self.planner.all_plans.get((pos_and_or, goal))) is not None
+            ]
+            action_plan, path, _ = min(plans, key=lambda plan: plan[2])
+            first, cells = action_plan[0], tuple(cell for cell, _ in path)
+        return Approach(at, turn, first, cells, frozenset(cells), frozenset({here, *cells}),
+                        frozenset(goal[0] for goal in facing))
 
     def nearest(self, pos_and_or: PosOr, features: Iterable[Pos]) -> tuple[Pos, int] | None:
         """The closest reachable feature among ``features`` and its distance."""

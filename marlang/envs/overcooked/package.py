@@ -38,6 +38,7 @@ try:
         OvercookedGridworld,
         OvercookedState,
         PlayerState,
+        Recipe,
         SoupState,
     )
     from overcooked_ai_py.planning.planners import MotionPlanner
@@ -66,6 +67,7 @@ __all__ = [
     "OvercookedGridworld",
     "OvercookedState",
     "PlayerState",
+    "Recipe",
     "SoupState",
     "state_visualizer",
 ]

@@ -7,8 +7,10 @@ exists) gives its subgoal up, so two cooks blocking each other never deadlock.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from marlang.envs.overcooked.kitchen import (
@@ -42,6 +44,10 @@ class Subgoal:
     item: str | None = None
 
 
+_subgoal = functools.lru_cache(maxsize=4096)(Subgoal)
+"""``Subgoal(...)``, the same (immutable) record each time a cook is offered it again."""
+
+
 def held_item(player: object) -> str | None:
     obj = player.held_object
     return None if obj is None else obj.name
@@ -49,15 +55,13 @@ def held_item(player: object) -> str | None:
 
 def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
     """(number of ingredients, status) with status empty | filling | cooking | ready."""
-    if not state.has_object(pot):
+    soup = state.objects.get(pot)
+    if soup is None:
         return 0, "empty"
-    soup = state.get_object(pot)
     n = len(soup.ingredients)
-    if soup.is_ready:
-        return n, "ready"
-    if soup.is_cooking:
-        return n, "cooking"
-    return n, "filling"
+    if soup.is_idle:  # not started (the package's is_ready and is_cooking are both False)
+        return n, "filling"
+    return n, "ready" if soup.is_ready else "cooking"
 
 
 def _pot_takes_ingredient(state: object, pot: Pos, capacity: int) -> bool:
@@ -114,42 +118,39 @@ def legal_subgoals(
         for item in (*INGREDIENTS, "dish"):
             targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
             if targets:
-                out.append(Subgoal(f"pick up {item}", "fetch", targets, item))
-        for counter in kitchen.counters:
-            item = _counter_item(state, counter)
-            if item is not None and counter in reachable:
+                out.append(_subgoal(f"pick up {item}", "fetch", targets, item))
+        objects = state.objects
+        for counter in kitchen.counters_holding(objects):
+            if counter in reachable:
+                item = objects[counter].name
                 number = kitchen.counter_number(counter)
-                out.append(Subgoal(f"pick up {item} from counter {number}", "take", (counter,), item))
+                out.append(_subgoal(f"pick up {item} from counter {number}", "take", (counter,), item))
         for pot in kitchen.pots:
             if pot in reachable and pot_contents(state, pot)[1] == "filling":
-                out.append(Subgoal(f"start cooking pot {kitchen.pot_number(pot)}", "cook", (pot,)))
+                out.append(_subgoal(f"start cooking pot {kitchen.pot_number(pot)}", "cook", (pot,)))
     elif held in INGREDIENTS:
         for pot in kitchen.pots:
             if pot in reachable and _pot_takes_ingredient(state, pot, capacity):
                 number = kitchen.pot_number(pot)
-                out.append(Subgoal(f"put {held} in pot {number}", "put", (pot,), held))
+                out.append(_subgoal(f"put {held} in pot {number}", "put", (pot,), held))
     elif held == "dish":
         for pot in kitchen.pots:
             if pot in reachable and pot_contents(state, pot)[1] in ("cooking", "ready"):
                 number = kitchen.pot_number(pot)
-                out.append(Subgoal(f"fill dish from pot {number}", "fill", (pot,), "dish"))
+                out.append(_subgoal(f"fill dish from pot {number}", "fill", (pot,), "dish"))
     elif held == "soup":
         targets = tuple(p for p in kitchen.serving if p in reachable)
         if targets:
-            out.append(Subgoal("deliver soup", "deliver", targets, "soup"))
+            out.append(_subgoal("deliver soup", "deliver", targets, "soup"))
     if held is not None:
         others = [p.position for i, p in enumerate(state.players) if i != index]
-        free = [c for c in kitchen.counters if c in reachable and not state.has_object(c)]
-
-        def preference(counter: Pos) -> tuple[bool, int]:
-            shared = all(kitchen.reachable(o, counter) for o in others)
-            return (not shared, kitchen.distance(pos_and_or, counter) or 0)
-
-        for counter in sorted(free, key=preference)[:counter_options]:
+        objects = state.objects
+        free = [c for c in kitchen.counters_to_place_on(pos_and_or, others) if c not in objects]
+        for counter in free[:counter_options]:
             number = kitchen.counter_number(counter)
-            out.append(Subgoal(f"place {held} on counter {number}", "place", (counter,), held))
-    out.append(Subgoal(WAIT, "wait"))
-    out.append(Subgoal(STEP_ASIDE, "step aside"))
+            out.append(_subgoal(f"place {held} on counter {number}", "place", (counter,), held))
+    out.append(_subgoal(WAIT, "wait"))
+    out.append(_subgoal(STEP_ASIDE, "step aside"))
     return out
 
 
@@ -241,7 +242,7 @@ class SubgoalRunner:
     def _action_for(
         self, index: int, task: Task, player: object, state: object, others: set[Pos],
         reserved: set[Pos],
-    ) -> tuple[object, set[Pos]]:
+    ) -> tuple[object, AbstractSet[Pos]]:
         """The cook's action this tick and the cells of the route it is taking."""
         kind = task.subgoal.kind
         here = player.position
@@ -254,33 +255,22 @@ class SubgoalRunner:
                 if task.aside is None:
                     return Action.STAY, {here}
             return _direction_between(here, task.aside), {here, task.aside}
-        pos_and_or = player.pos_and_or
-        targets = task.subgoal.targets
-        facing = [goal for t in targets for goal in self.kitchen.goals[t]]
-        if pos_and_or in facing:
-            target = next(t for t in targets if pos_and_or in self.kitchen.goals[t])
-            if kind == "fill" and pot_contents(state, target)[1] != "ready":
+        way = self.kitchen.approach((here, player.orientation), task.subgoal.targets)
+        if way.at is not None:
+            if kind == "fill" and pot_contents(state, way.at)[1] != "ready":
                 task.waiting_for_soup = True
                 return Action.STAY, {here}
             return Action.INTERACT, {here}
-        for goal in facing:
-            if goal[0] == here:  # in place, facing the wrong way: turn
-                return goal[1], {here}
-        nearest = self.kitchen.nearest(pos_and_or, targets)
-        if nearest is None:
+        if way.turn is not None:  # in place, facing the wrong way: turn
+            return way.turn, {here}
+        if way.first is None:
             self._finish(index, "failed", f"gave up '{task.subgoal.action}': out of your reach")
             return Action.STAY, {here}
-        plans = [
-            plan
-            for goal in self.kitchen.goals[nearest[0]]
-            if (plan := self.kitchen.planner.all_plans.get((pos_and_or, goal))) is not None
-        ]
-        action_plan, path, _ = min(plans, key=lambda plan: plan[2])
-        cells = [cell for cell, _ in path]
-        if not (set(cells) & (others | reserved)):
-            return action_plan[0], {here, *cells}
+        cells = way.cells
+        if way.path.isdisjoint(others) and way.path.isdisjoint(reserved):
+            return way.first, way.route
         # Someone is in the way: walk around them, and around the routes of earlier cooks.
-        goal_cells = {goal[0] for goal in facing}
+        goal_cells = way.goal_cells
         for blocked in (others | reserved, others):
             route = self._route(here, goal_cells, blocked - goal_cells)
             if route is not None and route[0] not in others:
@@ -289,9 +279,9 @@ class SubgoalRunner:
         if nxt in others:
             task.blocked_by = next(j for j, p in enumerate(state.players) if p.position == nxt)
             return Action.STAY, {here}
-        return action_plan[0], {here, *cells}
+        return way.first, way.route
 
-    def _route(self, start: Pos, goal_cells: set[Pos], blocked: set[Pos]) -> list[Pos] | None:
+    def _route(self, start: Pos, goal_cells: AbstractSet[Pos], blocked: set[Pos]) -> list[Pos] | None:
         """Cells of a shortest walk from ``start`` to any of ``goal_cells`` around ``blocked``."""
         previous: dict[Pos, Pos | None] = {start: None}
         queue = deque([start])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -39,7 +39,7 @@ from marlang.envs.overcooked.subgoals import (
     SubgoalRunner,
     legal_subgoals,
 )
-from marlang.envs.overcooked.view import MISSION, CookStatus, describe
+from marlang.envs.overcooked.view import MISSION, CookStatus, describe_cooks
 from marlang.types import TextObservation
 
 LAYOUTS: dict[str, str] = {
@@ -212,7 +212,8 @@ class OvercookedTextEnv(MultiAgentEnv):
                 outcomes.update(self._runner.update(before, self._state, joint))
                 if outcomes:
                     break
-        for i, status in enumerate(self._statuses):
+        for i, status in enumerate(self._statuses if self.action_mode == "subgoal" else ()):
+            # (in primitive mode no cook ever has a subgoal, so the statuses stay as they are)
             task = self._runner.tasks[i]
             status.subgoal = None if task is None else task.subgoal
             status.subgoal_ticks = 0 if task is None else task.ticks
@@ -230,9 +231,8 @@ class OvercookedTextEnv(MultiAgentEnv):
         success = self._delivered > delivered_before
         infos = {
             agent: self._info(
-                success=success, illegal_action=illegal[i], ticks=ticks,
-                shaped_reward=shaped[i], sparse_reward=sparse[i],
-                subgoal_outcome=None if i not in outcomes else outcomes[i].status,
+                success, illegal[i], ticks, shaped[i], sparse[i],
+                None if i not in outcomes else outcomes[i].status,
             )
             for i, agent in enumerate(agents)
         }
@@ -264,25 +264,31 @@ class OvercookedTextEnv(MultiAgentEnv):
 
     def observe(self, agent: str) -> TextObservation:
         """The cook's current observation (what ``reset``/``step`` return for it)."""
-        index = self.possible_agents.index(agent)
+        return self._observe_all([agent])[agent]
+
+    def _observe_all(self, agents: Sequence[str]) -> dict[str, TextObservation]:
+        indices = [self.possible_agents.index(agent) for agent in agents]
         subgoal_mode = self.action_mode == "subgoal"
-        text, data = describe(
-            self.kitchen, self._state, index, self.possible_agents, self._statuses,
+        described = describe_cooks(
+            self.kitchen, self._state, indices, self.possible_agents, self._statuses,
             tick=self._tick, horizon=self.horizon, delivered=self._delivered,
             subgoal_mode=subgoal_mode,
         )
-        if subgoal_mode:
-            options = legal_subgoals(
-                self.kitchen, self._state, index, capacity=self._capacity,
-                counter_options=self.counter_options,
-            )
-            self._legal[index] = {s.action: s for s in options}
-            legal = [s.action for s in options]
-            if self._runner.running(index) is not None:
-                legal.insert(0, CONTINUE)
-        else:
-            legal = list(PRIMITIVE_ACTIONS)
-        return TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+        observations = {}
+        for agent, index, (text, data) in zip(agents, indices, described, strict=True):
+            if subgoal_mode:
+                options = legal_subgoals(
+                    self.kitchen, self._state, index, capacity=self._capacity,
+                    counter_options=self.counter_options,
+                )
+                self._legal[index] = {s.action: s for s in options}
+                legal = [s.action for s in options]
+                if self._runner.running(index) is not None:
+                    legal.insert(0, CONTINUE)
+            else:
+                legal = list(PRIMITIVE_ACTIONS)
+            observations[agent] = TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+        return observations
 
     def narrator(self) -> OvercookedNarrator:
         """Tells this env's episodes in words for learners (``marlang.envs.core.narration``)."""
@@ -322,16 +328,19 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._delivered += sum(info["event_infos"]["soup_delivery"])
         return team
 
-    def _info(self, success: bool = False, **details: Any) -> dict[str, Any]:
+    def _info(
+        self, success: bool = False, illegal_action: bool = False, ticks: int = 0,
+        shaped_reward: float = 0.0, sparse_reward: float = 0.0, subgoal_outcome: str | None = None,
+    ) -> dict[str, Any]:
         return {
             "success": success,
             "tick": self._tick,
             "soups_delivered": self._delivered,
-            "illegal_action": details.get("illegal_action", False),
-            "ticks": details.get("ticks", 0),
-            "shaped_reward": details.get("shaped_reward", 0.0),
-            "sparse_reward": details.get("sparse_reward", 0.0),
-            "subgoal_outcome": details.get("subgoal_outcome"),
+            "illegal_action": illegal_action,
+            "ticks": ticks,
+            "shaped_reward": shaped_reward,
+            "sparse_reward": sparse_reward,
+            "subgoal_outcome": subgoal_outcome,
         }
 
     def _place_randomly(self, state: Any) -> None:

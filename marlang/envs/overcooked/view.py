@@ -2,6 +2,10 @@
 
 Coordinates are (x, y) with x growing to the right and y growing downward; distances are the
 moves a cook needs to stand in front of a thing, facing it.
+
+The text is rendered every tick for both cooks, so each line is made once per layout and the
+facts it depends on (``_Lines``), and each tick only looks the lines up and builds the fresh
+``data`` records.
 """
 
 from __future__ import annotations
@@ -11,13 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marlang.envs.overcooked.subgoals import (
-    DIRECTION_NAMES,
-    Kitchen,
-    Subgoal,
-    held_item,
-    pot_contents,
-)
+from marlang.envs.overcooked.kitchen import DIRECTION_NAMES, Kitchen, Pos, PosOr
+from marlang.envs.overcooked.package import Recipe
+from marlang.envs.overcooked.subgoals import Subgoal, pot_contents
 
 MISSION = (
     "Cook and serve soup together: put the ordered ingredients in a pot, start cooking it, "
@@ -54,6 +54,90 @@ def _ingredients_phrase(names: Sequence[str]) -> str:
     return " and ".join(f"{n} {name}{'s' if n != 1 else ''}" for name, n in sorted(counts.items()))
 
 
+class _Place:
+    """What never changes as seen from one place and facing: distances to the pots, the
+    dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
+
+    __slots__ = ("dispensers", "fixed_lines", "pot_distances", "serving", "you")
+
+    def __init__(self, kitchen: Kitchen, pos_and_or: PosOr):
+        self.pot_distances = [kitchen.distance(pos_and_or, pot) for pot in kitchen.pots]
+        dispensers = [
+            (item, [(p, kitchen.distance(pos_and_or, p)) for p in positions])
+            for item, positions in kitchen.dispensers.items()
+            if positions
+        ]
+        serving = [(p, kitchen.distance(pos_and_or, p)) for p in kitchen.serving]
+        lines = []
+        for item, places in dispensers:
+            label = f"{item.capitalize()} dispenser{'s' if len(places) > 1 else ''}"
+            lines.append(f"{label}: " + "; ".join(_place(p, d) for p, d in places) + ".")
+        label = f"Serving spot{'s' if len(serving) > 1 else ''}"
+        lines.append(f"{label}: " + "; ".join(_place(p, d) for p, d in serving) + ".")
+        self.fixed_lines = lines
+        self.dispensers = [(item, [(p[0], p[1], d) for p, d in places]) for item, places in dispensers]
+        self.serving = [(p[0], p[1], d) for p, d in serving]
+        self.you: dict[tuple[str, str | None], str] = {}
+
+
+def _place(position: Pos, distance: int | None) -> str:
+    return f"{tuple(position)} {_steps(distance)}"
+
+
+class _Lines:
+    """One layout's observation lines, each made the first time its facts occur.
+
+    Soup and order facts depend on the package's recipe settings (``Recipe.configure``, which
+    every new layout sets for the whole process), so a change of settings starts afresh.
+    """
+
+    def __init__(self, kitchen: Kitchen):
+        self.kitchen = kitchen
+        self.recipes = Recipe._conf
+        self.places: dict[PosOr, _Place] = {}
+        self.others: dict[tuple[Any, ...], str] = {}
+        self.counters: dict[tuple[Any, ...], str] = {}
+        self.soups: dict[tuple[Any, ...], tuple[str, int | None, str]] = {}
+        self.pots: dict[tuple[Any, ...], str] = {}
+        self.orders: dict[tuple[int, ...], tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]] = {}
+
+    def place(self, pos_and_or: PosOr) -> _Place:
+        place = self.places[pos_and_or] = _Place(self.kitchen, pos_and_or)
+        return place
+
+    def soup(self, state: Any, pot: Pos, soup: Any) -> tuple[str, int | None, str, list[str]]:
+        """(status, cook ticks left as the record says, what the pot line says, ingredients)."""
+        ingredients = soup.ingredients
+        key = (tuple(ingredients), soup._cooking_tick, soup._cook_time)
+        known = self.soups.get(key)
+        if known is None:
+            _, status = pot_contents(state, pot)
+            phrase = _ingredients_phrase(ingredients)
+            if status == "filling":
+                left, what = None, f"{phrase}, not cooking"
+            elif status == "cooking":
+                left = soup.cook_time_remaining
+                what = f"cooking {phrase}, {left} tick{'s' if left != 1 else ''} left"
+            else:
+                left, what = 0, f"soup of {phrase} ready"
+            known = self.soups[key] = (status, left, what)
+        return (*known, ingredients)
+
+    def order_lines(self, state: Any) -> tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]:
+        key = tuple(map(id, state._all_orders))  # recipes are the package's interned singletons
+        known = self.orders.get(key)
+        if known is None:
+            lines, facts = [], []
+            for recipe in sorted(state.all_orders, key=lambda r: r.ingredients):
+                facts.append((recipe.ingredients, recipe.value, recipe.time))
+                lines.append(
+                    f"Order: soup of {_ingredients_phrase(recipe.ingredients)} (cooks {recipe.time} ticks), "
+                    f"worth {recipe.value} points."
+                )
+            known = self.orders[key] = (lines, facts)
+        return known
+
+
 def describe(
     kitchen: Kitchen,
     state: Any,
@@ -67,144 +151,142 @@ def describe(
     subgoal_mode: bool,
 ) -> tuple[str, dict[str, Any]]:
     """The observation text and ``data`` of cook ``index``."""
-    player = state.players[index]
-    pos_and_or = player.pos_and_or
-    status = statuses[index]
-    held = held_item(player)
-    lines = [
-        f"Tick {tick} of {horizon}; soups delivered so far: {delivered}.",
-        (
-            f"You are {names[index]}, at {tuple(player.position)} facing "
-            f"{DIRECTION_NAMES[player.orientation]}, holding {_with_article(held)}."
-        ),
-    ]
-    data: dict[str, Any] = {
-        "agent": names[index],
-        "tick": tick,
-        "horizon": horizon,
-        "soups_delivered": delivered,
-        "position": list(player.position),
-        "facing": DIRECTION_NAMES[player.orientation],
-        "held": held,
-    }
-    if subgoal_mode:
-        if status.subgoal is None:
-            lines.append("Your subgoal: none; choose one.")
-        else:
-            lines.append(
-                f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
-                f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
-            )
-        data["subgoal"] = None if status.subgoal is None else status.subgoal.action
-        data["subgoal_ticks"] = status.subgoal_ticks
-    lines.extend(f"Note: {note}." for note in status.notes)
-    data["notes"] = list(status.notes)
+    return describe_cooks(kitchen, state, (index,), names, statuses, tick=tick, horizon=horizon,
+                          delivered=delivered, subgoal_mode=subgoal_mode)[0]
 
-    others = []
-    for j, other in enumerate(state.players):
-        if j == index:
-            continue
-        other_held = held_item(other)
-        line = (
-            f"{names[j]} is at {tuple(other.position)} facing {DIRECTION_NAMES[other.orientation]}, "
-            f"holding {_with_article(other_held)}"
-        )
-        record = {
-            "agent": names[j],
-            "position": list(other.position),
-            "facing": DIRECTION_NAMES[other.orientation],
-            "held": other_held,
+
+def describe_cooks(
+    kitchen: Kitchen,
+    state: Any,
+    indices: Sequence[int],
+    names: Sequence[str],
+    statuses: Sequence[CookStatus],
+    *,
+    tick: int,
+    horizon: int,
+    delivered: int,
+    subgoal_mode: bool,
+) -> list[tuple[str, dict[str, Any]]]:
+    """`describe` for each cook in ``indices``: what they all see (the cooks, the pots, the
+    counters, the orders) is looked up once."""
+    made = kitchen.text_cache
+    if made is None or made.recipes is not Recipe._conf:
+        made = kitchen.text_cache = _Lines(kitchen)
+    header = f"Tick {tick} of {horizon}; soups delivered so far: {delivered}."
+    cooks = []
+    for j, player in enumerate(state.players):
+        position, orientation = player.position, player.orientation
+        pos_and_or = (position, orientation)
+        obj = player.held_object
+        subgoal = statuses[j].subgoal if subgoal_mode else None
+        cooks.append((
+            names[j], position, orientation, pos_and_or, None if obj is None else obj.name,
+            DIRECTION_NAMES[orientation], None if subgoal is None else subgoal.action,
+        ))
+    objects = state.objects
+    pots = []
+    for number, pot in enumerate(kitchen.pots, 1):
+        soup = objects.get(pot)
+        pots.append((number, pot, *(("empty", None, "empty", None) if soup is None else made.soup(state, pot, soup))))
+    counters_held = [
+        (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
+    ]
+    order_lines, order_facts = made.order_lines(state)
+    out = []
+    for index in indices:
+        name, position, _, pos_and_or, held, facing, _ = cooks[index]
+        place = made.places.get(pos_and_or) or made.place(pos_and_or)
+        status = statuses[index]
+        you = place.you.get((name, held))
+        if you is None:
+            you = place.you[name, held] = (
+                f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+            )
+        lines = [header, you]
+        data: dict[str, Any] = {
+            "agent": name,
+            "tick": tick,
+            "horizon": horizon,
+            "soups_delivered": delivered,
+            "position": [position[0], position[1]],
+            "facing": facing,
+            "held": held,
         }
         if subgoal_mode:
-            subgoal = statuses[j].subgoal
-            line += f"; working on: {subgoal.action}" if subgoal else "; choosing what to do"
-            record["subgoal"] = None if subgoal is None else subgoal.action
-        lines.append(line + ".")
-        others.append(record)
-    data["others"] = others
-
-    pots = []
-    for pot in kitchen.pots:
-        _, pot_status = pot_contents(state, pot)
-        distance = kitchen.distance(pos_and_or, pot)
-        record = {
-            "number": kitchen.pot_number(pot),
-            "position": list(pot),
-            "ingredients": [],
-            "status": pot_status,
-            "cook_time_left": None,
-            "distance": distance,
-        }
-        if pot_status == "empty":
-            what = "empty"
-        else:
-            soup = state.get_object(pot)
-            record["ingredients"] = list(soup.ingredients)
-            phrase = _ingredients_phrase(soup.ingredients)
-            if pot_status == "filling":
-                what = f"{phrase}, not cooking"
-            elif pot_status == "cooking":
-                left = soup.cook_time_remaining
-                record["cook_time_left"] = left
-                what = f"cooking {phrase}, {left} tick{'s' if left != 1 else ''} left"
+            if status.subgoal is None:
+                lines.append("Your subgoal: none; choose one.")
             else:
-                record["cook_time_left"] = 0
-                what = f"soup of {phrase} ready"
-        lines.append(f"Pot {record['number']} at {pot}: {what}; {_steps(distance)}.")
-        pots.append(record)
-    data["pots"] = pots
+                lines.append(
+                    f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
+                    f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
+                )
+            data["subgoal"] = None if status.subgoal is None else status.subgoal.action
+            data["subgoal_ticks"] = status.subgoal_ticks
+        if status.notes:
+            lines.extend(f"Note: {note}." for note in status.notes)
+        data["notes"] = list(status.notes)
 
-    counters = []
-    for counter in kitchen.counters:
-        if not state.has_object(counter):
-            continue
-        item = state.get_object(counter).name
-        distance = kitchen.distance(pos_and_or, counter)
-        number = kitchen.counter_number(counter)
-        counters.append({"number": number, "position": list(counter), "item": item, "distance": distance})
-        lines.append(f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.")
-    if not counters:
-        lines.append("Counters: nothing on them.")
-    data["counters"] = counters
+        others = data["others"] = []
+        for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
+            if j == index:
+                continue
+            record = {"agent": other, "position": [position_j[0], position_j[1]], "facing": facing_j, "held": held_j}
+            if subgoal_mode:
+                record["subgoal"] = subgoal
+            key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
+            line = made.others.get(key)
+            if line is None:
+                line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
+                if subgoal_mode:
+                    line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
+                line = made.others[key] = line + "."
+            lines.append(line)
+            others.append(record)
 
-    fixed_lines, dispensers, serving = _fixed_places(kitchen, pos_and_or)
-    lines.extend(fixed_lines)
-    data["dispensers"] = dispensers
-    data["serving"] = serving
+        records = data["pots"] = []
+        for (number, pot, pot_status, left, what, ingredients), distance in zip(pots, place.pot_distances):
+            records.append({
+                "number": number,
+                "position": [pot[0], pot[1]],
+                "ingredients": [] if ingredients is None else list(ingredients),
+                "status": pot_status,
+                "cook_time_left": left,
+                "distance": distance,
+            })
+            key = (number, distance, what)
+            line = made.pots.get(key)
+            if line is None:
+                line = made.pots[key] = f"Pot {number} at {pot}: {what}; {_steps(distance)}."
+            lines.append(line)
 
-    orders = []
-    for recipe in sorted(state.all_orders, key=lambda r: r.ingredients):
-        orders.append({"ingredients": list(recipe.ingredients), "value": recipe.value, "cook_time": recipe.time})
-        lines.append(
-            f"Order: soup of {_ingredients_phrase(recipe.ingredients)} (cooks {recipe.time} ticks), "
-            f"worth {recipe.value} points."
-        )
-    data["orders"] = orders
-    return "\n".join(lines), data
+        records = data["counters"] = []
+        for number, counter, item in counters_held:
+            distance = kitchen.distance(pos_and_or, counter)
+            records.append({"number": number, "position": [counter[0], counter[1]], "item": item, "distance": distance})
+            key = (number, distance, item)
+            line = made.counters.get(key)
+            if line is None:
+                line = made.counters[key] = (
+                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}."
+                )
+            lines.append(line)
+        if not counters_held:
+            lines.append("Counters: nothing on them.")
 
+        lines.extend(place.fixed_lines)
+        # Plain loops: a comprehension is a function call of its own, and these run every tick.
+        dispensers = data["dispensers"] = {}
+        for item, places in place.dispensers:
+            records = dispensers[item] = []
+            for x, y, d in places:
+                records.append({"position": [x, y], "distance": d})
+        serving = data["serving"] = []
+        for x, y, d in place.serving:
+            serving.append({"position": [x, y], "distance": d})
 
-def _fixed_places(
-    kitchen: Kitchen, pos_and_or: Any
-) -> tuple[list[str], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Dispenser and serving-spot lines and records seen from ``pos_and_or`` (they never change,
-    so their text is made once per place and orientation)."""
-    lines = kitchen.fixed_lines.get(pos_and_or)
-    dispensers = {
-        item: [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in positions]
-        for item, positions in kitchen.dispensers.items()
-        if positions
-    }
-    serving = [{"position": list(p), "distance": kitchen.distance(pos_and_or, p)} for p in kitchen.serving]
-    if lines is None:
-        lines = []
-        for item, records in dispensers.items():
-            label = f"{item.capitalize()} dispenser{'s' if len(records) > 1 else ''}"
-            lines.append(f"{label}: " + "; ".join(_place(r) for r in records) + ".")
-        label = f"Serving spot{'s' if len(serving) > 1 else ''}"
-        lines.append(f"{label}: " + "; ".join(_place(r) for r in serving) + ".")
-        kitchen.fixed_lines[pos_and_or] = lines
-    return lines, dispensers, serving
-
-
-def _place(record: dict[str, Any]) -> str:
-    return f"{tuple(record['position'])} {_steps(record['distance'])}"
+        lines.extend(order_lines)
+        orders = data["orders"] = []
+        for ingredients, value, time in order_facts:
+            orders.append({"ingredients": list(ingredients), "value": value, "cook_time": time})
+        out.append(("\n".join(lines), data))
+    return out

@@ -274,3 +274,37 @@ def test_pettingzoo_parallel_api_and_render():
     frame = env.render()
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
     assert frame.shape[0] > 100 and frame.shape[1] > 100
+
+
+def _rendered_afresh(env: OvercookedTextEnv, agent: str):
+    """``env.observe(agent)`` made with none of the kitchen's remembered lines and orders."""
+    kitchen = env.kitchen
+    kept = kitchen.text_cache, kitchen._to_place_on
+    kitchen.text_cache, kitchen._to_place_on = None, {}
+    try:
+        return env.observe(agent)
+    finally:
+        kitchen.text_cache, kitchen._to_place_on = kept
+
+
+@pytest.mark.parametrize("layout", ["cramped-room", "counter-circuit"])
+@pytest.mark.parametrize("mode", ["primitive", "subgoal", "scripted"])
+def test_remembered_lines_give_the_same_observations_as_fresh_ones(layout, mode):
+    """The text is made from lines remembered per layout; every observation of seeded episodes
+    (random and scripted cooks, soups cooking and items on counters) matches one made afresh."""
+    env = OvercookedTextEnv(layout, action_mode="primitive" if mode == "primitive" else "subgoal",
+                            max_steps=150, random_start=True)
+    rng = np.random.default_rng(3)
+    team = env.scripted_team() if mode == "scripted" else None
+    for seed in (0, 1):
+        obs, _ = env.reset(seed=seed)
+        if team is not None:
+            team.reset()
+        while env.agents:
+            for agent, seen in obs.items():
+                assert seen == _rendered_afresh(env, agent)
+            joint = team.act(obs) if team is not None else {}
+            for agent, seen in obs.items():
+                if agent not in joint or rng.random() < 0.15:
+                    joint[agent] = seen.legal_actions[int(rng.integers(len(seen.legal_actions)))]
+            obs, *_ = env.step(joint)
