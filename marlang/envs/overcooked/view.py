@@ -4,8 +4,11 @@ Coordinates are (x, y) with x growing to the right and y growing downward; dista
 moves a cook needs to stand in front of a thing, facing it.
 
 The text is rendered every tick for both cooks, so each line is made once per layout and the
-facts it depends on (``_Lines``), and each tick only looks the lines up and builds the fresh
-``data`` records.
+facts it depends on (``_Lines``), and each tick only looks the lines up. The same goes for the
+``data`` records below the top level (a pot, a counter, the other cook, the dispensers, the
+serving spots, the orders): they are made once and shared between observations, as a
+`FrozenRecord` or `FrozenList` that refuses to change (copy one with ``dict(...)`` or
+``list(...)`` to change it). Each observation's top-level ``data`` dict is its own.
 """
 
 from __future__ import annotations
@@ -24,6 +27,51 @@ MISSION = (
     "fill a dish with the finished soup and deliver it at a serving spot. Every delivered "
     "soup scores for the whole team."
 )
+
+
+def _refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError(
+        f"this {type(self).__name__} is shared between Overcooked observations and cannot change; "
+        "change a copy (dict(...) or list(...))"
+    )
+
+
+class FrozenRecord(dict):
+    """A ``dict`` (equal to one, written to JSON as one) that refuses to change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenRecord:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenRecord:
+        return self
+
+
+class FrozenList(list):
+    """A ``list`` (equal to one, written to JSON as one) that refuses to change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenList:
+        return self
+
+
+def _point(x: int, y: int) -> FrozenList:
+    return FrozenList((x, y))
 
 
 @dataclass
@@ -60,6 +108,9 @@ class _Place:
 
     __slots__ = ("dispensers", "fixed_lines", "pot_distances", "serving", "you")
 
+    dispensers: FrozenRecord
+    serving: FrozenList
+
     def __init__(self, kitchen: Kitchen, pos_and_or: PosOr):
         self.pot_distances = [kitchen.distance(pos_and_or, pot) for pot in kitchen.pots]
         dispensers = [
@@ -75,8 +126,11 @@ class _Place:
         label = f"Serving spot{'s' if len(serving) > 1 else ''}"
         lines.append(f"{label}: " + "; ".join(_place(p, d) for p, d in serving) + ".")
         self.fixed_lines = lines
-        self.dispensers = [(item, [(p[0], p[1], d) for p, d in places]) for item, places in dispensers]
-        self.serving = [(p[0], p[1], d) for p, d in serving]
+        self.dispensers = FrozenRecord(
+            (item, FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in places))
+            for item, places in dispensers
+        )
+        self.serving = FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in serving)
         self.you: dict[tuple[str, str | None], str] = {}
 
 
@@ -95,18 +149,20 @@ class _Lines:
         self.kitchen = kitchen
         self.recipes = Recipe._conf
         self.places: dict[PosOr, _Place] = {}
-        self.others: dict[tuple[Any, ...], str] = {}
-        self.counters: dict[tuple[Any, ...], str] = {}
+        # (line, record) of the other cook, a counter, a pot, as seen by a cook
+        self.others: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
+        self.counters: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.soups: dict[tuple[Any, ...], tuple[str, int | None, str]] = {}
-        self.pots: dict[tuple[Any, ...], str] = {}
-        self.orders: dict[tuple[int, ...], tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]] = {}
+        self.pots: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
+        self.orders: dict[tuple[int, ...], tuple[list[str], FrozenList]] = {}
 
     def place(self, pos_and_or: PosOr) -> _Place:
         place = self.places[pos_and_or] = _Place(self.kitchen, pos_and_or)
         return place
 
-    def soup(self, state: Any, pot: Pos, soup: Any) -> tuple[str, int | None, str, list[str]]:
-        """(status, cook ticks left as the record says, what the pot line says, ingredients)."""
+    def soup(self, state: Any, pot: Pos, soup: Any) -> tuple[str, int | None, str, list[str], tuple[Any, ...]]:
+        """(status, cook ticks left as the record says, what the pot line says, ingredients,
+        the facts all these follow from)."""
         ingredients = soup.ingredients
         key = (tuple(ingredients), soup._cooking_tick, soup._cook_time)
         known = self.soups.get(key)
@@ -121,20 +177,22 @@ class _Lines:
             else:
                 left, what = 0, f"soup of {phrase} ready"
             known = self.soups[key] = (status, left, what)
-        return (*known, ingredients)
+        return (*known, ingredients, key)
 
-    def order_lines(self, state: Any) -> tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]:
+    def order_lines(self, state: Any) -> tuple[list[str], FrozenList]:
         key = tuple(map(id, state._all_orders))  # recipes are the package's interned singletons
         known = self.orders.get(key)
         if known is None:
             lines, facts = [], []
             for recipe in sorted(state.all_orders, key=lambda r: r.ingredients):
-                facts.append((recipe.ingredients, recipe.value, recipe.time))
+                facts.append(FrozenRecord(
+                    ingredients=FrozenList(recipe.ingredients), value=recipe.value, cook_time=recipe.time,
+                ))
                 lines.append(
                     f"Order: soup of {_ingredients_phrase(recipe.ingredients)} (cooks {recipe.time} ticks), "
                     f"worth {recipe.value} points."
                 )
-            known = self.orders[key] = (lines, facts)
+            known = self.orders[key] = (lines, FrozenList(facts))
         return known
 
 
@@ -187,11 +245,12 @@ def describe_cooks(
     pots = []
     for number, pot in enumerate(kitchen.pots, 1):
         soup = objects.get(pot)
-        pots.append((number, pot, *(("empty", None, "empty", None) if soup is None else made.soup(state, pot, soup))))
+        facts = ("empty", None, "empty", (), None) if soup is None else made.soup(state, pot, soup)
+        pots.append((number, pot, *facts))
     counters_held = [
         (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
     ]
-    order_lines, order_facts = made.order_lines(state)
+    order_lines, orders = made.order_lines(state)
     out = []
     for index in indices:
         name, position, _, pos_and_or, held, facing, _ = cooks[index]
@@ -230,63 +289,52 @@ def describe_cooks(
         for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
             if j == index:
                 continue
-            record = {"agent": other, "position": [position_j[0], position_j[1]], "facing": facing_j, "held": held_j}
-            if subgoal_mode:
-                record["subgoal"] = subgoal
             key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
-            line = made.others.get(key)
-            if line is None:
+            known = made.others.get(key)
+            if known is None:
                 line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
+                fields = {"agent": other, "position": _point(*position_j), "facing": facing_j, "held": held_j}
                 if subgoal_mode:
                     line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
-                line = made.others[key] = line + "."
-            lines.append(line)
-            others.append(record)
+                    fields["subgoal"] = subgoal
+                known = made.others[key] = (line + ".", FrozenRecord(fields))
+            lines.append(known[0])
+            others.append(known[1])
 
         records = data["pots"] = []
-        for (number, pot, pot_status, left, what, ingredients), distance in zip(pots, place.pot_distances):
-            records.append({
-                "number": number,
-                "position": [pot[0], pot[1]],
-                "ingredients": [] if ingredients is None else list(ingredients),
-                "status": pot_status,
-                "cook_time_left": left,
-                "distance": distance,
-            })
-            key = (number, distance, what)
-            line = made.pots.get(key)
-            if line is None:
-                line = made.pots[key] = f"Pot {number} at {pot}: {what}; {_steps(distance)}."
-            lines.append(line)
+        for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
+            key = (number, distance, facts)
+            known = made.pots.get(key)
+            if known is None:
+                known = made.pots[key] = (
+                    f"Pot {number} at {pot}: {what}; {_steps(distance)}.",
+                    FrozenRecord(
+                        number=number, position=_point(*pot), ingredients=FrozenList(ingredients),
+                        status=pot_status, cook_time_left=left, distance=distance,
+                    ),
+                )
+            lines.append(known[0])
+            records.append(known[1])
 
         records = data["counters"] = []
         for number, counter, item in counters_held:
             distance = kitchen.distance(pos_and_or, counter)
-            records.append({"number": number, "position": [counter[0], counter[1]], "item": item, "distance": distance})
             key = (number, distance, item)
-            line = made.counters.get(key)
-            if line is None:
-                line = made.counters[key] = (
-                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}."
+            known = made.counters.get(key)
+            if known is None:
+                known = made.counters[key] = (
+                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
+                    FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
                 )
-            lines.append(line)
+            lines.append(known[0])
+            records.append(known[1])
         if not counters_held:
             lines.append("Counters: nothing on them.")
 
         lines.extend(place.fixed_lines)
-        # Plain loops: a comprehension is a function call of its own, and these run every tick.
-        dispensers = data["dispensers"] = {}
-        for item, places in place.dispensers:
-            records = dispensers[item] = []
-            for x, y, d in places:
-                records.append({"position": [x, y], "distance": d})
-        serving = data["serving"] = []
-        for x, y, d in place.serving:
-            serving.append({"position": [x, y], "distance": d})
-
+        data["dispensers"] = place.dispensers
+        data["serving"] = place.serving
         lines.extend(order_lines)
-        orders = data["orders"] = []
-        for ingredients, value, time in order_facts:
-            orders.append({"ingredients": list(ingredients), "value": value, "cook_time": time})
+        data["orders"] = orders
         out.append(("\n".join(lines), data))
     return out
