@@ -106,13 +106,14 @@ class _Place:
     """What never changes as seen from one place and facing: distances to the pots, the
     dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
 
-    __slots__ = ("dispensers", "fixed_lines", "pot_distances", "serving", "you")
+    __slots__ = ("counter_distances", "dispensers", "fixed_lines", "pot_distances", "serving", "you")
 
     dispensers: FrozenRecord
     serving: FrozenList
 
     def __init__(self, kitchen: Kitchen, pos_and_or: PosOr):
         self.pot_distances = [kitchen.distance(pos_and_or, pot) for pot in kitchen.pots]
+        self.counter_distances = {counter: kitchen.distance(pos_and_or, counter) for counter in kitchen.counters}
         dispensers = [
             (item, [(p, kitchen.distance(pos_and_or, p)) for p in positions])
             for item, positions in kitchen.dispensers.items()
@@ -132,6 +133,9 @@ class _Place:
         )
         self.serving = FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in serving)
         self.you: dict[tuple[str, str | None], str] = {}
+
+
+_MAX_BLOCKS = 20_000
 
 
 def _place(position: Pos, distance: int | None) -> str:
@@ -155,6 +159,48 @@ class _Lines:
         self.soups: dict[tuple[Any, ...], tuple[str, int | None, str]] = {}
         self.pots: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.orders: dict[tuple[int, ...], tuple[list[str], FrozenList]] = {}
+        # A cook's pot and counter lines and records, by place and what the pots and counters hold
+        self.blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList, FrozenList]] = {}
+
+    def block(
+        self, pos_and_or: PosOr, place: _Place, pots: Sequence[tuple[Any, ...]],
+        counters_held: Sequence[tuple[int, Pos, str]],
+    ) -> tuple[list[str], FrozenList, FrozenList]:
+        """The pot and counter lines a cook at ``pos_and_or`` reads, with their records."""
+        if len(self.blocks) >= _MAX_BLOCKS:  # (seen pots and counters add up over a long run)
+            self.blocks.clear()
+        lines, pot_records, counter_records = [], [], []
+        for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
+            key = (number, distance, facts)
+            known = self.pots.get(key)
+            if known is None:
+                known = self.pots[key] = (
+                    f"Pot {number} at {pot}: {what}; {_steps(distance)}.",
+                    FrozenRecord(
+                        number=number, position=_point(*pot), ingredients=FrozenList(ingredients),
+                        status=pot_status, cook_time_left=left, distance=distance,
+                    ),
+                )
+            lines.append(known[0])
+            pot_records.append(known[1])
+        counter_distances = place.counter_distances
+        for number, counter, item in counters_held:
+            distance = counter_distances[counter]
+            key = (number, distance, item)
+            known = self.counters.get(key)
+            if known is None:
+                known = self.counters[key] = (
+                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
+                    FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
+                )
+            lines.append(known[0])
+            counter_records.append(known[1])
+        if not counters_held:
+            lines.append("Counters: nothing on them.")
+        block = self.blocks[pos_and_or, tuple(pot[-1] for pot in pots), tuple(counters_held)] = (
+            lines, FrozenList(pot_records), FrozenList(counter_records),
+        )
+        return block
 
     def place(self, pos_and_or: PosOr) -> _Place:
         place = self.places[pos_and_or] = _Place(self.kitchen, pos_and_or)
@@ -247,94 +293,94 @@ def describe_cooks(
         soup = objects.get(pot)
         facts = ("empty", None, "empty", (), None) if soup is None else made.soup(state, pot, soup)
         pots.append((number, pot, *facts))
-    counters_held = [
+    counters_held = tuple([
         (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
-    ]
+    ])
+    pot_facts = tuple([pot[-1] for pot in pots])
     order_lines, orders = made.order_lines(state)
-    out = []
-    for index in indices:
-        name, position, _, pos_and_or, held, facing, _ = cooks[index]
-        place = made.places.get(pos_and_or) or made.place(pos_and_or)
-        status = statuses[index]
-        you = place.you.get((name, held))
-        if you is None:
-            you = place.you[name, held] = (
-                f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+    return [
+        _describe(made, index, cooks, pots, counters_held, pot_facts, order_lines, orders, statuses[index],
+                  header, tick=tick, horizon=horizon, delivered=delivered, subgoal_mode=subgoal_mode)
+        for index in indices
+    ]
+
+
+def _describe(
+    made: _Lines,
+    index: int,
+    cooks: Sequence[tuple[Any, ...]],
+    pots: Sequence[tuple[Any, ...]],
+    counters_held: tuple[tuple[int, Pos, str], ...],
+    pot_facts: tuple[Any, ...],
+    order_lines: list[str],
+    orders: FrozenList,
+    status: CookStatus,
+    header: str,
+    *,
+    tick: int,
+    horizon: int,
+    delivered: int,
+    subgoal_mode: bool,
+) -> tuple[str, dict[str, Any]]:
+    """Cook ``index``'s observation text and ``data``, from what `describe_cooks` looked up."""
+    name, position, _, pos_and_or, held, facing, _ = cooks[index]
+    place = made.places.get(pos_and_or) or made.place(pos_and_or)
+    you = place.you.get((name, held))
+    if you is None:
+        you = place.you[name, held] = (
+            f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+        )
+    lines = [header, you]
+    data: dict[str, Any] = {
+        "agent": name,
+        "tick": tick,
+        "horizon": horizon,
+        "soups_delivered": delivered,
+        "position": _point(*position),
+        "facing": facing,
+        "held": held,
+    }
+    if subgoal_mode:
+        if status.subgoal is None:
+            lines.append("Your subgoal: none; choose one.")
+        else:
+            lines.append(
+                f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
+                f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
             )
-        lines = [header, you]
-        data: dict[str, Any] = {
-            "agent": name,
-            "tick": tick,
-            "horizon": horizon,
-            "soups_delivered": delivered,
-            "position": [position[0], position[1]],
-            "facing": facing,
-            "held": held,
-        }
-        if subgoal_mode:
-            if status.subgoal is None:
-                lines.append("Your subgoal: none; choose one.")
-            else:
-                lines.append(
-                    f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
-                    f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
-                )
-            data["subgoal"] = None if status.subgoal is None else status.subgoal.action
-            data["subgoal_ticks"] = status.subgoal_ticks
-        if status.notes:
-            lines.extend(f"Note: {note}." for note in status.notes)
-        data["notes"] = list(status.notes)
+        data["subgoal"] = None if status.subgoal is None else status.subgoal.action
+        data["subgoal_ticks"] = status.subgoal_ticks
+    if status.notes:
+        lines.extend(f"Note: {note}." for note in status.notes)
+    data["notes"] = FrozenList(status.notes)
 
-        others = data["others"] = []
-        for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
-            if j == index:
-                continue
-            key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
-            known = made.others.get(key)
-            if known is None:
-                line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
-                fields = {"agent": other, "position": _point(*position_j), "facing": facing_j, "held": held_j}
-                if subgoal_mode:
-                    line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
-                    fields["subgoal"] = subgoal
-                known = made.others[key] = (line + ".", FrozenRecord(fields))
-            lines.append(known[0])
-            others.append(known[1])
+    others = []
+    for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
+        if j == index:
+            continue
+        key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
+        known = made.others.get(key)
+        if known is None:
+            line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
+            fields = {"agent": other, "position": _point(*position_j), "facing": facing_j, "held": held_j}
+            if subgoal_mode:
+                line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
+                fields["subgoal"] = subgoal
+            known = made.others[key] = (line + ".", FrozenRecord(fields))
+        lines.append(known[0])
+        others.append(known[1])
+    data["others"] = FrozenList(others)
 
-        records = data["pots"] = []
-        for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
-            key = (number, distance, facts)
-            known = made.pots.get(key)
-            if known is None:
-                known = made.pots[key] = (
-                    f"Pot {number} at {pot}: {what}; {_steps(distance)}.",
-                    FrozenRecord(
-                        number=number, position=_point(*pot), ingredients=FrozenList(ingredients),
-                        status=pot_status, cook_time_left=left, distance=distance,
-                    ),
-                )
-            lines.append(known[0])
-            records.append(known[1])
+    block = made.blocks.get((pos_and_or, pot_facts, counters_held))
+    if block is None:
+        block = made.block(pos_and_or, place, pots, counters_held)
+    lines.extend(block[0])
+    data["pots"] = block[1]
+    data["counters"] = block[2]
 
-        records = data["counters"] = []
-        for number, counter, item in counters_held:
-            distance = kitchen.distance(pos_and_or, counter)
-            key = (number, distance, item)
-            known = made.counters.get(key)
-            if known is None:
-                known = made.counters[key] = (
-                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
-                    FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
-                )
-            lines.append(known[0])
-            records.append(known[1])
-        if not counters_held:
-            lines.append("Counters: nothing on them.")
-
-        lines.extend(place.fixed_lines)
-        data["dispensers"] = place.dispensers
-        data["serving"] = place.serving
-        lines.extend(order_lines)
-        data["orders"] = orders
-        out.append(("\n".join(lines), data))
-    return out
+    lines.extend(place.fixed_lines)
+    data["dispensers"] = place.dispensers
+    data["serving"] = place.serving
+    lines.extend(order_lines)
+    data["orders"] = orders
+    return "\n".join(lines), data
