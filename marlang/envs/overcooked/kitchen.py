@@ -88,6 +88,11 @@ class Kitchen:
         }
         self.serving: list[Pos] = _reading_order(mdp.get_serving_locations())
         self.walkable: frozenset[Pos] = frozenset(mdp.get_valid_player_positions())
+        self.neighbours: dict[Pos, tuple[Pos, ...]] = {
+            (x, y): tuple(cell for dx, dy in Direction.ALL_DIRECTIONS if (cell := (x + dx, y + dy)) in self.walkable)
+            for x, y in self.walkable
+        }
+        """The walkable cells next to each walkable cell, in the package's order of directions."""
         features = [*self.pots, *self.counters, *self.serving]
         for positions in self.dispensers.values():
             features.extend(positions)

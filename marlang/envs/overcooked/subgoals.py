@@ -285,6 +285,7 @@ class SubgoalRunner:
         """Cells of a shortest walk from ``start`` to any of ``goal_cells`` around ``blocked``."""
         previous: dict[Pos, Pos | None] = {start: None}
         queue = deque([start])
+        neighbours = self.kitchen.neighbours
         while queue:
             cell = queue.popleft()
             if cell in goal_cells and cell != start:
@@ -293,9 +294,8 @@ class SubgoalRunner:
                     route.append(cell)
                     cell = previous[cell]
                 return route[::-1]
-            for direction in Direction.ALL_DIRECTIONS:
-                nxt = _moved(cell, direction)
-                if nxt in self.kitchen.walkable and nxt not in blocked and nxt not in previous:
+            for nxt in neighbours[cell]:
+                if nxt not in blocked and nxt not in previous:
                     previous[nxt] = cell
                     queue.append(nxt)
         return None
@@ -392,7 +392,7 @@ class SubgoalRunner:
 
     def _stalled(self, task: Task, old: object, new: object, action: object) -> bool:
         moved = old.pos_and_or != new.pos_and_or
-        wanted_to_move = action in Direction.ALL_DIRECTIONS or task.blocked_by is not None
+        wanted_to_move = action in _DIRECTIONS or task.blocked_by is not None
         if moved or not wanted_to_move:
             task.stalled = 0
             return False
@@ -400,8 +400,11 @@ class SubgoalRunner:
         return task.stalled >= self.patience
 
 
+_DIRECTIONS = frozenset(Direction.ALL_DIRECTIONS)
+
+
 def _moved(position: Pos, action: object) -> Pos:
-    if action in Direction.ALL_DIRECTIONS:
+    if action in _DIRECTIONS:
         return (position[0] + action[0], position[1] + action[1])
     return position
 

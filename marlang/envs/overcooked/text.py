@@ -151,6 +151,8 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._delivered = 0
         self._statuses = [CookStatus() for _ in self.possible_agents]
         self._legal: list[dict[str, Subgoal]] = [{} for _ in self.possible_agents]
+        self._index_of = {agent: i for i, agent in enumerate(self.possible_agents)}
+        self._primitive_actions = tuple(PRIMITIVE_ACTIONS)
 
     def __repr__(self) -> str:
         return f"OvercookedTextEnv(env_id={self.env_id!r}, action_mode={self.action_mode!r}, horizon={self.horizon})"
@@ -267,7 +269,7 @@ class OvercookedTextEnv(MultiAgentEnv):
         return self._observe_all([agent])[agent]
 
     def _observe_all(self, agents: Sequence[str]) -> dict[str, TextObservation]:
-        indices = [self.possible_agents.index(agent) for agent in agents]
+        indices = [self._index_of[agent] for agent in agents]
         subgoal_mode = self.action_mode == "subgoal"
         described = describe_cooks(
             self.kitchen, self._state, indices, self.possible_agents, self._statuses,
@@ -286,7 +288,7 @@ class OvercookedTextEnv(MultiAgentEnv):
                 if self._runner.running(index) is not None:
                     legal.insert(0, CONTINUE)
             else:
-                legal = list(PRIMITIVE_ACTIONS)
+                legal = list(self._primitive_actions)
             observations[agent] = TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
         return observations
 

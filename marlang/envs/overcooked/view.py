@@ -4,8 +4,11 @@ Coordinates are (x, y) with x growing to the right and y growing downward; dista
 moves a cook needs to stand in front of a thing, facing it.
 
 The text is rendered every tick for both cooks, so each line is made once per layout and the
-facts it depends on (``_Lines``), and each tick only looks the lines up and builds the fresh
-``data`` records.
+facts it depends on (``_Lines``), and each tick only looks the lines up. The same goes for the
+``data`` records below the top level (a pot, a counter, the other cook, the dispensers, the
+serving spots, the orders): they are made once and shared between observations, as a
+`FrozenRecord` or `FrozenList` that refuses to change (copy one with ``dict(...)`` or
+``list(...)`` to change it). Each observation's top-level ``data`` dict is its own.
 """
 
 from __future__ import annotations
@@ -24,6 +27,51 @@ MISSION = (
     "fill a dish with the finished soup and deliver it at a serving spot. Every delivered "
     "soup scores for the whole team."
 )
+
+
+def _refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError(
+        f"this {type(self).__name__} is shared between Overcooked observations and cannot change; "
+        "change a copy (dict(...) or list(...))"
+    )
+
+
+class FrozenRecord(dict):
+    """A ``dict`` (equal to one, written to JSON as one) that refuses to change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenRecord:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenRecord:
+        return self
+
+
+class FrozenList(list):
+    """A ``list`` (equal to one, written to JSON as one) that refuses to change."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenList:
+        return self
+
+
+def _point(x: int, y: int) -> FrozenList:
+    return FrozenList((x, y))
 
 
 @dataclass
@@ -58,10 +106,14 @@ class _Place:
     """What never changes as seen from one place and facing: distances to the pots, the
     dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
 
-    __slots__ = ("dispensers", "fixed_lines", "pot_distances", "serving", "you")
+    __slots__ = ("counter_distances", "dispensers", "fixed_lines", "pot_distances", "serving", "you")
+
+    dispensers: FrozenRecord
+    serving: FrozenList
 
     def __init__(self, kitchen: Kitchen, pos_and_or: PosOr):
         self.pot_distances = [kitchen.distance(pos_and_or, pot) for pot in kitchen.pots]
+        self.counter_distances = {counter: kitchen.distance(pos_and_or, counter) for counter in kitchen.counters}
         dispensers = [
             (item, [(p, kitchen.distance(pos_and_or, p)) for p in positions])
             for item, positions in kitchen.dispensers.items()
@@ -75,9 +127,15 @@ class _Place:
         label = f"Serving spot{'s' if len(serving) > 1 else ''}"
         lines.append(f"{label}: " + "; ".join(_place(p, d) for p, d in serving) + ".")
         self.fixed_lines = lines
-        self.dispensers = [(item, [(p[0], p[1], d) for p, d in places]) for item, places in dispensers]
-        self.serving = [(p[0], p[1], d) for p, d in serving]
+        self.dispensers = FrozenRecord(
+            (item, FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in places))
+            for item, places in dispensers
+        )
+        self.serving = FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in serving)
         self.you: dict[tuple[str, str | None], str] = {}
+
+
+_MAX_BLOCKS = 20_000
 
 
 def _place(position: Pos, distance: int | None) -> str:
@@ -95,18 +153,62 @@ class _Lines:
         self.kitchen = kitchen
         self.recipes = Recipe._conf
         self.places: dict[PosOr, _Place] = {}
-        self.others: dict[tuple[Any, ...], str] = {}
-        self.counters: dict[tuple[Any, ...], str] = {}
+        # (line, record) of the other cook, a counter, a pot, as seen by a cook
+        self.others: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
+        self.counters: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.soups: dict[tuple[Any, ...], tuple[str, int | None, str]] = {}
-        self.pots: dict[tuple[Any, ...], str] = {}
-        self.orders: dict[tuple[int, ...], tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]] = {}
+        self.pots: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
+        self.orders: dict[tuple[int, ...], tuple[list[str], FrozenList]] = {}
+        # A cook's pot and counter lines and records, by place and what the pots and counters hold
+        self.blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList, FrozenList]] = {}
+
+    def block(
+        self, pos_and_or: PosOr, place: _Place, pots: Sequence[tuple[Any, ...]],
+        counters_held: Sequence[tuple[int, Pos, str]],
+    ) -> tuple[list[str], FrozenList, FrozenList]:
+        """The pot and counter lines a cook at ``pos_and_or`` reads, with their records."""
+        if len(self.blocks) >= _MAX_BLOCKS:  # (seen pots and counters add up over a long run)
+            self.blocks.clear()
+        lines, pot_records, counter_records = [], [], []
+        for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
+            key = (number, distance, facts)
+            known = self.pots.get(key)
+            if known is None:
+                known = self.pots[key] = (
+                    f"Pot {number} at {pot}: {what}; {_steps(distance)}.",
+                    FrozenRecord(
+                        number=number, position=_point(*pot), ingredients=FrozenList(ingredients),
+                        status=pot_status, cook_time_left=left, distance=distance,
+                    ),
+                )
+            lines.append(known[0])
+            pot_records.append(known[1])
+        counter_distances = place.counter_distances
+        for number, counter, item in counters_held:
+            distance = counter_distances[counter]
+            key = (number, distance, item)
+            known = self.counters.get(key)
+            if known is None:
+                known = self.counters[key] = (
+                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
+                    FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
+                )
+            lines.append(known[0])
+            counter_records.append(known[1])
+        if not counters_held:
+            lines.append("Counters: nothing on them.")
+        block = self.blocks[pos_and_or, tuple(pot[-1] for pot in pots), tuple(counters_held)] = (
+            lines, FrozenList(pot_records), FrozenList(counter_records),
+        )
+        return block
 
     def place(self, pos_and_or: PosOr) -> _Place:
         place = self.places[pos_and_or] = _Place(self.kitchen, pos_and_or)
         return place
 
-    def soup(self, state: Any, pot: Pos, soup: Any) -> tuple[str, int | None, str, list[str]]:
-        """(status, cook ticks left as the record says, what the pot line says, ingredients)."""
+    def soup(self, state: Any, pot: Pos, soup: Any) -> tuple[str, int | None, str, list[str], tuple[Any, ...]]:
+        """(status, cook ticks left as the record says, what the pot line says, ingredients,
+        the facts all these follow from)."""
         ingredients = soup.ingredients
         key = (tuple(ingredients), soup._cooking_tick, soup._cook_time)
         known = self.soups.get(key)
@@ -121,20 +223,22 @@ class _Lines:
             else:
                 left, what = 0, f"soup of {phrase} ready"
             known = self.soups[key] = (status, left, what)
-        return (*known, ingredients)
+        return (*known, ingredients, key)
 
-    def order_lines(self, state: Any) -> tuple[list[str], list[tuple[tuple[str, ...], Any, Any]]]:
+    def order_lines(self, state: Any) -> tuple[list[str], FrozenList]:
         key = tuple(map(id, state._all_orders))  # recipes are the package's interned singletons
         known = self.orders.get(key)
         if known is None:
             lines, facts = [], []
             for recipe in sorted(state.all_orders, key=lambda r: r.ingredients):
-                facts.append((recipe.ingredients, recipe.value, recipe.time))
+                facts.append(FrozenRecord(
+                    ingredients=FrozenList(recipe.ingredients), value=recipe.value, cook_time=recipe.time,
+                ))
                 lines.append(
                     f"Order: soup of {_ingredients_phrase(recipe.ingredients)} (cooks {recipe.time} ticks), "
                     f"worth {recipe.value} points."
                 )
-            known = self.orders[key] = (lines, facts)
+            known = self.orders[key] = (lines, FrozenList(facts))
         return known
 
 
@@ -187,106 +291,96 @@ def describe_cooks(
     pots = []
     for number, pot in enumerate(kitchen.pots, 1):
         soup = objects.get(pot)
-        pots.append((number, pot, *(("empty", None, "empty", None) if soup is None else made.soup(state, pot, soup))))
-    counters_held = [
+        facts = ("empty", None, "empty", (), None) if soup is None else made.soup(state, pot, soup)
+        pots.append((number, pot, *facts))
+    counters_held = tuple([
         (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
+    ])
+    pot_facts = tuple([pot[-1] for pot in pots])
+    order_lines, orders = made.order_lines(state)
+    return [
+        _describe(made, index, cooks, pots, counters_held, pot_facts, order_lines, orders, statuses[index],
+                  header, tick=tick, horizon=horizon, delivered=delivered, subgoal_mode=subgoal_mode)
+        for index in indices
     ]
-    order_lines, order_facts = made.order_lines(state)
-    out = []
-    for index in indices:
-        name, position, _, pos_and_or, held, facing, _ = cooks[index]
-        place = made.places.get(pos_and_or) or made.place(pos_and_or)
-        status = statuses[index]
-        you = place.you.get((name, held))
-        if you is None:
-            you = place.you[name, held] = (
-                f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+
+
+def _describe(
+    made: _Lines,
+    index: int,
+    cooks: Sequence[tuple[Any, ...]],
+    pots: Sequence[tuple[Any, ...]],
+    counters_held: tuple[tuple[int, Pos, str], ...],
+    pot_facts: tuple[Any, ...],
+    order_lines: list[str],
+    orders: FrozenList,
+    status: CookStatus,
+    header: str,
+    *,
+    tick: int,
+    horizon: int,
+    delivered: int,
+    subgoal_mode: bool,
+) -> tuple[str, dict[str, Any]]:
+    """Cook ``index``'s observation text and ``data``, from what `describe_cooks` looked up."""
+    name, position, _, pos_and_or, held, facing, _ = cooks[index]
+    place = made.places.get(pos_and_or) or made.place(pos_and_or)
+    you = place.you.get((name, held))
+    if you is None:
+        you = place.you[name, held] = (
+            f"You are {name}, at {tuple(position)} facing {facing}, holding {_with_article(held)}."
+        )
+    lines = [header, you]
+    data: dict[str, Any] = {
+        "agent": name,
+        "tick": tick,
+        "horizon": horizon,
+        "soups_delivered": delivered,
+        "position": _point(*position),
+        "facing": facing,
+        "held": held,
+    }
+    if subgoal_mode:
+        if status.subgoal is None:
+            lines.append("Your subgoal: none; choose one.")
+        else:
+            lines.append(
+                f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
+                f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
             )
-        lines = [header, you]
-        data: dict[str, Any] = {
-            "agent": name,
-            "tick": tick,
-            "horizon": horizon,
-            "soups_delivered": delivered,
-            "position": [position[0], position[1]],
-            "facing": facing,
-            "held": held,
-        }
-        if subgoal_mode:
-            if status.subgoal is None:
-                lines.append("Your subgoal: none; choose one.")
-            else:
-                lines.append(
-                    f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
-                    f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
-                )
-            data["subgoal"] = None if status.subgoal is None else status.subgoal.action
-            data["subgoal_ticks"] = status.subgoal_ticks
-        if status.notes:
-            lines.extend(f"Note: {note}." for note in status.notes)
-        data["notes"] = list(status.notes)
+        data["subgoal"] = None if status.subgoal is None else status.subgoal.action
+        data["subgoal_ticks"] = status.subgoal_ticks
+    if status.notes:
+        lines.extend(f"Note: {note}." for note in status.notes)
+    data["notes"] = FrozenList(status.notes)
 
-        others = data["others"] = []
-        for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
-            if j == index:
-                continue
-            record = {"agent": other, "position": [position_j[0], position_j[1]], "facing": facing_j, "held": held_j}
+    others = []
+    for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
+        if j == index:
+            continue
+        key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
+        known = made.others.get(key)
+        if known is None:
+            line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
+            fields = {"agent": other, "position": _point(*position_j), "facing": facing_j, "held": held_j}
             if subgoal_mode:
-                record["subgoal"] = subgoal
-            key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
-            line = made.others.get(key)
-            if line is None:
-                line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
-                if subgoal_mode:
-                    line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
-                line = made.others[key] = line + "."
-            lines.append(line)
-            others.append(record)
+                line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
+                fields["subgoal"] = subgoal
+            known = made.others[key] = (line + ".", FrozenRecord(fields))
+        lines.append(known[0])
+        others.append(known[1])
+    data["others"] = FrozenList(others)
 
-        records = data["pots"] = []
-        for (number, pot, pot_status, left, what, ingredients), distance in zip(pots, place.pot_distances):
-            records.append({
-                "number": number,
-                "position": [pot[0], pot[1]],
-                "ingredients": [] if ingredients is None else list(ingredients),
-                "status": pot_status,
-                "cook_time_left": left,
-                "distance": distance,
-            })
-            key = (number, distance, what)
-            line = made.pots.get(key)
-            if line is None:
-                line = made.pots[key] = f"Pot {number} at {pot}: {what}; {_steps(distance)}."
-            lines.append(line)
+    block = made.blocks.get((pos_and_or, pot_facts, counters_held))
+    if block is None:
+        block = made.block(pos_and_or, place, pots, counters_held)
+    lines.extend(block[0])
+    data["pots"] = block[1]
+    data["counters"] = block[2]
 
-        records = data["counters"] = []
-        for number, counter, item in counters_held:
-            distance = kitchen.distance(pos_and_or, counter)
-            records.append({"number": number, "position": [counter[0], counter[1]], "item": item, "distance": distance})
-            key = (number, distance, item)
-            line = made.counters.get(key)
-            if line is None:
-                line = made.counters[key] = (
-                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}."
-                )
-            lines.append(line)
-        if not counters_held:
-            lines.append("Counters: nothing on them.")
-
-        lines.extend(place.fixed_lines)
-        # Plain loops: a comprehension is a function call of its own, and these run every tick.
-        dispensers = data["dispensers"] = {}
-        for item, places in place.dispensers:
-            records = dispensers[item] = []
-            for x, y, d in places:
-                records.append({"position": [x, y], "distance": d})
-        serving = data["serving"] = []
-        for x, y, d in place.serving:
-            serving.append({"position": [x, y], "distance": d})
-
-        lines.extend(order_lines)
-        orders = data["orders"] = []
-        for ingredients, value, time in order_facts:
-            orders.append({"ingredients": list(ingredients), "value": value, "cook_time": time})
-        out.append(("\n".join(lines), data))
-    return out
+    lines.extend(place.fixed_lines)
+    data["dispensers"] = place.dispensers
+    data["serving"] = place.serving
+    lines.extend(order_lines)
+    data["orders"] = orders
+    return "\n".join(lines), data

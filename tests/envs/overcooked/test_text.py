@@ -308,3 +308,30 @@ def test_remembered_lines_give_the_same_observations_as_fresh_ones(layout, mode)
                 if agent not in joint or rng.random() < 0.15:
                     joint[agent] = seen.legal_actions[int(rng.integers(len(seen.legal_actions)))]
             obs, *_ = env.step(joint)
+
+
+def test_shared_data_records_refuse_to_change_and_copy_as_plain_data():
+    """The records below an observation's top-level ``data`` are shared between observations:
+    changing one is refused, while JSON, pickle, deepcopy and ``to_dict`` see plain data."""
+    import copy
+    import json
+    import pickle
+
+    env = OvercookedTextEnv("cramped-room")
+    obs, _ = env.reset(seed=0)
+    data = obs["agent_0"].data
+    pot, dispensers = data["pots"][0], data["dispensers"]
+    for change in (
+        lambda: pot.__setitem__("status", "ready"), lambda: pot.update(status="ready"),
+        lambda: pot["position"].append(1), lambda: data["serving"].clear(),
+        lambda: dispensers["onion"].pop(), lambda: data["orders"][0]["ingredients"].sort(),
+        lambda: data["others"][0].pop("held"),
+    ):
+        with pytest.raises(TypeError, match="shared between Overcooked observations"):
+            change()
+    assert env.observe("agent_0").data == data
+    plain = json.loads(json.dumps(data))
+    assert plain == data and pickle.loads(pickle.dumps(data)) == data
+    assert copy.deepcopy(data) == data and obs["agent_0"].to_dict()["data"] == plain
+    data["tick"] = -1  # the top level is the observation's own
+    assert env.observe("agent_0").data["tick"] == 0
