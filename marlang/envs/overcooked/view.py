@@ -36,38 +36,39 @@ def _refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
     )
 
 
-class FrozenRecord(dict):
+class _Frozen:
+    """What a frozen record and list share: a copy is the object itself (it cannot change), and
+    pickling makes it again from its plain value (``_plain``: dict or list)."""
+
+    __slots__ = ()
+    _plain: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._plain(self),))
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+
+class FrozenRecord(_Frozen, dict):
     """A ``dict`` (equal to one, written to JSON as one) that refuses to change."""
 
     __slots__ = ()
+    _plain = dict
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (dict(self),))
 
-    def __copy__(self) -> FrozenRecord:
-        return self
-
-    def __deepcopy__(self, memo: Any) -> FrozenRecord:
-        return self
-
-
-class FrozenList(list):
+class FrozenList(_Frozen, list):
     """A ``list`` (equal to one, written to JSON as one) that refuses to change."""
 
     __slots__ = ()
+    _plain = list
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-    def __copy__(self) -> FrozenList:
-        return self
-
-    def __deepcopy__(self, memo: Any) -> FrozenList:
-        return self
 
 
 def _point(x: int, y: int) -> FrozenList:
@@ -242,23 +243,6 @@ class _Lines:
         return known
 
 
-def describe(
-    kitchen: Kitchen,
-    state: Any,
-    index: int,
-    names: Sequence[str],
-    statuses: Sequence[CookStatus],
-    *,
-    tick: int,
-    horizon: int,
-    delivered: int,
-    subgoal_mode: bool,
-) -> tuple[str, dict[str, Any]]:
-    """The observation text and ``data`` of cook ``index``."""
-    return describe_cooks(kitchen, state, (index,), names, statuses, tick=tick, horizon=horizon,
-                          delivered=delivered, subgoal_mode=subgoal_mode)[0]
-
-
 def describe_cooks(
     kitchen: Kitchen,
     state: Any,
@@ -271,8 +255,8 @@ def describe_cooks(
     delivered: int,
     subgoal_mode: bool,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """`describe` for each cook in ``indices``: what they all see (the cooks, the pots, the
-    counters, the orders) is looked up once."""
+    """The observation text and ``data`` of each cook in ``indices``: what they all see (the
+    cooks, the pots, the counters, the orders) is looked up once."""
     made = kitchen.text_cache
     if made is None or made.recipes is not Recipe._conf:
         made = kitchen.text_cache = _Lines(kitchen)
