@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -93,6 +93,48 @@ class Decision(_Record):
     offsets: list[float] | None = None
     """Added to ``scores`` before the softmax (``agents.calibration: content_free``: minus the
     content-free prior): the policy's logits are scores + offsets."""
+
+
+@dataclass(frozen=True)
+class ScoredChoice:
+    """A decision by scoring, as a model that scores choices reports it: the choice taken,
+    every choice's score (in the choices' order), log pi of the one taken, the value where the
+    answering adapter has a value head, the exact scored prompt and the lead before each
+    choice, whether it was sampled, and the offsets added to the scores.
+
+    It travels in the reply's ``response_metadata`` (so a cached reply carries it too):
+    `to_metadata` writes its keys there and `from_reply` reads them back.
+    """
+
+    choice: str
+    scores: tuple[float, ...]
+    logprob: float | None = None
+    value: float | None = None
+    prompt: str | None = None
+    lead: str = ""
+    sampled: bool = False
+    offsets: tuple[float, ...] | None = None
+
+    def to_metadata(self, choices: Sequence[str]) -> dict[str, object]:
+        return {"choice_logprobs": dict(zip(choices, self.scores, strict=True)),
+                "choice_offsets": None if self.offsets is None else list(self.offsets),
+                "policy_logprob": self.logprob, "value": self.value, "scored_prompt": self.prompt,
+                "choice_lead": self.lead, "sampled": self.sampled}
+
+    @classmethod
+    def from_reply(cls, reply: object, choices: Sequence[str]) -> ScoredChoice | None:
+        """The scored choice a reply reports for ``choices``; None when the model scored none
+        of them (a chat model that claims choices but only generates)."""
+        meta = getattr(reply, "response_metadata", None) or {}
+        scores = meta.get("choice_logprobs")
+        if not scores or any(c not in scores for c in choices):
+            return None
+        content = getattr(reply, "content", "")
+        logprob, value, offsets = meta.get("policy_logprob"), meta.get("value"), meta.get("choice_offsets")
+        return cls(str(content).strip(), tuple(float(scores[c]) for c in choices),
+                   None if logprob is None else float(logprob), None if value is None else float(value),
+                   meta.get("scored_prompt"), meta.get("choice_lead", ""), bool(meta.get("sampled")),
+                   None if offsets is None else tuple(float(o) for o in offsets))
 
 
 @dataclass

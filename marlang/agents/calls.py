@@ -29,7 +29,7 @@ async def invoke_model(
 ) -> BaseMessage:
     """Invoke ``model`` once, tagged for accounting and bounded by the shared limiter, and
     return its reply message (what a caller that reads more than the text needs: a scored
-    choice, `marlang.models.policy.ScoredChoice`). ``prefill`` as in `call_model`."""
+    choice, `marlang.types.ScoredChoice`). ``prefill`` as in `call_model`."""
     if not getattr(model, "supports_prefill", False):
         prefill = ""
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}

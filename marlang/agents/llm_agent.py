@@ -16,11 +16,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from marlang.agents.action_parsing import parse_action
 from marlang.agents.answer_parsing import extract_answer
-from marlang.agents.calls import call_seed, invoke_model, prompt_text, reply_text
+from marlang.agents.calls import call_model, call_seed, invoke_model, prompt_text, reply_text
 from marlang.agents.memory import ReflexionMemory
-from marlang.models.policy import ScoredChoice
 from marlang.prompts import PromptLibrary
-from marlang.types import Acting, CallContext, Decision, Message, TextObservation, Trajectory
+from marlang.types import Acting, CallContext, Decision, Message, ScoredChoice, TextObservation, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -179,29 +178,32 @@ class LLMAgent:
             self.action_temperature if given.action_temperature is None else given.action_temperature,
         )
 
-    async def _invoke(
-        self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
-        **call_kwargs: Any,
-    ) -> BaseMessage:
+    def _call_kwargs(self, ctx: CallContext, role: str, max_tokens: int, extra: int,
+                     call_kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The chat model this agent's call in ``ctx`` goes to, and the call's arguments: its
+        role and seed (sampled seeds), the phase's adapter, the caller's parameters."""
         seed = call_kwargs.pop("seed", None)
         if seed is None and self.sample_seeds:
             seed = self._seed(ctx, role, extra)
         acting = self.acting(ctx)
         if acting.adapter is not None:
             call_kwargs["adapter"] = acting.adapter
-        return await invoke_model(acting.model, messages, ctx, role=role, agent=self.name, max_tokens=max_tokens,
-                                  seed=seed, **call_kwargs)
+        return acting.model, {"role": role, "agent": self.name, "max_tokens": max_tokens, "seed": seed,
+                              **call_kwargs}
+
+    async def _invoke(
+        self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
+        **call_kwargs: Any,
+    ) -> BaseMessage:
+        model, kwargs = self._call_kwargs(ctx, role, max_tokens, extra, call_kwargs)
+        return await invoke_model(model, messages, ctx, **kwargs)
 
     async def _call(
         self, messages: list[BaseMessage], ctx: CallContext, role: str, max_tokens: int, extra: int = 0,
         **call_kwargs: Any,
     ) -> str:
-        prefill = call_kwargs.pop("prefill", "")
-        if not getattr(self.acting(ctx).model, "supports_prefill", False):
-            prefill = ""
-        if prefill:
-            call_kwargs["prefill"] = prefill
-        return reply_text(await self._invoke(messages, ctx, role, max_tokens, extra, **call_kwargs), prefill)
+        model, kwargs = self._call_kwargs(ctx, role, max_tokens, extra, call_kwargs)
+        return await call_model(model, messages, ctx, **kwargs)
 
     # capabilities ------------------------------------------------------------------------
     async def speak(

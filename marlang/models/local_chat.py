@@ -33,7 +33,8 @@ from marlang.models.local_engine import (
     ScoreOutput,
     ScoreRequest,
 )
-from marlang.models.policy import ActionPolicy, ScoredChoice
+from marlang.models.policy import ActionPolicy
+from marlang.types import ScoredChoice
 
 CALL_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """Sampling params that may also be given per call, e.g. ``model.ainvoke(msgs, seed=7)``."""

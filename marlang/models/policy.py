@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
 
 @dataclass(frozen=True)
@@ -41,22 +39,16 @@ class ActionPolicy:
     def logits(self, scores: torch.Tensor, offsets: Sequence[float] | None = None) -> torch.Tensor:
         """(scores + offsets) / temperature, in the scores' dtype and on their device (no
         division when greedy)."""
-        import torch
-
         if offsets:
             scores = scores + torch.tensor(list(offsets), dtype=scores.dtype, device=scores.device)
         return scores / self.temperature if self.temperature > 0 else scores
 
     def log_probs(self, scores: torch.Tensor, offsets: Sequence[float] | None = None) -> torch.Tensor:
         """log pi of every action."""
-        import torch
-
         return torch.log_softmax(self.logits(scores, offsets), -1)
 
     def entropy(self, scores: torch.Tensor, offsets: Sequence[float] | None = None) -> torch.Tensor:
         """The policy's entropy over the actions."""
-        import torch
-
         logits = self.logits(scores, offsets)
         return -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum()
 
@@ -64,8 +56,6 @@ class ActionPolicy:
                seed: int | None = None) -> tuple[int, float]:
         """The action taken and its log pi: sampled with a generator seeded by ``seed`` (None:
         unseeded) above temperature 0, the best one at 0. In float64, as recorded."""
-        import torch
-
         logits = self.logits(torch.tensor(list(scores), dtype=torch.float64), offsets)
         if self.temperature > 0:
             generator = torch.Generator()
@@ -77,48 +67,3 @@ class ActionPolicy:
         else:
             best = int(torch.argmax(logits))
         return best, float(torch.log_softmax(logits, -1)[best])
-
-
-@dataclass(frozen=True)
-class ScoredChoice:
-    """A decision by scoring, as a model that scores choices reports it: the choice taken,
-    every choice's score (in the choices' order), log pi of the one taken, the value where the
-    answering adapter has a value head, the exact scored prompt and the lead before each
-    choice, whether it was sampled, and the offsets added to the scores.
-
-    It travels in the reply's ``response_metadata`` under the keys `METADATA` names (so a
-    cached reply carries it too); `to_metadata` writes them and `from_reply` reads them back.
-    """
-
-    choice: str
-    scores: tuple[float, ...]
-    logprob: float | None = None
-    value: float | None = None
-    prompt: str | None = None
-    lead: str = ""
-    sampled: bool = False
-    offsets: tuple[float, ...] | None = None
-
-    METADATA = ("choice_logprobs", "policy_logprob", "value", "scored_prompt", "choice_lead", "sampled",
-                "choice_offsets")
-
-    def to_metadata(self, choices: Sequence[str]) -> dict[str, object]:
-        return {"choice_logprobs": dict(zip(choices, self.scores, strict=True)),
-                "choice_offsets": None if self.offsets is None else list(self.offsets),
-                "policy_logprob": self.logprob, "value": self.value, "scored_prompt": self.prompt,
-                "choice_lead": self.lead, "sampled": self.sampled}
-
-    @classmethod
-    def from_reply(cls, reply: object, choices: Sequence[str]) -> ScoredChoice | None:
-        """The scored choice a reply reports for ``choices``; None when the model scored none
-        of them (a chat model that claims choices but only generates)."""
-        meta = getattr(reply, "response_metadata", None) or {}
-        scores = meta.get("choice_logprobs")
-        if not scores or any(c not in scores for c in choices):
-            return None
-        content = getattr(reply, "content", "")
-        logprob, value, offsets = meta.get("policy_logprob"), meta.get("value"), meta.get("choice_offsets")
-        return cls(str(content).strip(), tuple(float(scores[c]) for c in choices),
-                   None if logprob is None else float(logprob), None if value is None else float(value),
-                   meta.get("scored_prompt"), meta.get("choice_lead", ""), bool(meta.get("sampled")),
-                   None if offsets is None else tuple(float(o) for o in offsets))
