@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from marlang.lora.template import SEED_OFFSET, AdapterLearner
 from marlang.methods.magrpo.grpo_loss import policy_loss, shared_prompt_logprobs
-from marlang.methods.magrpo.options import TEXT_ENVS, MAGRPOOptions, check_config
+from marlang.methods.magrpo.options import MAGRPOOptions, check_config
 from marlang.methods.magrpo.sampling import TreeRequest, open_server, sample_local, sample_remote
 from marlang.methods.magrpo.tree import (
     Node,
@@ -46,7 +46,7 @@ from marlang.types import Acting, Candidate, PolicyState, RolloutPlan
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TEXT_ENVS", "GRPOLearner", "MAGRPOLearner"]
+__all__ = ["GRPOLearner", "MAGRPOLearner"]
 
 SEEDS_PER_NODE = 1_000_003
 """Spreads the sampling seeds of a tree's nodes apart."""
@@ -113,7 +113,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         refs = state.adapters
         if not refs:
             if self._initial_refs is None:  # saved once: the initial weights never change
-                directory = self._adapters_dir(0).parent / "initial"
+                directory = self.run_path / "adapters" / "initial"
                 assert self.local is not None
                 with self.local.exclusive():  # the initial weights: prepare_rollout has loaded them
                     hashes = team.save(directory)
