@@ -179,13 +179,20 @@ def _credit_check(args: argparse.Namespace) -> int:
                                  alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley)
     from marlang.models import ModelNotAvailableError, ModelServerError
 
+    out = Path(args.out or Path(args.run_dir) / CREDIT_CHECK_FILE)
+    # refused before the model calls the result costs, not after
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give a file path (e.g. {out / CREDIT_CHECK_FILE})")
+    blocking = next((p for p in out.parents if p.exists() or p.is_symlink()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ConfigError(f"--out {out}: {blocking} is not a directory")
     try:
         result = credit_check(args.run_dir, options)
     except (ModelServerError, ModelNotAvailableError) as err:  # the critics' model: one line, as a run says it
         print(f"marlang: {_redact(str(err))}", file=sys.stderr)
         return EXIT_MODEL
-    path = write_credit_check(result, args.out or Path(args.run_dir) / CREDIT_CHECK_FILE)
-    print(credit_table(result))
+    print(credit_table(result))  # shown before the write, so a failing write loses nothing on screen
+    path = write_credit_check(result, out)
     print(f"wrote {path}")
     return 0
 

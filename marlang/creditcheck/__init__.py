@@ -238,8 +238,7 @@ def write_credit_check(result: dict[str, Any], out: str | Path) -> Path:
     from marlang.rundir import atomic_write_text, dumps_json
 
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, dumps_json(result, indent=1) + "\n")
+    atomic_write_text(path, dumps_json(result, indent=1) + "\n")  # it makes the parent folders
     return path
 
 

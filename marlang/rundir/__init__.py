@@ -368,7 +368,17 @@ class RunDirectory:
             _write_csv(self.llm_calls_file, fields, kept)
 
     def load_trajectories(self) -> list[Trajectory]:
-        return [Trajectory.from_dict(d) for d in self.load_episode_dicts()]
+        """Every finished episode as a `Trajectory`; a record that parses but does not hold one
+        (a field missing or of the wrong kind) is damaged: skipped, with a warning, as a torn
+        line is."""
+        out = []
+        for d in self.load_episode_dicts():
+            try:
+                out.append(Trajectory.from_dict(d))
+            except (KeyError, TypeError, AttributeError, ValueError) as err:
+                logger.warning("%s: episode %s is damaged (%s: %s); skipped", self.episodes_file,
+                               d.get("episode"), type(err).__name__, err)
+        return out
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
         """Make metrics.csv match the episodes on disk (after a resume dropped a torn line)."""
