@@ -108,7 +108,7 @@ class Kitchen:
         }
         self._distance: dict[tuple[PosOr, Pos], int | None] = {}
         self._counter_numbers = {c: i for i, c in enumerate(self.counters, 1)}
-        self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], list[Pos]] = {}
+        self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], tuple[Pos, ...]] = {}
         self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
         self.text_cache: Any = None
         """The observation lines made so far (``view``), filled as they are first seen."""
@@ -127,7 +127,7 @@ class Kitchen:
             held.sort(key=numbers.__getitem__)
         return held
 
-    def counters_to_place_on(self, pos_and_or: PosOr, others: Sequence[Pos]) -> list[Pos]:
+    def counters_to_place_on(self, pos_and_or: PosOr, others: Sequence[Pos]) -> tuple[Pos, ...]:
         """The counters a cook at ``pos_and_or`` can reach, best first for putting an item
         down: those every cook at ``others`` can also reach (that is how items change hands),
         then the nearest, ties in reading order."""
@@ -140,7 +140,8 @@ class Kitchen:
                 shared = all(self.reachable(o, counter) for o in others)
                 return (not shared, self.distance(pos_and_or, counter) or 0)
 
-            order = self._to_place_on[key] = sorted((c for c in self.counters if c in reachable), key=preference)
+            order = self._to_place_on[key] = tuple(sorted((c for c in self.counters if c in reachable),
+                                                          key=preference))
         return order
 
     def _goals_facing(self, feature: Pos) -> tuple[PosOr, ...]:
@@ -160,10 +161,8 @@ class Kitchen:
             region[start] = label
             queue = deque([start])
             while queue:
-                x, y = queue.popleft()
-                for dx, dy in Direction.ALL_DIRECTIONS:
-                    nxt = (x + dx, y + dy)
-                    if nxt in self.walkable and nxt not in region:
+                for nxt in self.neighbours[queue.popleft()]:
+                    if nxt not in region:
                         region[nxt] = label
                         queue.append(nxt)
         return region

@@ -308,16 +308,12 @@ class SubgoalRunner:
         for j, player in enumerate(state.players):
             if j != index:
                 in_the_way |= self._path_cells(j, player)
-        candidates = [
-            cell
-            for direction in Direction.ALL_DIRECTIONS
-            if (cell := _moved(here, direction)) in self.kitchen.walkable and cell not in occupied
-        ]
+        candidates = [cell for cell in self.kitchen.neighbours[here] if cell not in occupied]
         if not candidates:
             return None
 
         def score(cell: Pos) -> tuple[bool, int, int]:
-            exits = sum(_moved(cell, d) in self.kitchen.walkable for d in Direction.ALL_DIRECTIONS)
+            exits = len(self.kitchen.neighbours[cell])
             spread = min(abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied) if occupied else 0
             return (cell in in_the_way, -exits, -spread)
 

@@ -3,12 +3,14 @@
 Coordinates are (x, y) with x growing to the right and y growing downward; distances are the
 moves a cook needs to stand in front of a thing, facing it.
 
-The text is rendered every tick for both cooks, so each line is made once per layout and the
-facts it depends on (``_Lines``), and each tick only looks the lines up. The same goes for the
+The text is rendered every tick for both cooks, so each line is made once per env's kitchen and
+the facts it depends on (``_Lines``, kept on the `Kitchen`; every env builds its own), and each
+tick only looks the lines up. The same goes for the
 ``data`` records below the top level (a pot, a counter, the other cook, the dispensers, the
 serving spots, the orders): they are made once and shared between observations, as a
 `FrozenRecord` or `FrozenList` that refuses to change (copy one with ``dict(...)`` or
-``list(...)`` to change it). Each observation's top-level ``data`` dict is its own.
+``list(...)`` to change it; ``TextObservation.to_dict`` keeps them frozen). Each observation's
+top-level ``data`` dict is its own.
 """
 
 from __future__ import annotations
