@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from marlang.methods.neural.critics.difference import NOOP_NAMES, fork, team_reward
+from marlang.methods.neural.critics.difference import env_id_matches, fork, noop_name, team_reward
 from marlang.types import Trajectory
 
 ROLLOUTS: tuple[str, ...] = ("recorded", "scripted", "random")
@@ -54,15 +54,7 @@ class ReplayMismatch(ValueError):
 
 def restorable(env_id: str) -> bool:
     """Whether the oracle can restore episodes of ``env_id``."""
-    return any(env_id == p or (p.endswith("/*") and env_id.startswith(p[:-1])) for p in RESTORABLE_ENVS)
-
-
-def default_action(legal: Sequence[str]) -> str | None:
-    """The agent's no-op among its legal actions (``stay``, ``wait``, ...), or None."""
-    for name in legal:
-        if name.lower() in NOOP_NAMES:
-            return name
-    return None
+    return env_id_matches(env_id, RESTORABLE_ENVS)
 
 
 @dataclass
@@ -138,7 +130,7 @@ def replay(env: Any, traj: Trajectory, cost: Cost) -> Iterator[tuple[int, dict[s
 
 
 def _fallback(legal: Sequence[str]) -> str:
-    return default_action(legal) or legal[0]
+    return noop_name(legal) or legal[0]
 
 
 class Branches:
@@ -199,9 +191,8 @@ def alternatives_of(legal: Sequence[str], taken: str, mode: str) -> list[str]:
     """The actions an agent's credit compares its recorded one with: every other legal action
     (``legal``), or its no-op where it has one and did not take it (``default``; without a
     no-op, every other legal action)."""
-    if mode == "default" and default_action(legal) is not None:
-        noop = default_action(legal)
-        return [] if noop == taken else [noop]  # type: ignore[list-item]
+    if mode == "default" and (noop := noop_name(legal)) is not None:
+        return [] if noop == taken else [noop]
     return [a for a in legal if a != taken]
 
 
@@ -245,7 +236,7 @@ def coalition_values(branches: Branches, recorded: Mapping[str, str], legal: Map
     for size in range(len(agents) + 1):
         for members in itertools.combinations(agents, size):
             others = [a for a in agents if a not in members]
-            choices = [[default_action(legal[a])] if default_action(legal[a]) else list(legal[a]) for a in others]
+            choices = [[noop] if (noop := noop_name(legal[a])) else list(legal[a]) for a in others]
             joints = list(itertools.product(*choices))
             if len(joints) > MAX_BASELINE_JOINTS:
                 rng = np.random.default_rng([seed, branches.traj.episode, branches.t, size])
@@ -284,7 +275,7 @@ def one_step_difference(env: Any, traj: Trajectory, t: int, cost: Cost) -> dict[
     for agent, taken in recorded.items():
         names = env.action_names(agent) if callable(getattr(env, "action_names", None)) \
             else step.observations[agent].legal_actions
-        noop = default_action(names)
+        noop = noop_name(names)
         alts = [noop] if noop is not None else list(names)
         values = [real if alt == taken else branches.value({**recorded, agent: alt}, steps=0) for alt in alts]
         out[agent] = real - sum(values) / len(values)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +28,14 @@ DIFFERENCE_ENVS: tuple[str, ...] = ("matrix/climbing", "gridworld/*", "lbf/*", "
 """Env ids whose state forks cleanly and cheaply (one deep copy per agent per step)."""
 
 
+def env_id_matches(env_id: str, patterns: Sequence[str]) -> bool:
+    """Whether ``env_id`` is one of ``patterns`` (an id, or a family ``"name/*"``)."""
+    return any(env_id == p or (p.endswith("/*") and env_id.startswith(p[:-1])) for p in patterns)
+
+
 def supports_difference(env_id: str) -> bool:
     """Whether ``learning.critic: difference`` can fork this env."""
-    return any(env_id == p or (p.endswith("/*") and env_id.startswith(p[:-1])) for p in DIFFERENCE_ENVS)
+    return env_id_matches(env_id, DIFFERENCE_ENVS)
 
 
 def fork(env: Any) -> Any:
@@ -44,12 +49,16 @@ def fork(env: Any) -> Any:
     return copy.deepcopy(env, memo)
 
 
+def noop_name(names: Sequence[str]) -> str | None:
+    """The no-op among ``names`` (``stay``, ``wait``, ...; the first there is), or None."""
+    return next((name for name in names if name.lower() in NOOP_NAMES), None)
+
+
 def default_action(env: Any, agent: str) -> int | None:
     """Index of the agent's no-op action, or None when it has none."""
-    for i, name in enumerate(env.action_names(agent)):
-        if name.lower() in NOOP_NAMES:
-            return i
-    return None
+    names = list(env.action_names(agent))
+    noop = noop_name(names)
+    return None if noop is None else names.index(noop)
 
 
 def team_reward(rewards: Mapping[str, float]) -> float:
