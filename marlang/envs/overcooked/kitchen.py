@@ -107,9 +107,13 @@ class Kitchen:
             for label in set(self.region.values())
         }
         self._distance: dict[tuple[PosOr, Pos], int | None] = {}
-        self._counter_numbers = {c: i for i, c in enumerate(self.counters, 1)}
+        self.counter_numbers: dict[Pos, int] = {c: i for i, c in enumerate(self.counters, 1)}
+        """Each counter's number (from 1, in reading order)."""
         self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], tuple[Pos, ...]] = {}
         self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
+        self._plan_cells: dict[tuple[PosOr, tuple[Pos, ...]], frozenset[Pos]] = {}
+        self.offers: dict[Any, Any] = {}
+        """The subgoals offered in this kitchen so far (``subgoals``), made once each."""
         self.text_cache: Any = None
         """The observation lines made so far (``view``), filled as they are first seen."""
 
@@ -117,11 +121,11 @@ class Kitchen:
         return self.pots.index(pot) + 1
 
     def counter_number(self, counter: Pos) -> int:
-        return self._counter_numbers[counter]
+        return self.counter_numbers[counter]
 
     def counters_holding(self, objects: Iterable[Pos]) -> list[Pos]:
         """The counters among ``objects`` (a state's object positions), in reading order."""
-        numbers = self._counter_numbers
+        numbers = self.counter_numbers
         held = [p for p in objects if p in numbers]
         if len(held) > 1:
             held.sort(key=numbers.__getitem__)
@@ -215,6 +219,22 @@ class Kitchen:
             first, cells = action_plan[0], tuple(cell for cell, _ in path)
         return Approach(at, turn, first, cells, frozenset(cells), frozenset({here, *cells}),
                         frozenset(goal[0] for goal in facing))
+
+    def plan_cells(self, pos_and_or: PosOr, features: tuple[Pos, ...]) -> frozenset[Pos]:
+        """Every cell of the shortest plans from ``pos_and_or`` to each place in front of the
+        nearest of ``features`` (where a cook heading there may walk; remembered)."""
+        key = (pos_and_or, features)
+        known = self._plan_cells.get(key)
+        if known is None:
+            nearest = self.nearest(pos_and_or, features)
+            cells: set[Pos] = set()
+            if nearest is not None:
+                for goal in self.goals[nearest[0]]:
+                    plan = self.planner.all_plans.get((pos_and_or, goal))
+                    if plan is not None:
+                        cells.update(pos for pos, _ in plan[1])
+            known = self._plan_cells[key] = frozenset(cells)
+        return known
 
     def nearest(self, pos_and_or: PosOr, features: Iterable[Pos]) -> tuple[Pos, int] | None:
         """The closest reachable feature among ``features`` and its distance."""

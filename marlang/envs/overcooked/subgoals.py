@@ -58,7 +58,7 @@ def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
     soup = state.objects.get(pot)
     if soup is None:
         return 0, "empty"
-    n = len(soup.ingredients)
+    n = len(soup._ingredients)  # (``ingredients`` makes a list of their names)
     if soup.is_idle:  # not started (the package's is_ready and is_cooking are both False)
         return n, "filling"
     return n, "ready" if soup.is_ready else "cooking"
@@ -75,10 +75,10 @@ def _counter_item(state: object, counter: Pos) -> str | None:
 
 def is_valid(kitchen: Kitchen, state: object, index: int, subgoal: Subgoal, capacity: int) -> str:
     """Empty string when ``subgoal`` still makes sense for cook ``index``, else why not."""
-    held = held_item(state.players[index])
     kind = subgoal.kind
     if kind in ("wait", "step aside"):
         return ""
+    held = held_item(state.players[index])
     if kind in ("fetch", "take", "cook") and held is not None:
         return f"your hands are full ({held})"
     if kind in ("put", "fill", "deliver", "place") and held != subgoal.item:
@@ -110,48 +110,72 @@ def legal_subgoals(
     ones, counters the other cooks can also reach first (that is how items change hands).
     """
     player = state.players[index]
-    here, pos_and_or = player.position, player.pos_and_or
     held = held_item(player)
-    reachable = kitchen.within_reach(here)
+    reachable = kitchen.within_reach(player.position)
+    objects = state.objects
     out: list[Subgoal] = []
     if held is None:
-        for item in (*INGREDIENTS, "dish"):
-            targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
-            if targets:
-                out.append(_subgoal(f"pick up {item}", "fetch", targets, item))
-        objects = state.objects
+        out.extend(_fetches(kitchen, reachable))
         for counter in kitchen.counters_holding(objects):
             if counter in reachable:
-                item = objects[counter].name
-                number = kitchen.counter_number(counter)
-                out.append(_subgoal(f"pick up {item} from counter {number}", "take", (counter,), item))
+                out.append(_offer(kitchen, "take", counter, objects[counter].name))
         for pot in kitchen.pots:
             if pot in reachable and pot_contents(state, pot)[1] == "filling":
-                out.append(_subgoal(f"start cooking pot {kitchen.pot_number(pot)}", "cook", (pot,)))
+                out.append(_offer(kitchen, "cook", pot, None))
     elif held in INGREDIENTS:
         for pot in kitchen.pots:
             if pot in reachable and _pot_takes_ingredient(state, pot, capacity):
-                number = kitchen.pot_number(pot)
-                out.append(_subgoal(f"put {held} in pot {number}", "put", (pot,), held))
+                out.append(_offer(kitchen, "put", pot, held))
     elif held == "dish":
         for pot in kitchen.pots:
             if pot in reachable and pot_contents(state, pot)[1] in ("cooking", "ready"):
-                number = kitchen.pot_number(pot)
-                out.append(_subgoal(f"fill dish from pot {number}", "fill", (pot,), "dish"))
+                out.append(_offer(kitchen, "fill", pot, "dish"))
     elif held == "soup":
         targets = tuple(p for p in kitchen.serving if p in reachable)
         if targets:
             out.append(_subgoal("deliver soup", "deliver", targets, "soup"))
     if held is not None:
         others = [p.position for i, p in enumerate(state.players) if i != index]
-        objects = state.objects
-        free = [c for c in kitchen.counters_to_place_on(pos_and_or, others) if c not in objects]
+        free = [c for c in kitchen.counters_to_place_on(player.pos_and_or, others) if c not in objects]
         for counter in free[:counter_options]:
-            number = kitchen.counter_number(counter)
-            out.append(_subgoal(f"place {held} on counter {number}", "place", (counter,), held))
+            out.append(_offer(kitchen, "place", counter, held))
     out.append(_subgoal(WAIT, "wait"))
     out.append(_subgoal(STEP_ASIDE, "step aside"))
     return out
+
+
+def _fetches(kitchen: Kitchen, reachable: frozenset[Pos]) -> tuple[Subgoal, ...]:
+    """The ``pick up`` subgoals at the dispensers within ``reachable`` (remembered)."""
+    known = kitchen.offers.get(reachable)
+    if known is None:
+        offers = []
+        for item in (*INGREDIENTS, "dish"):
+            targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
+            if targets:
+                offers.append(_subgoal(f"pick up {item}", "fetch", targets, item))
+        known = kitchen.offers[reachable] = tuple(offers)
+    return known
+
+
+_OFFERS = {
+    "take": "pick up {item} from counter {number}",
+    "place": "place {item} on counter {number}",
+    "put": "put {item} in pot {number}",
+    "cook": "start cooking pot {number}",
+    "fill": "fill dish from pot {number}",
+}
+"""The subgoals at one pot or counter, by kind: their action strings."""
+
+
+def _offer(kitchen: Kitchen, kind: str, target: Pos, item: str | None) -> Subgoal:
+    """The ``kind`` subgoal at the pot or counter ``target`` with ``item`` (remembered)."""
+    key = (kind, target, item)
+    known = kitchen.offers.get(key)
+    if known is None:
+        number = kitchen.counter_number(target) if kind in ("take", "place") else kitchen.pot_number(target)
+        action = _OFFERS[kind].format(item=item, number=number)
+        known = kitchen.offers[key] = _subgoal(action, kind, (target,), item)
+    return known
 
 
 # ----------------------------------------------------------------------------- execution
@@ -221,22 +245,26 @@ class SubgoalRunner:
         routes of the cooks before it, so two cooks meeting in a corridor do not both turn
         back (when no such route exists it falls back to waiting for the way to clear).
         """
-        positions = [p.position for p in state.players]
+        players = state.players
+        positions = [p.position for p in players]
         reserved: set[Pos] = set()
         actions: list[object] = []
-        for i, player in enumerate(state.players):
+        for i, player in enumerate(players):
             task = self.tasks[i]
             action: object = Action.STAY
             if task is not None:
                 reason = is_valid(self.kitchen, state, i, task.subgoal, self.capacity)
                 if reason:
                     self._finish(i, "failed", f"gave up '{task.subgoal.action}': {reason}")
+                elif task.subgoal.kind == "wait":
+                    task.blocked_by = None
+                    reserved.add(positions[i])
                 else:
                     others = {p for j, p in enumerate(positions) if j != i}
                     action, route = self._action_for(i, task, player, state, others, reserved)
                     reserved |= route
             actions.append(action)
-        self._avoid_collisions(state, actions)
+        self._avoid_collisions(positions, actions)
         return tuple(actions)
 
     def _action_for(
@@ -247,8 +275,6 @@ class SubgoalRunner:
         kind = task.subgoal.kind
         here = player.position
         task.blocked_by = None
-        if kind == "wait":
-            return Action.STAY, {here}
         if kind == "step aside":
             if task.aside is None:
                 task.aside = self._aside_cell(index, state, others | reserved)
@@ -306,8 +332,9 @@ class SubgoalRunner:
         occupied = {p.position for j, p in enumerate(state.players) if j != index}
         in_the_way = set(avoid)
         for j, player in enumerate(state.players):
-            if j != index:
-                in_the_way |= self._path_cells(j, player)
+            task = self.tasks[j]
+            if j != index and task is not None and task.subgoal.targets:
+                in_the_way |= self.kitchen.plan_cells(player.pos_and_or, task.subgoal.targets)
         candidates = [cell for cell in self.kitchen.neighbours[here] if cell not in occupied]
         if not candidates:
             return None
@@ -319,31 +346,20 @@ class SubgoalRunner:
 
         return min(candidates, key=score)
 
-    def _path_cells(self, index: int, player: object) -> set[Pos]:
-        task = self.tasks[index]
-        if task is None or not task.subgoal.targets:
-            return set()
-        nearest = self.kitchen.nearest(player.pos_and_or, task.subgoal.targets)
-        if nearest is None:
-            return set()
-        cells: set[Pos] = set()
-        for goal in self.kitchen.goals[nearest[0]]:
-            plan = self.kitchen.planner.all_plans.get((player.pos_and_or, goal))
-            if plan is not None:
-                cells |= {pos for pos, _ in plan[1]}
-        return cells
-
-    def _avoid_collisions(self, state: object, actions: list[object]) -> None:
+    def _avoid_collisions(self, old: Sequence[Pos], actions: list[object]) -> None:
         """Two cooks stepping into one cell (or through each other) both stay in the package;
-        let the later one wait instead, so the first one gets through."""
-        old = [p.position for p in state.players]
-        for i in range(len(actions)):
+        let the later one wait instead, so the first one gets through. ``old``: where the
+        cooks stand."""
+        walkable = self.kitchen.walkable
+        new = []
+        for here, action in zip(old, actions):
+            cell = (here[0] + action[0], here[1] + action[1]) if action in _DIRECTIONS else here
+            new.append(cell if cell in walkable else here)
+        for i in range(1, len(actions)):
             for j in range(i):
-                new_i, new_j = _moved(old[i], actions[i]), _moved(old[j], actions[j])
-                new_i = new_i if new_i in self.kitchen.walkable else old[i]
-                new_j = new_j if new_j in self.kitchen.walkable else old[j]
-                if new_i == new_j or (new_i == old[j] and new_j == old[i]):
+                if new[i] == new[j] or (new[i] == old[j] and new[j] == old[i]):
                     actions[i] = Action.STAY
+                    new[i] = old[i]
                     task = self.tasks[i]
                     if task is not None:
                         task.blocked_by = j
@@ -397,12 +413,6 @@ class SubgoalRunner:
 
 
 _DIRECTIONS = frozenset(Direction.ALL_DIRECTIONS)
-
-
-def _moved(position: Pos, action: object) -> Pos:
-    if action in _DIRECTIONS:
-        return (position[0] + action[0], position[1] + action[1])
-    return position
 
 
 def _direction_between(a: Pos, b: Pos) -> object:

@@ -283,9 +283,9 @@ class OvercookedTextEnv(MultiAgentEnv):
                     self.kitchen, self._state, index, capacity=self._capacity,
                     counter_options=self.counter_options,
                 )
-                self._legal[index] = {s.action: s for s in options}
                 legal = [s.action for s in options]
-                if self._runner.running(index) is not None:
+                self._legal[index] = dict(zip(legal, options))
+                if self._runner.tasks[index] is not None:
                     legal.insert(0, CONTINUE)
             else:
                 legal = list(self._primitive_actions)

@@ -109,12 +109,13 @@ class _Place:
     """What never changes as seen from one place and facing: distances to the pots, the
     dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
 
-    __slots__ = ("counter_distances", "dispensers", "fixed_lines", "pot_distances", "serving", "you")
+    __slots__ = ("counter_distances", "dispensers", "fixed_lines", "point", "pot_distances", "serving", "you")
 
     dispensers: FrozenRecord
     serving: FrozenList
 
     def __init__(self, kitchen: Kitchen, pos_and_or: PosOr):
+        self.point = _point(*pos_and_or[0])
         self.pot_distances = [kitchen.distance(pos_and_or, pot) for pot in kitchen.pots]
         self.counter_distances = {counter: kitchen.distance(pos_and_or, counter) for counter in kitchen.counters}
         dispensers = [
@@ -156,23 +157,26 @@ class _Lines:
         self.kitchen = kitchen
         self.recipes = Recipe._conf
         self.places: dict[PosOr, _Place] = {}
-        # (line, record) of the other cook, a counter, a pot, as seen by a cook
-        self.others: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
+        # (line, record) of the other cook (and a list of just that record), a counter, a pot,
+        # as seen by a cook
+        self.others: dict[tuple[Any, ...], tuple[str, FrozenRecord, FrozenList]] = {}
         self.counters: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.soups: dict[tuple[Any, ...], tuple[str, int | None, str]] = {}
         self.pots: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.orders: dict[tuple[int, ...], tuple[list[str], FrozenList]] = {}
-        # A cook's pot and counter lines and records, by place and what the pots and counters hold
-        self.blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList, FrozenList]] = {}
+        self.notes: dict[tuple[str, ...], tuple[list[str], FrozenList]] = {}
+        # A cook's pot lines and records, by place and what the pots hold; the same of the
+        # counters, by place and what the counters hold
+        self.pot_blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList]] = {}
+        self.counter_blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList]] = {}
 
-    def block(
-        self, pos_and_or: PosOr, place: _Place, pots: Sequence[tuple[Any, ...]],
-        counters_held: Sequence[tuple[int, Pos, str]],
-    ) -> tuple[list[str], FrozenList, FrozenList]:
-        """The pot and counter lines a cook at ``pos_and_or`` reads, with their records."""
-        if len(self.blocks) >= _MAX_BLOCKS:  # (seen pots and counters add up over a long run)
-            self.blocks.clear()
-        lines, pot_records, counter_records = [], [], []
+    def pot_block(
+        self, pos_and_or: PosOr, place: _Place, pots: Sequence[tuple[Any, ...]], pot_facts: tuple[Any, ...],
+    ) -> tuple[list[str], FrozenList]:
+        """The pot lines a cook at ``pos_and_or`` reads, with their records."""
+        if len(self.pot_blocks) >= _MAX_BLOCKS:  # (seen pots add up over a long run)
+            self.pot_blocks.clear()
+        lines, records = [], []
         for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
             key = (number, distance, facts)
             known = self.pots.get(key)
@@ -185,7 +189,17 @@ class _Lines:
                     ),
                 )
             lines.append(known[0])
-            pot_records.append(known[1])
+            records.append(known[1])
+        block = self.pot_blocks[pos_and_or, pot_facts] = (lines, FrozenList(records))
+        return block
+
+    def counter_block(
+        self, pos_and_or: PosOr, place: _Place, counters_held: tuple[tuple[int, Pos, str], ...],
+    ) -> tuple[list[str], FrozenList]:
+        """The counter lines a cook at ``pos_and_or`` reads, with their records."""
+        if len(self.counter_blocks) >= _MAX_BLOCKS:  # (seen counters add up over a long run)
+            self.counter_blocks.clear()
+        lines, records = [], []
         counter_distances = place.counter_distances
         for number, counter, item in counters_held:
             distance = counter_distances[counter]
@@ -197,13 +211,20 @@ class _Lines:
                     FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
                 )
             lines.append(known[0])
-            counter_records.append(known[1])
+            records.append(known[1])
         if not counters_held:
             lines.append("Counters: nothing on them.")
-        block = self.blocks[pos_and_or, tuple(pot[-1] for pot in pots), tuple(counters_held)] = (
-            lines, FrozenList(pot_records), FrozenList(counter_records),
-        )
+        block = self.counter_blocks[pos_and_or, counters_held] = (lines, FrozenList(records))
         return block
+
+    def note_lines(self, notes: tuple[str, ...]) -> tuple[list[str], FrozenList]:
+        """The "Note:" lines of a cook's notes, and the notes as a record."""
+        known = self.notes.get(notes)
+        if known is None:
+            if len(self.notes) >= _MAX_BLOCKS:
+                self.notes.clear()
+            known = self.notes[notes] = ([f"Note: {note}." for note in notes], FrozenList(notes))
+        return known
 
     def place(self, pos_and_or: PosOr) -> _Place:
         place = self.places[pos_and_or] = _Place(self.kitchen, pos_and_or)
@@ -279,9 +300,8 @@ def describe_cooks(
         soup = objects.get(pot)
         facts = ("empty", None, "empty", (), None) if soup is None else made.soup(state, pot, soup)
         pots.append((number, pot, *facts))
-    counters_held = tuple([
-        (kitchen.counter_number(c), c, objects[c].name) for c in kitchen.counters_holding(objects)
-    ])
+    numbers = kitchen.counter_numbers
+    counters_held = tuple(sorted([(numbers[p], p, obj.name) for p, obj in objects.items() if p in numbers]))
     pot_facts = tuple([pot[-1] for pot in pots])
     order_lines, orders = made.order_lines(state)
     return [
@@ -318,51 +338,51 @@ def _describe(
         )
     lines = [header, you]
     data: dict[str, Any] = {
-        "agent": name,
-        "tick": tick,
-        "horizon": horizon,
-        "soups_delivered": delivered,
-        "position": _point(*position),
-        "facing": facing,
-        "held": held,
+        "agent": name, "tick": tick, "horizon": horizon, "soups_delivered": delivered,
+        "position": place.point, "facing": facing, "held": held,
     }
     if subgoal_mode:
-        if status.subgoal is None:
+        subgoal, ticks = status.subgoal, status.subgoal_ticks
+        if subgoal is None:
             lines.append("Your subgoal: none; choose one.")
+            data["subgoal"] = None
         else:
             lines.append(
-                f"Your subgoal: {status.subgoal.action} (running for {status.subgoal_ticks} "
-                f"tick{'s' if status.subgoal_ticks != 1 else ''}; 'continue' keeps it)."
+                f"Your subgoal: {subgoal.action} (running for {ticks} "
+                f"tick{'s' if ticks != 1 else ''}; 'continue' keeps it)."
             )
-        data["subgoal"] = None if status.subgoal is None else status.subgoal.action
-        data["subgoal_ticks"] = status.subgoal_ticks
-    if status.notes:
-        lines.extend(f"Note: {note}." for note in status.notes)
-    data["notes"] = FrozenList(status.notes)
+            data["subgoal"] = subgoal.action
+        data["subgoal_ticks"] = ticks
+    note_lines, data["notes"] = made.note_lines(status.notes)
+    lines += note_lines
 
     others = []
-    for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal) in enumerate(cooks):
+    for j, (other, position_j, orientation_j, _, held_j, facing_j, subgoal_j) in enumerate(cooks):
         if j == index:
             continue
-        key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal)
+        key = (other, position_j, orientation_j, held_j, subgoal_mode, subgoal_j)
         known = made.others.get(key)
         if known is None:
             line = f"{other} is at {tuple(position_j)} facing {facing_j}, holding {_with_article(held_j)}"
             fields = {"agent": other, "position": _point(*position_j), "facing": facing_j, "held": held_j}
             if subgoal_mode:
-                line += f"; working on: {subgoal}" if subgoal else "; choosing what to do"
-                fields["subgoal"] = subgoal
-            known = made.others[key] = (line + ".", FrozenRecord(fields))
+                line += f"; working on: {subgoal_j}" if subgoal_j else "; choosing what to do"
+                fields["subgoal"] = subgoal_j
+            record = FrozenRecord(fields)
+            known = made.others[key] = (line + ".", record, FrozenList((record,)))
         lines.append(known[0])
-        others.append(known[1])
-    data["others"] = FrozenList(others)
+        others.append(known)
+    # (with one other cook, as in every layout, its record's list is made once too)
+    data["others"] = others[0][2] if len(others) == 1 else FrozenList(known[1] for known in others)
 
-    block = made.blocks.get((pos_and_or, pot_facts, counters_held))
-    if block is None:
-        block = made.block(pos_and_or, place, pots, counters_held)
-    lines.extend(block[0])
-    data["pots"] = block[1]
-    data["counters"] = block[2]
+    pot_lines, data["pots"] = (
+        made.pot_blocks.get((pos_and_or, pot_facts)) or made.pot_block(pos_and_or, place, pots, pot_facts)
+    )
+    counter_lines, data["counters"] = (
+        made.counter_blocks.get((pos_and_or, counters_held)) or made.counter_block(pos_and_or, place, counters_held)
+    )
+    lines += pot_lines
+    lines += counter_lines
 
     lines.extend(place.fixed_lines)
     data["dispensers"] = place.dispensers
