@@ -41,6 +41,8 @@ PRIMITIVE_ACTIONS: dict[str, object] = {
 
 INGREDIENTS = ("onion", "tomato")
 
+_MAX_DETOURS = 20_000
+
 
 @dataclass(frozen=True)
 class Approach:
@@ -111,6 +113,7 @@ class Kitchen:
         """Each counter's number (from 1, in reading order)."""
         self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], tuple[Pos, ...]] = {}
         self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
+        self._detours: dict[tuple[Pos, frozenset[Pos], frozenset[Pos]], tuple[Pos, ...] | None] = {}
         self._plan_cells: dict[tuple[PosOr, tuple[Pos, ...]], frozenset[Pos]] = {}
         self.offers: dict[Any, Any] = {}
         """The subgoals offered in this kitchen so far (``subgoals``), made once each."""
@@ -235,6 +238,35 @@ class Kitchen:
                         cells.update(pos for pos, _ in plan[1])
             known = self._plan_cells[key] = frozenset(cells)
         return known
+
+    def detour(self, start: Pos, goal_cells: frozenset[Pos], blocked: frozenset[Pos]) -> tuple[Pos, ...] | None:
+        """The cells of a shortest walk from ``start`` to any of ``goal_cells`` around
+        ``blocked`` (``None`` when there is none; remembered)."""
+        key = (start, goal_cells, blocked)
+        known = self._detours.get(key, False)
+        if known is False:
+            if len(self._detours) >= _MAX_DETOURS:  # (blocked cells add up over a long run)
+                self._detours.clear()
+            known = self._detours[key] = self._walk(start, goal_cells, blocked)
+        return known
+
+    def _walk(self, start: Pos, goal_cells: frozenset[Pos], blocked: frozenset[Pos]) -> tuple[Pos, ...] | None:
+        previous: dict[Pos, Pos | None] = {start: None}
+        queue = deque([start])
+        neighbours = self.neighbours
+        while queue:
+            cell = queue.popleft()
+            if cell in goal_cells and cell != start:
+                route = []
+                while cell != start:
+                    route.append(cell)
+                    cell = previous[cell]
+                return tuple(route[::-1])
+            for nxt in neighbours[cell]:
+                if nxt not in blocked and nxt not in previous:
+                    previous[nxt] = cell
+                    queue.append(nxt)
+        return None
 
     def nearest(self, pos_and_or: PosOr, features: Iterable[Pos]) -> tuple[Pos, int] | None:
         """The closest reachable feature among ``features`` and its distance."""

@@ -8,7 +8,6 @@ exists) gives its subgoal up, so two cooks blocking each other never deadlock.
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -46,6 +45,9 @@ class Subgoal:
 
 _subgoal = functools.lru_cache(maxsize=4096)(Subgoal)
 """``Subgoal(...)``, the same (immutable) record each time a cook is offered it again."""
+
+_ALWAYS = (_subgoal(WAIT, "wait"), _subgoal(STEP_ASIDE, "step aside"))
+"""The subgoals every cook is offered, last."""
 
 
 def held_item(player: object) -> str | None:
@@ -136,11 +138,14 @@ def legal_subgoals(
             out.append(_subgoal("deliver soup", "deliver", targets, "soup"))
     if held is not None:
         others = [p.position for i, p in enumerate(state.players) if i != index]
-        free = [c for c in kitchen.counters_to_place_on(player.pos_and_or, others) if c not in objects]
-        for counter in free[:counter_options]:
-            out.append(_offer(kitchen, "place", counter, held))
-    out.append(_subgoal(WAIT, "wait"))
-    out.append(_subgoal(STEP_ASIDE, "step aside"))
+        offered = 0
+        for counter in kitchen.counters_to_place_on(player.pos_and_or, others):
+            if counter not in objects:  # (free)
+                out.append(_offer(kitchen, "place", counter, held))
+                offered += 1
+                if offered == counter_options:
+                    break
+    out += _ALWAYS
     return out
 
 
@@ -298,7 +303,7 @@ class SubgoalRunner:
         # Someone is in the way: walk around them, and around the routes of earlier cooks.
         goal_cells = way.goal_cells
         for blocked in (others | reserved, others):
-            route = self._route(here, goal_cells, blocked - goal_cells)
+            route = self.kitchen.detour(here, goal_cells, frozenset(blocked - goal_cells))
             if route is not None and route[0] not in others:
                 return _direction_between(here, route[0]), {here, *route}
         nxt = cells[0]
@@ -306,25 +311,6 @@ class SubgoalRunner:
             task.blocked_by = next(j for j, p in enumerate(state.players) if p.position == nxt)
             return Action.STAY, {here}
         return way.first, way.route
-
-    def _route(self, start: Pos, goal_cells: AbstractSet[Pos], blocked: set[Pos]) -> list[Pos] | None:
-        """Cells of a shortest walk from ``start`` to any of ``goal_cells`` around ``blocked``."""
-        previous: dict[Pos, Pos | None] = {start: None}
-        queue = deque([start])
-        neighbours = self.kitchen.neighbours
-        while queue:
-            cell = queue.popleft()
-            if cell in goal_cells and cell != start:
-                route = []
-                while cell != start:
-                    route.append(cell)
-                    cell = previous[cell]
-                return route[::-1]
-            for nxt in neighbours[cell]:
-                if nxt not in blocked and nxt not in previous:
-                    previous[nxt] = cell
-                    queue.append(nxt)
-        return None
 
     def _aside_cell(self, index: int, state: object, avoid: set[Pos]) -> Pos | None:
         """A free neighbouring cell, off the other cooks' routes when possible."""
@@ -403,7 +389,7 @@ class SubgoalRunner:
         return outcomes
 
     def _stalled(self, task: Task, old: object, new: object, action: object) -> bool:
-        moved = old.pos_and_or != new.pos_and_or
+        moved = old.position != new.position or old.orientation != new.orientation
         wanted_to_move = action in _DIRECTIONS or task.blocked_by is not None
         if moved or not wanted_to_move:
             task.stalled = 0

@@ -109,7 +109,9 @@ class _Place:
     """What never changes as seen from one place and facing: distances to the pots, the
     dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
 
-    __slots__ = ("counter_distances", "dispensers", "fixed_lines", "point", "pot_distances", "serving", "you")
+    __slots__ = (
+        "counter_distances", "counter_lines", "dispensers", "fixed_lines", "point", "pot_distances", "serving", "you",
+    )
 
     dispensers: FrozenRecord
     serving: FrozenList
@@ -137,6 +139,8 @@ class _Place:
         )
         self.serving = FrozenList(FrozenRecord(position=_point(*p), distance=d) for p, d in serving)
         self.you: dict[tuple[str, str | None], str] = {}
+        self.counter_lines: dict[tuple[int, Pos, str], tuple[str, FrozenRecord]] = {}
+        """(line, record) of a counter holding an item, by (number, position, item)."""
 
 
 _MAX_BLOCKS = 20_000
@@ -200,16 +204,20 @@ class _Lines:
         if len(self.counter_blocks) >= _MAX_BLOCKS:  # (seen counters add up over a long run)
             self.counter_blocks.clear()
         lines, records = [], []
-        counter_distances = place.counter_distances
-        for number, counter, item in counters_held:
-            distance = counter_distances[counter]
-            key = (number, distance, item)
-            known = self.counters.get(key)
+        seen_here = place.counter_lines
+        for held in counters_held:
+            known = seen_here.get(held)
             if known is None:
-                known = self.counters[key] = (
-                    f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
-                    FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
-                )
+                number, counter, item = held
+                distance = place.counter_distances[counter]
+                key = (number, distance, item)
+                known = self.counters.get(key)
+                if known is None:
+                    known = self.counters[key] = (
+                        f"Counter {number} at {counter} holds {_with_article(item)}; {_steps(distance)}.",
+                        FrozenRecord(number=number, position=_point(*counter), item=item, distance=distance),
+                    )
+                seen_here[held] = known
             lines.append(known[0])
             records.append(known[1])
         if not counters_held:
