@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -56,6 +57,22 @@ logger = logging.getLogger(__name__)
 
 ACTION_MODES = ("subgoal", "primitive")
 DEFAULT_HORIZON = 400
+
+_kitchens: dict[str, Kitchen] = {}
+_kitchens_lock = threading.Lock()
+
+
+def kitchen_of(layout_file: str, mdp: Any) -> Kitchen:
+    """The `Kitchen` of a layout file, one per process: its motion planner (about half a second
+    to build for the larger layouts) and the tables it fills as cooks play are the same for
+    every env of that layout, so envs made side by side (parallel episodes, one per worker
+    thread) share them. ``mdp`` (an ``OvercookedGridworld`` of that layout) builds it the first
+    time; each env keeps its own ``mdp`` for its game steps."""
+    with _kitchens_lock:  # (envs made at once wait for one planner rather than each build it)
+        kitchen = _kitchens.get(layout_file)
+        if kitchen is None:
+            kitchen = _kitchens[layout_file] = Kitchen(mdp)
+        return kitchen
 
 
 class OvercookedTextEnv(MultiAgentEnv):
@@ -137,7 +154,7 @@ class OvercookedTextEnv(MultiAgentEnv):
         self.random_start = bool(random_start)
         self.counter_options = counter_options
         self._mdp = mdp
-        self.kitchen = Kitchen(mdp)
+        self.kitchen = kitchen_of(layout_file, mdp)
         self._capacity = 3
         self._runner = SubgoalRunner(
             self.kitchen, n_agents, self.possible_agents, patience=patience,

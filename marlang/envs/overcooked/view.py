@@ -3,9 +3,9 @@
 Coordinates are (x, y) with x growing to the right and y growing downward; distances are the
 moves a cook needs to stand in front of a thing, facing it.
 
-The text is rendered every tick for both cooks, so each line is made once per env's kitchen and
-the facts it depends on (``_Lines``, kept on the `Kitchen`; every env builds its own), and each
-tick only looks the lines up. The same goes for the
+The text is rendered every tick for both cooks, so each line is made once per layout and the
+facts it depends on (``_Lines``, kept on the layout's `Kitchen`, which the envs of that layout in
+one process share), and each tick only looks the lines up. The same goes for the
 ``data`` records below the top level (a pot, a counter, the other cook, the dispensers, the
 serving spots, the orders): they are made once and shared between observations, as a
 `FrozenRecord` or `FrozenList` that refuses to change (copy one with ``dict(...)`` or
@@ -154,7 +154,7 @@ class _Lines:
     """One layout's observation lines, each made the first time its facts occur.
 
     Soup and order facts depend on the package's recipe settings (``Recipe.configure``, which
-    every new layout sets for the whole process), so a change of settings starts afresh.
+    every new env sets for the whole process), so different settings start afresh.
     """
 
     def __init__(self, kitchen: Kitchen):
@@ -288,9 +288,11 @@ def describe_cooks(
 ) -> list[tuple[str, dict[str, Any]]]:
     """The observation text and ``data`` of each cook in ``indices``: what they all see (the
     cooks, the pots, the counters, the orders) is looked up once."""
-    made = kitchen.text_cache
-    if made is None or made.recipes is not Recipe._conf:
-        made = kitchen.text_cache = _Lines(kitchen)
+    made, recipes = kitchen.text_cache, Recipe._conf
+    if made is None or made.recipes is not recipes:  # (every new env configures the package)
+        if made is None or made.recipes != recipes:
+            made = kitchen.text_cache = _Lines(kitchen)
+        made.recipes = recipes
     header = f"Tick {tick} of {horizon}; soups delivered so far: {delivered}."
     cooks = []
     for j, player in enumerate(state.players):

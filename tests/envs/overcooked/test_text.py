@@ -277,14 +277,15 @@ def test_pettingzoo_parallel_api_and_render():
 
 
 def _rendered_afresh(env: OvercookedTextEnv, agent: str):
-    """``env.observe(agent)`` made with none of the kitchen's remembered lines and orders."""
+    """``env.observe(agent)`` made with none of the kitchen's remembered lines, orders, placing
+    orders and offers."""
     kitchen = env.kitchen
-    kept = kitchen.text_cache, kitchen._to_place_on
-    kitchen.text_cache, kitchen._to_place_on = None, {}
+    kept = kitchen.text_cache, kitchen._to_place_on, kitchen.offers
+    kitchen.text_cache, kitchen._to_place_on, kitchen.offers = None, {}, {}
     try:
         return env.observe(agent)
     finally:
-        kitchen.text_cache, kitchen._to_place_on = kept
+        kitchen.text_cache, kitchen._to_place_on, kitchen.offers = kept
 
 
 @pytest.mark.parametrize("layout", ["cramped-room", "counter-circuit"])
@@ -308,6 +309,34 @@ def test_remembered_lines_give_the_same_observations_as_fresh_ones(layout, mode)
                 if agent not in joint or rng.random() < 0.15:
                     joint[agent] = seen.legal_actions[int(rng.integers(len(seen.legal_actions)))]
             obs, *_ = env.step(joint)
+
+
+def test_envs_of_one_layout_share_its_kitchen_and_play_alike():
+    """The kitchen (planner and remembered tables) is made once per layout and process, also
+    when envs are made in threads at once; each env keeps its own game and plays as a lone one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        envs = list(pool.map(lambda _: OvercookedTextEnv("coordination-ring"), range(4)))
+    assert all(env.kitchen is envs[0].kitchen for env in envs)
+    assert len({id(env._mdp) for env in envs}) == 4
+    assert OvercookedTextEnv("cramped-room").kitchen is not envs[0].kitchen
+
+    def play(env, seed):
+        team, seen = env.scripted_team(), []
+        obs, _ = env.reset(seed=seed)
+        team.reset()
+        while env.agents:
+            seen.append({agent: (o.text, o.legal_actions) for agent, o in obs.items()})
+            obs, *_ = env.step(team.act(obs))
+        return seen, env.soups_delivered
+
+    first, second = envs[0], envs[1]
+    alone = play(first, 0)
+    # Another env of the layout plays (and fills the shared tables) in between.
+    play(second, 1)
+    again = play(first, 0)
+    assert again == alone and alone[1] > 0
 
 
 def test_shared_data_records_refuse_to_change_and_copy_as_plain_data():
