@@ -321,21 +321,24 @@ class SubgoalRunner:
             task = self.tasks[j]
             if j != index and task is not None and task.subgoal.targets:
                 in_the_way |= self.kitchen.plan_cells(player.pos_and_or, task.subgoal.targets)
-        candidates = [cell for cell in self.kitchen.neighbours[here] if cell not in occupied]
-        if not candidates:
-            return None
-
-        def score(cell: Pos) -> tuple[bool, int, int]:
-            exits = len(self.kitchen.neighbours[cell])
-            spread = min(abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied) if occupied else 0
-            return (cell in in_the_way, -exits, -spread)
-
-        return min(candidates, key=score)
+        # The first free neighbour off those routes, with the most exits, farthest from the others.
+        neighbours = self.kitchen.neighbours
+        best: tuple[tuple[bool, int, int], Pos] | None = None
+        for cell in neighbours[here]:
+            if cell in occupied:
+                continue
+            spread = min([abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied]) if occupied else 0
+            score = (cell in in_the_way, -len(neighbours[cell]), -spread)
+            if best is None or score < best[0]:
+                best = (score, cell)
+        return None if best is None else best[1]
 
     def _avoid_collisions(self, old: Sequence[Pos], actions: list[object]) -> None:
         """Two cooks stepping into one cell (or through each other) both stay in the package;
         let the later one wait instead, so the first one gets through. ``old``: where the
         cooks stand."""
+        if _DIRECTIONS.isdisjoint(actions):
+            return  # (nobody moves: the cooks stand on distinct cells, so nothing collides)
         walkable = self.kitchen.walkable
         new = []
         for here, action in zip(old, actions):
