@@ -5,9 +5,11 @@ actions from the start state (its ``OvercookedEnv`` wraps this, but pickles a mo
 into site-packages on first use, so it is not run here); (b) ``OvercookedTextEnv`` in primitive
 mode with random actions (one tick and both cooks' text observations per step); (c) in subgoal
 mode with random legal subgoals (planner moves every tick, text at each decision point; random
-choices end subgoals far more often than purposeful ones: a decision every 1.5 to 2.4 ticks,
-the costly end); (d) in subgoal mode played by the scripted reference team (purposeful play: a
-decision every 2 to 3.5 ticks). Only the step calls are timed.
+choices end subgoals far more often than purposeful ones: a decision every 1.5 ticks in cramped
+room, 2.4 in counter circuit, the costly end); (d) in subgoal mode played by the scripted
+reference team (purposeful play: a decision every 2.4 and 3.5 ticks). Only the step calls are
+timed. The envs of a layout share its kitchen (``kitchen_of``), so later runs find the lines and
+plans earlier ones made, as the episodes of a long run do.
 
 The package's step costs more on the states play visits than on (a)'s random walks from the
 start (items on counters, soups cooking): each of (b) to (d) also times the package's step

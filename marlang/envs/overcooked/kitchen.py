@@ -138,7 +138,7 @@ class Kitchen:
         """The counters a cook at ``pos_and_or`` can reach, best first for putting an item
         down: those every cook at ``others`` can also reach (that is how items change hands),
         then the nearest, ties in reading order."""
-        key = (pos_and_or, tuple(self.region.get(o, -1) for o in others))
+        key = (pos_and_or, tuple([self.region.get(o, -1) for o in others]))
         order = self._to_place_on.get(key)
         if order is None:
             reachable = self.within_reach(pos_and_or[0])
