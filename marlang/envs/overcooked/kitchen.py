@@ -114,6 +114,7 @@ class Kitchen:
         self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], tuple[Pos, ...]] = {}
         self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
         self._detours: dict[tuple[Pos, frozenset[Pos], frozenset[Pos]], tuple[Pos, ...] | None] = {}
+        self._aside_orders: dict[tuple[Pos, tuple[Pos, ...]], tuple[Pos, ...]] = {}
         self._plan_cells: dict[tuple[PosOr, tuple[Pos, ...]], frozenset[Pos]] = {}
         self.offers: dict[Any, Any] = {}
         """The subgoals offered in this kitchen so far (``subgoals``), made once each."""
@@ -237,6 +238,24 @@ class Kitchen:
                     if plan is not None:
                         cells.update(pos for pos, _ in plan[1])
             known = self._plan_cells[key] = frozenset(cells)
+        return known
+
+    def aside_order(self, here: Pos, occupied: tuple[Pos, ...]) -> tuple[Pos, ...]:
+        """The free cells next to ``here`` (none of ``occupied``), best first to step aside to:
+        the most exits, then the farthest from ``occupied``, then in the order of directions
+        (remembered)."""
+        key = (here, occupied)
+        known = self._aside_orders.get(key)
+        if known is None:
+            neighbours = self.neighbours
+
+            def rank(cell: Pos) -> tuple[int, int]:
+                spread = min(abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied) if occupied else 0
+                return (-len(neighbours[cell]), -spread)
+
+            known = self._aside_orders[key] = tuple(
+                sorted((cell for cell in neighbours[here] if cell not in occupied), key=rank)
+            )
         return known
 
     def detour(self, start: Pos, goal_cells: frozenset[Pos], blocked: frozenset[Pos]) -> tuple[Pos, ...] | None:

@@ -265,23 +265,24 @@ class SubgoalRunner:
                     task.blocked_by = None
                     reserved.add(positions[i])
                 else:
-                    others = {p for j, p in enumerate(positions) if j != i}
-                    action, route = self._action_for(i, task, player, state, others, reserved)
+                    action, route = self._action_for(i, task, player, state, positions, reserved)
                     reserved |= route
             actions.append(action)
         self._avoid_collisions(positions, actions)
         return tuple(actions)
 
     def _action_for(
-        self, index: int, task: Task, player: object, state: object, others: set[Pos],
+        self, index: int, task: Task, player: object, state: object, positions: Sequence[Pos],
         reserved: set[Pos],
     ) -> tuple[object, AbstractSet[Pos]]:
-        """The cook's action this tick and the cells of the route it is taking."""
+        """The cook's action this tick and the cells of the route it is taking (``positions``:
+        where every cook stands)."""
         kind = task.subgoal.kind
         here = player.position
         task.blocked_by = None
         if kind == "step aside":
             if task.aside is None:
+                others = {p for j, p in enumerate(positions) if j != index}
                 task.aside = self._aside_cell(index, state, others | reserved)
                 if task.aside is None:
                     return Action.STAY, {here}
@@ -298,6 +299,7 @@ class SubgoalRunner:
             self._finish(index, "failed", f"gave up '{task.subgoal.action}': out of your reach")
             return Action.STAY, {here}
         cells = way.cells
+        others = {p for j, p in enumerate(positions) if j != index}
         if way.path.isdisjoint(others) and way.path.isdisjoint(reserved):
             return way.first, way.route
         # Someone is in the way: walk around them, and around the routes of earlier cooks.
@@ -314,24 +316,25 @@ class SubgoalRunner:
 
     def _aside_cell(self, index: int, state: object, avoid: set[Pos]) -> Pos | None:
         """A free neighbouring cell, off the other cooks' routes when possible."""
-        here = state.players[index].position
-        occupied = {p.position for j, p in enumerate(state.players) if j != index}
-        in_the_way = set(avoid)
-        for j, player in enumerate(state.players):
-            task = self.tasks[j]
-            if j != index and task is not None and task.subgoal.targets:
-                in_the_way |= self.kitchen.plan_cells(player.pos_and_or, task.subgoal.targets)
-        # The first free neighbour off those routes, with the most exits, farthest from the others.
-        neighbours = self.kitchen.neighbours
-        best: tuple[tuple[bool, int, int], Pos] | None = None
-        for cell in neighbours[here]:
-            if cell in occupied:
+        players = state.players
+        here = players[index].position
+        order = self.kitchen.aside_order(here, tuple([p.position for j, p in enumerate(players) if j != index]))
+        if not order:
+            return None
+        routes = [
+            self.kitchen.plan_cells(player.pos_and_or, task.subgoal.targets)
+            for j, (player, task) in enumerate(zip(players, self.tasks))
+            if j != index and task is not None and task.subgoal.targets
+        ]
+        for cell in order:  # the first off the others' routes, else the first
+            if cell in avoid:
                 continue
-            spread = min([abs(cell[0] - o[0]) + abs(cell[1] - o[1]) for o in occupied]) if occupied else 0
-            score = (cell in in_the_way, -len(neighbours[cell]), -spread)
-            if best is None or score < best[0]:
-                best = (score, cell)
-        return None if best is None else best[1]
+            for route in routes:
+                if cell in route:
+                    break
+            else:
+                return cell
+        return order[0]
 
     def _avoid_collisions(self, old: Sequence[Pos], actions: list[object]) -> None:
         """Two cooks stepping into one cell (or through each other) both stay in the package;
@@ -340,10 +343,9 @@ class SubgoalRunner:
         if _DIRECTIONS.isdisjoint(actions):
             return  # (nobody moves: the cooks stand on distinct cells, so nothing collides)
         walkable = self.kitchen.walkable
-        new = []
-        for here, action in zip(old, actions):
-            cell = (here[0] + action[0], here[1] + action[1]) if action in _DIRECTIONS else here
-            new.append(cell if cell in walkable else here)
+        new = [(here[0] + action[0], here[1] + action[1]) if action in _DIRECTIONS else here
+               for here, action in zip(old, actions)]
+        new = [cell if cell in walkable else here for cell, here in zip(new, old)]
         for i in range(1, len(actions)):
             for j in range(i):
                 if new[i] == new[j] or (new[i] == old[j] and new[j] == old[i]):

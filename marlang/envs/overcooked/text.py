@@ -306,7 +306,7 @@ class OvercookedTextEnv(MultiAgentEnv):
                     legal.insert(0, CONTINUE)
             else:
                 legal = list(self._primitive_actions)
-            observations[agent] = TextObservation(text=text, mission=MISSION, legal_actions=legal, data=data)
+            observations[agent] = TextObservation(text, MISSION, legal, data)
         return observations
 
     def narrator(self) -> OvercookedNarrator:

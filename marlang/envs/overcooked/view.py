@@ -15,6 +15,7 @@ top-level ``data`` dict is its own.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,7 +111,8 @@ class _Place:
     dispenser and serving-spot lines and their (x, y, distance) facts, the "You are" lines."""
 
     __slots__ = (
-        "counter_distances", "counter_lines", "dispensers", "fixed_lines", "point", "pot_distances", "serving", "you",
+        "counter_blocks", "counter_distances", "counter_lines", "dispensers", "fixed_lines", "point",
+        "pot_blocks", "pot_distances", "serving", "you",
     )
 
     dispensers: FrozenRecord
@@ -141,9 +143,14 @@ class _Place:
         self.you: dict[tuple[str, str | None], str] = {}
         self.counter_lines: dict[tuple[int, Pos, str], tuple[str, FrozenRecord]] = {}
         """(line, record) of a counter holding an item, by (number, position, item)."""
+        self.pot_blocks: dict[int, tuple[list[str], FrozenList]] = {}
+        """The pot lines read here and their records, by the pots' contents (``_Lines.scene``)."""
+        self.counter_blocks: dict[int, tuple[list[str], FrozenList]] = {}
+        """The counter lines read here and their records, by the counters' contents."""
 
 
 _MAX_BLOCKS = 20_000
+_MAX_BLOCKS_PER_PLACE = 1_000
 
 
 def _place(position: Pos, distance: int | None) -> str:
@@ -169,17 +176,25 @@ class _Lines:
         self.pots: dict[tuple[Any, ...], tuple[str, FrozenRecord]] = {}
         self.orders: dict[tuple[int, ...], tuple[list[str], FrozenList]] = {}
         self.notes: dict[tuple[str, ...], tuple[list[str], FrozenList]] = {}
-        # A cook's pot lines and records, by place and what the pots hold; the same of the
-        # counters, by place and what the counters hold
-        self.pot_blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList]] = {}
-        self.counter_blocks: dict[tuple[Any, ...], tuple[list[str], FrozenList]] = {}
+        # An id for each contents of the pots, and of the counters, seen so far: a place keeps its
+        # pot and counter lines by these (ids are never reused, so forgetting one is safe)
+        self.pot_scenes: dict[tuple[Any, ...], int] = {}
+        self.counter_scenes: dict[tuple[Any, ...], int] = {}
+        self._ids = itertools.count(1)  # (from 1: a found id is never falsy)
 
-    def pot_block(
-        self, pos_and_or: PosOr, place: _Place, pots: Sequence[tuple[Any, ...]], pot_facts: tuple[Any, ...],
-    ) -> tuple[list[str], FrozenList]:
-        """The pot lines a cook at ``pos_and_or`` reads, with their records."""
-        if len(self.pot_blocks) >= _MAX_BLOCKS:  # (seen pots add up over a long run)
-            self.pot_blocks.clear()
+    def scene(self, scenes: dict[tuple[Any, ...], int], facts: tuple[Any, ...]) -> int:
+        """The id of ``facts`` in ``scenes`` (``pot_scenes`` or ``counter_scenes``), new if unseen."""
+        known = scenes.get(facts)
+        if known is None:
+            if len(scenes) >= _MAX_BLOCKS:  # (seen contents add up over a long run)
+                scenes.clear()
+            known = scenes[facts] = next(self._ids)
+        return known
+
+    def pot_block(self, place: _Place, pots: Sequence[tuple[Any, ...]], scene: int) -> tuple[list[str], FrozenList]:
+        """The pot lines a cook at ``place`` reads, with their records (``scene``: the pots' id)."""
+        if len(place.pot_blocks) >= _MAX_BLOCKS_PER_PLACE:
+            place.pot_blocks.clear()
         lines, records = [], []
         for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
             key = (number, distance, facts)
@@ -194,15 +209,16 @@ class _Lines:
                 )
             lines.append(known[0])
             records.append(known[1])
-        block = self.pot_blocks[pos_and_or, pot_facts] = (lines, FrozenList(records))
+        block = place.pot_blocks[scene] = (lines, FrozenList(records))
         return block
 
     def counter_block(
-        self, pos_and_or: PosOr, place: _Place, counters_held: tuple[tuple[int, Pos, str], ...],
+        self, place: _Place, counters_held: tuple[tuple[int, Pos, str], ...], scene: int,
     ) -> tuple[list[str], FrozenList]:
-        """The counter lines a cook at ``pos_and_or`` reads, with their records."""
-        if len(self.counter_blocks) >= _MAX_BLOCKS:  # (seen counters add up over a long run)
-            self.counter_blocks.clear()
+        """The counter lines a cook at ``place`` reads, with their records (``scene``: the
+        counters' id)."""
+        if len(place.counter_blocks) >= _MAX_BLOCKS_PER_PLACE:
+            place.counter_blocks.clear()
         lines, records = [], []
         seen_here = place.counter_lines
         for held in counters_held:
@@ -222,7 +238,7 @@ class _Lines:
             records.append(known[1])
         if not counters_held:
             lines.append("Counters: nothing on them.")
-        block = self.counter_blocks[pos_and_or, counters_held] = (lines, FrozenList(records))
+        block = place.counter_blocks[scene] = (lines, FrozenList(records))
         return block
 
     def note_lines(self, notes: tuple[str, ...]) -> tuple[list[str], FrozenList]:
@@ -313,9 +329,13 @@ def describe_cooks(
     numbers = kitchen.counter_numbers
     counters_held = tuple(sorted([(numbers[p], p, obj.name) for p, obj in objects.items() if p in numbers]))
     pot_facts = tuple([pot[-1] for pot in pots])
+    scenes = (
+        made.pot_scenes.get(pot_facts) or made.scene(made.pot_scenes, pot_facts),
+        made.counter_scenes.get(counters_held) or made.scene(made.counter_scenes, counters_held),
+    )
     order_lines, orders = made.order_lines(state)
     return [
-        _describe(made, index, cooks, pots, counters_held, pot_facts, order_lines, orders, statuses[index],
+        _describe(made, index, cooks, pots, counters_held, scenes, order_lines, orders, statuses[index],
                   header, tick=tick, horizon=horizon, delivered=delivered, subgoal_mode=subgoal_mode)
         for index in indices
     ]
@@ -327,7 +347,7 @@ def _describe(
     cooks: Sequence[tuple[Any, ...]],
     pots: Sequence[tuple[Any, ...]],
     counters_held: tuple[tuple[int, Pos, str], ...],
-    pot_facts: tuple[Any, ...],
+    scenes: tuple[int, int],
     order_lines: list[str],
     orders: FrozenList,
     status: CookStatus,
@@ -385,11 +405,10 @@ def _describe(
     # (with one other cook, as in every layout, its record's list is made once too)
     data["others"] = others[0][2] if len(others) == 1 else FrozenList(known[1] for known in others)
 
-    pot_lines, data["pots"] = (
-        made.pot_blocks.get((pos_and_or, pot_facts)) or made.pot_block(pos_and_or, place, pots, pot_facts)
-    )
+    pot_scene, counter_scene = scenes
+    pot_lines, data["pots"] = place.pot_blocks.get(pot_scene) or made.pot_block(place, pots, pot_scene)
     counter_lines, data["counters"] = (
-        made.counter_blocks.get((pos_and_or, counters_held)) or made.counter_block(pos_and_or, place, counters_held)
+        place.counter_blocks.get(counter_scene) or made.counter_block(place, counters_held, counter_scene)
     )
     lines += pot_lines
     lines += counter_lines
