@@ -5,7 +5,7 @@ in reading order, and the primitive actions a subgoal is carried out with.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,17 +135,19 @@ class Kitchen:
             held.sort(key=numbers.__getitem__)
         return held
 
-    def counters_to_place_on(self, pos_and_or: PosOr, others: Sequence[Pos]) -> tuple[Pos, ...]:
+    def placing_order(self, pos_and_or: PosOr, other_regions: tuple[int, ...]) -> tuple[Pos, ...]:
         """The counters a cook at ``pos_and_or`` can reach, best first for putting an item
-        down: those every cook at ``others`` can also reach (that is how items change hands),
-        then the nearest, ties in reading order."""
-        key = (pos_and_or, tuple([self.region.get(o, -1) for o in others]))
+        down: those every other cook (standing in ``other_regions``, labels of ``region``; -1:
+        nowhere) can also reach (that is how items change hands), then the nearest, ties in
+        reading order (remembered)."""
+        key = (pos_and_or, other_regions)
         order = self._to_place_on.get(key)
         if order is None:
             reachable = self.within_reach(pos_and_or[0])
+            theirs = [self._within_reach.get(r, frozenset()) for r in other_regions]
 
             def preference(counter: Pos) -> tuple[bool, int]:
-                shared = all(self.reachable(o, counter) for o in others)
+                shared = all(counter in reach for reach in theirs)
                 return (not shared, self.distance(pos_and_or, counter) or 0)
 
             order = self._to_place_on[key] = tuple(sorted((c for c in self.counters if c in reachable),

@@ -137,9 +137,10 @@ def legal_subgoals(
         if targets:
             out.append(_subgoal("deliver soup", "deliver", targets, "soup"))
     if held is not None:
-        others = [p.position for i, p in enumerate(state.players) if i != index]
+        regions = kitchen.region
+        others = tuple([regions.get(p.position, -1) for i, p in enumerate(state.players) if i != index])
         offered = 0
-        for counter in kitchen.counters_to_place_on(player.pos_and_or, others):
+        for counter in kitchen.placing_order(player.pos_and_or, others):
             if counter not in objects:  # (free)
                 out.append(_offer(kitchen, "place", counter, held))
                 offered += 1

@@ -167,7 +167,8 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._tick = 0
         self._delivered = 0
         self._statuses = [CookStatus() for _ in self.possible_agents]
-        self._legal: list[dict[str, Subgoal]] = [{} for _ in self.possible_agents]
+        self._legal: list[tuple[list[str], list[Subgoal]]] = [([], []) for _ in self.possible_agents]
+        """Each cook's legal subgoals as last observed: their actions, and the subgoals."""
         self._index_of = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._primitive_actions = tuple(PRIMITIVE_ACTIONS)
 
@@ -210,27 +211,37 @@ class OvercookedTextEnv(MultiAgentEnv):
         shaped = [0.0] * n
         ticks = 0
         delivered_before = self._delivered
-        if self.action_mode == "primitive":
-            joint = []
+        runner = None if self.action_mode == "primitive" else self._runner
+        if runner is None:  # one tick of the cooks' own moves
+            moves = []
             for i, agent in enumerate(self.possible_agents):
                 action = PRIMITIVE_ACTIONS.get(actions[agent]) if isinstance(actions[agent], str) else None
                 illegal[i] = action is None
-                joint.append(Action.STAY if action is None else action)
-            team_reward += self._tick_once(tuple(joint), sparse, shaped)
-            ticks = 1
-            outcomes: dict[int, Any] = {}
-        else:
+                moves.append(Action.STAY if action is None else action)
+            joint = tuple(moves)
+        else:  # ticks of the subgoals' moves until some cook's subgoal ends
             for i, agent in enumerate(self.possible_agents):
                 illegal[i] = not self._choose(i, actions[agent])
-            outcomes = {}
-            while self._tick < self.horizon:
-                before = self._state
-                joint = self._runner.joint_action(before)
-                team_reward += self._tick_once(joint, sparse, shaped)
-                ticks += 1
-                outcomes.update(self._runner.update(before, self._state, joint))
-                if outcomes:
-                    break
+        outcomes: dict[int, Any] = {}
+        while self._tick < self.horizon:
+            before = self._state
+            if runner is not None:
+                joint = runner.joint_action(before)
+            self._state, info = self._mdp.get_state_transition(before, joint)
+            self._tick += 1
+            ticks += 1
+            team = 0.0
+            for i, (s, r) in enumerate(zip(info["sparse_reward_by_agent"], info["shaped_reward_by_agent"])):
+                sparse[i] += s
+                shaped[i] += r
+                team += s
+            team_reward += team
+            self._delivered += sum(info["event_infos"]["soup_delivery"])
+            if runner is None:
+                break
+            outcomes.update(runner.update(before, self._state, joint))
+            if outcomes:
+                break
         for i, status in enumerate(self._statuses if self.action_mode == "subgoal" else ()):
             # (in primitive mode no cook ever has a subgoal, so the statuses stay as they are)
             task = self._runner.tasks[i]
@@ -300,10 +311,9 @@ class OvercookedTextEnv(MultiAgentEnv):
                     self.kitchen, self._state, index, capacity=self._capacity,
                     counter_options=self.counter_options,
                 )
-                legal = [s.action for s in options]
-                self._legal[index] = dict(zip(legal, options))
-                if self._runner.tasks[index] is not None:
-                    legal.insert(0, CONTINUE)
+                names = [s.action for s in options]
+                self._legal[index] = (names, options)
+                legal = [CONTINUE, *names] if self._runner.tasks[index] is not None else names.copy()
             else:
                 legal = list(self._primitive_actions)
             observations[agent] = TextObservation(text, MISSION, legal, data)
@@ -328,24 +338,13 @@ class OvercookedTextEnv(MultiAgentEnv):
         if isinstance(action, str) and (action == CONTINUE or (running and action == running.action)):
             if running is not None:
                 return True
-        elif isinstance(action, str) and action in self._legal[index]:
-            self._runner.assign(index, self._legal[index][action])
+        elif isinstance(action, str) and action in self._legal[index][0]:
+            names, options = self._legal[index]
+            self._runner.assign(index, options[names.index(action)])  # (the names are distinct)
             return True
         if running is None:
             self._runner.assign(index, Subgoal(WAIT, "wait"))
         return False
-
-    def _tick_once(self, joint: tuple[Any, ...], sparse: list[float], shaped: list[float]) -> float:
-        state, info = self._mdp.get_state_transition(self._state, joint)
-        self._state = state
-        self._tick += 1
-        team = 0.0
-        for i, (s, r) in enumerate(zip(info["sparse_reward_by_agent"], info["shaped_reward_by_agent"])):
-            sparse[i] += s
-            shaped[i] += r
-            team += s
-        self._delivered += sum(info["event_infos"]["soup_delivery"])
-        return team
 
     def _info(
         self, success: bool = False, illegal_action: bool = False, ticks: int = 0,
