@@ -70,7 +70,10 @@ def _reading_order(positions: Iterable[Pos]) -> list[Pos]:
 
 
 class Kitchen:
-    """Static facts of one layout: numbered features, who can reach what, and step distances.
+    """What never changes in one layout: numbered features, who can reach what, and step
+    distances; and what follows from those alone, remembered as play first asks for it (ways,
+    detours, placing orders, offered subgoals, observation lines). The envs of a layout in one
+    process share one (``text.kitchen_of``); ``forget`` drops what was remembered.
 
     Pots and counters are numbered from 1 in reading order (top row first, left to right).
     Distances are the moves (turns included, the final interact not) a cook needs to stand in
@@ -108,16 +111,22 @@ class Kitchen:
             )
             for label in set(self.region.values())
         }
-        self._distance: dict[tuple[PosOr, Pos], int | None] = {}
         self.counter_numbers: dict[Pos, int] = {c: i for i, c in enumerate(self.counters, 1)}
         """Each counter's number (from 1, in reading order)."""
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every table filled in play (they are made again as play asks for them)."""
+        self._distance: dict[tuple[PosOr, Pos], int | None] = {}
         self._to_place_on: dict[tuple[PosOr, tuple[int, ...]], tuple[Pos, ...]] = {}
         self._approaches: dict[tuple[PosOr, tuple[Pos, ...]], Approach] = {}
         self._detours: dict[tuple[Pos, frozenset[Pos], frozenset[Pos]], tuple[Pos, ...] | None] = {}
         self._aside_orders: dict[tuple[Pos, tuple[Pos, ...]], tuple[Pos, ...]] = {}
         self._plan_cells: dict[tuple[PosOr, tuple[Pos, ...]], frozenset[Pos]] = {}
-        self.offers: dict[Any, Any] = {}
-        """The subgoals offered in this kitchen so far (``subgoals``), made once each."""
+        self.offers: dict[tuple[str, Pos, str | None], Any] = {}
+        """The subgoal at one pot or counter by (kind, target, item) (``subgoals``), made once each."""
+        self.fetches: dict[frozenset[Pos], tuple[Any, ...]] = {}
+        """The dispenser subgoals offered within each set of reachable features (``subgoals``)."""
         self.text_cache: Any = None
         """The observation lines made so far (``view``), filled as they are first seen."""
 

@@ -136,7 +136,7 @@ def legal_subgoals(
         targets = tuple(p for p in kitchen.serving if p in reachable)
         if targets:
             out.append(_subgoal("deliver soup", "deliver", targets, "soup"))
-    if held is not None:
+    if held is not None and counter_options > 0:
         regions = kitchen.region
         others = tuple([regions.get(p.position, -1) for i, p in enumerate(state.players) if i != index])
         offered = 0
@@ -152,14 +152,14 @@ def legal_subgoals(
 
 def _fetches(kitchen: Kitchen, reachable: frozenset[Pos]) -> tuple[Subgoal, ...]:
     """The ``pick up`` subgoals at the dispensers within ``reachable`` (remembered)."""
-    known = kitchen.offers.get(reachable)
+    known = kitchen.fetches.get(reachable)
     if known is None:
         offers = []
         for item in (*INGREDIENTS, "dish"):
             targets = tuple(p for p in kitchen.dispensers[item] if p in reachable)
             if targets:
                 offers.append(_subgoal(f"pick up {item}", "fetch", targets, item))
-        known = kitchen.offers[reachable] = tuple(offers)
+        known = kitchen.fetches[reachable] = tuple(offers)
     return known
 
 

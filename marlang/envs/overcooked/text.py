@@ -59,19 +59,28 @@ ACTION_MODES = ("subgoal", "primitive")
 DEFAULT_HORIZON = 400
 
 _kitchens: dict[str, Kitchen] = {}
+_building: dict[str, threading.Lock] = {}
 _kitchens_lock = threading.Lock()
 
 
 def kitchen_of(layout_file: str, mdp: Any) -> Kitchen:
-    """The `Kitchen` of a layout file, one per process: its motion planner (about half a second
-    to build for the larger layouts) and the tables it fills as cooks play are the same for
-    every env of that layout, so envs made side by side (parallel episodes, one per worker
-    thread) share them. ``mdp`` (an ``OvercookedGridworld`` of that layout) builds it the first
-    time; each env keeps its own ``mdp`` for its game steps."""
-    with _kitchens_lock:  # (envs made at once wait for one planner rather than each build it)
+    """The `Kitchen` of a layout file, one per process: its motion planner (about 0.6 s to build
+    for counter circuit) and the tables it fills as cooks play are the same for every env of
+    that layout, so envs made side by side (parallel episodes, one per worker thread) share
+    them. ``mdp`` (an ``OvercookedGridworld`` of that layout) builds it the first time; each env
+    keeps its own ``mdp`` for its game steps."""
+    with _kitchens_lock:
         kitchen = _kitchens.get(layout_file)
+        if kitchen is not None:
+            return kitchen
+        building = _building.setdefault(layout_file, threading.Lock())
+    with building:  # (envs of one layout made at once wait for one planner; other layouts do not)
+        with _kitchens_lock:
+            kitchen = _kitchens.get(layout_file)
         if kitchen is None:
-            kitchen = _kitchens[layout_file] = Kitchen(mdp)
+            kitchen = Kitchen(mdp)
+            with _kitchens_lock:
+                _kitchens[layout_file] = kitchen
         return kitchen
 
 

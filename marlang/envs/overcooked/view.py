@@ -150,7 +150,6 @@ class _Place:
 
 
 _MAX_BLOCKS = 20_000
-_MAX_BLOCKS_PER_PLACE = 1_000
 
 
 def _place(position: Pos, distance: int | None) -> str:
@@ -181,6 +180,8 @@ class _Lines:
         self.pot_scenes: dict[tuple[Any, ...], int] = {}
         self.counter_scenes: dict[tuple[Any, ...], int] = {}
         self._ids = itertools.count(1)  # (from 1: a found id is never falsy)
+        self._blocks_kept = 0
+        """How many pot and counter blocks the places keep, all together."""
 
     def scene(self, scenes: dict[tuple[Any, ...], int], facts: tuple[Any, ...]) -> int:
         """The id of ``facts`` in ``scenes`` (``pot_scenes`` or ``counter_scenes``), new if unseen."""
@@ -191,10 +192,19 @@ class _Lines:
             known = scenes[facts] = next(self._ids)
         return known
 
+    def _keep_block(self) -> None:
+        """Count one more block kept; past ``_MAX_BLOCKS`` every place starts afresh (the
+        contents seen add up over a long run)."""
+        self._blocks_kept += 1
+        if self._blocks_kept > _MAX_BLOCKS:
+            for place in list(self.places.values()):  # (a copy: other threads may add places)
+                place.pot_blocks.clear()
+                place.counter_blocks.clear()
+            self._blocks_kept = 1
+
     def pot_block(self, place: _Place, pots: Sequence[tuple[Any, ...]], scene: int) -> tuple[list[str], FrozenList]:
         """The pot lines a cook at ``place`` reads, with their records (``scene``: the pots' id)."""
-        if len(place.pot_blocks) >= _MAX_BLOCKS_PER_PLACE:
-            place.pot_blocks.clear()
+        self._keep_block()
         lines, records = [], []
         for (number, pot, pot_status, left, what, ingredients, facts), distance in zip(pots, place.pot_distances):
             key = (number, distance, facts)
@@ -217,8 +227,7 @@ class _Lines:
     ) -> tuple[list[str], FrozenList]:
         """The counter lines a cook at ``place`` reads, with their records (``scene``: the
         counters' id)."""
-        if len(place.counter_blocks) >= _MAX_BLOCKS_PER_PLACE:
-            place.counter_blocks.clear()
+        self._keep_block()
         lines, records = [], []
         seen_here = place.counter_lines
         for held in counters_held:

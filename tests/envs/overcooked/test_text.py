@@ -9,12 +9,15 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 from marlang.envs import make
+from marlang.envs.overcooked import view
+from marlang.envs.overcooked.kitchen import Kitchen
 from marlang.envs.overcooked.package import (
     Direction,
     ObjectState,
     PlayerState,
     SoupState,
 )
+from marlang.envs.overcooked.subgoals import legal_subgoals
 from marlang.envs.overcooked.text import LAYOUTS, OvercookedTextEnv
 
 UP, DOWN, LEFT, RIGHT = Direction.NORTH, Direction.SOUTH, Direction.WEST, Direction.EAST
@@ -276,16 +279,16 @@ def test_pettingzoo_parallel_api_and_render():
     assert frame.shape[0] > 100 and frame.shape[1] > 100
 
 
-def _rendered_afresh(env: OvercookedTextEnv, agent: str):
-    """``env.observe(agent)`` made with none of the kitchen's remembered lines, orders, placing
-    orders and offers."""
-    kitchen = env.kitchen
-    kept = kitchen.text_cache, kitchen._to_place_on, kitchen.offers
-    kitchen.text_cache, kitchen._to_place_on, kitchen.offers = None, {}, {}
+def _rendered_afresh(env: OvercookedTextEnv, fresh: Kitchen, agent: str):
+    """``env.observe(agent)`` made with ``fresh`` (a kitchen of the same layout) after it forgot
+    every remembered table: lines, orders, placing orders, offers, ways."""
+    kept = env.kitchen
+    fresh.forget()
+    env.kitchen = fresh
     try:
         return env.observe(agent)
     finally:
-        kitchen.text_cache, kitchen._to_place_on, kitchen.offers = kept
+        env.kitchen = kept
 
 
 @pytest.mark.parametrize("layout", ["cramped-room", "counter-circuit"])
@@ -297,18 +300,52 @@ def test_remembered_lines_give_the_same_observations_as_fresh_ones(layout, mode)
                             max_steps=150, random_start=True)
     rng = np.random.default_rng(3)
     team = env.scripted_team() if mode == "scripted" else None
+    fresh = Kitchen(env._mdp)
     for seed in (0, 1):
         obs, _ = env.reset(seed=seed)
         if team is not None:
             team.reset()
         while env.agents:
             for agent, seen in obs.items():
-                assert seen == _rendered_afresh(env, agent)
+                assert seen == _rendered_afresh(env, fresh, agent)
             joint = team.act(obs) if team is not None else {}
             for agent, seen in obs.items():
                 if agent not in joint or rng.random() < 0.15:
                     joint[agent] = seen.legal_actions[int(rng.integers(len(seen.legal_actions)))]
             obs, *_ = env.step(joint)
+
+
+def test_the_kept_pot_and_counter_lines_stay_within_their_budget(monkeypatch):
+    """Past the budget every place drops its pot and counter lines, and what is made again is
+    what a fresh kitchen makes."""
+    monkeypatch.setattr(view, "_MAX_BLOCKS", 5)
+    env = OvercookedTextEnv("counter-circuit", max_steps=60)
+    env.kitchen.forget()  # (a shared kitchen: start from no lines, under the small budget)
+    fresh = Kitchen(env._mdp)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    before, dropped = 0, 0
+    while env.agents:
+        made = env.kitchen.text_cache
+        kept = sum(len(p.pot_blocks) + len(p.counter_blocks) for p in made.places.values())
+        assert kept <= 5
+        dropped += kept < before
+        before = kept
+        for agent, seen in obs.items():
+            assert seen == _rendered_afresh(env, fresh, agent)
+        obs, *_ = env.step({a: o.legal_actions[int(rng.integers(len(o.legal_actions)))] for a, o in obs.items()})
+    assert dropped  # (the budget was reached, and the lines made again)
+    env.kitchen.forget()  # (leave no lines made under the small budget behind)
+
+
+def test_no_counters_offered_when_counter_options_is_zero():
+    env = OvercookedTextEnv("cramped-room")
+    env.reset(seed=0)
+    state = env.state_now
+    state.players[0].set_object(ObjectState("onion", state.players[0].position))
+    offers = [s.action for s in legal_subgoals(env.kitchen, state, 0, counter_options=0)]
+    assert offers and not any(a.startswith("place ") for a in offers)
+    assert any(a.startswith("place ") for a in (s.action for s in legal_subgoals(env.kitchen, state, 0)))
 
 
 def test_envs_of_one_layout_share_its_kitchen_and_play_alike():
