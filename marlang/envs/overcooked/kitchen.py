@@ -98,6 +98,14 @@ class Kitchen:
             for x, y in self.walkable
         }
         """The walkable cells next to each walkable cell, in the package's order of directions."""
+        self.step_to: dict[tuple[Pos, Orientation], Pos] = {
+            ((x, y), (dx, dy)): (x + dx, y + dy)
+            for x, y in self.walkable
+            for dx, dy in Direction.ALL_DIRECTIONS
+            if (x + dx, y + dy) in self.walkable
+        }
+        """Where a move in a direction takes a cook from each walkable cell, where it is walkable
+        (elsewhere the cook stays put)."""
         features = [*self.pots, *self.counters, *self.serving]
         for positions in self.dispensers.values():
             features.extend(positions)

@@ -72,7 +72,8 @@ def _pot_takes_ingredient(state: object, pot: Pos, capacity: int) -> bool:
 
 
 def _counter_item(state: object, counter: Pos) -> str | None:
-    return state.get_object(counter).name if state.has_object(counter) else None
+    obj = state.objects.get(counter)
+    return None if obj is None else obj.name
 
 
 def is_valid(kitchen: Kitchen, state: object, index: int, subgoal: Subgoal, capacity: int) -> str:
@@ -343,10 +344,8 @@ class SubgoalRunner:
         cooks stand."""
         if _DIRECTIONS.isdisjoint(actions):
             return  # (nobody moves: the cooks stand on distinct cells, so nothing collides)
-        walkable = self.kitchen.walkable
-        new = [(here[0] + action[0], here[1] + action[1]) if action in _DIRECTIONS else here
-               for here, action in zip(old, actions)]
-        new = [cell if cell in walkable else here for cell, here in zip(new, old)]
+        step_to = self.kitchen.step_to
+        new = [step_to.get((here, action), here) for here, action in zip(old, actions)]
         for i in range(1, len(actions)):
             for j in range(i):
                 if new[i] == new[j] or (new[i] == old[j] and new[j] == old[i]):
