@@ -5,7 +5,7 @@ in reading order, and the primitive actions a subgoal is carried out with.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,13 +144,11 @@ class Kitchen:
     def counter_number(self, counter: Pos) -> int:
         return self.counter_numbers[counter]
 
-    def counters_holding(self, objects: Iterable[Pos]) -> list[Pos]:
-        """The counters among ``objects`` (a state's object positions), in reading order."""
+    def holding(self, objects: Mapping[Pos, Any]) -> tuple[tuple[int, Pos, str], ...]:
+        """The counters that hold an item among ``objects`` (a state's objects by position), as
+        (number, position, item name), in reading order."""
         numbers = self.counter_numbers
-        held = [p for p in objects if p in numbers]
-        if len(held) > 1:
-            held.sort(key=numbers.__getitem__)
-        return held
+        return tuple(sorted([(numbers[p], p, obj.name) for p, obj in objects.items() if p in numbers]))
 
     def placing_order(self, pos_and_or: PosOr, other_regions: tuple[int, ...]) -> tuple[Pos, ...]:
         """The counters a cook at ``pos_and_or`` can reach, best first for putting an item

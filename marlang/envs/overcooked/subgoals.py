@@ -105,12 +105,14 @@ def _article(item: str | None) -> str:
 
 
 def legal_subgoals(
-    kitchen: Kitchen, state: object, index: int, *, capacity: int = 3, counter_options: int = 3
+    kitchen: Kitchen, state: object, index: int, *, capacity: int = 3, counter_options: int = 3,
+    holding: tuple[tuple[int, Pos, str], ...] | None = None,
 ) -> list[Subgoal]:
     """The subgoals cook ``index`` may start now, filtered by what it holds and can reach.
 
     Counters to put things on are offered sparingly: the ``counter_options`` closest empty
     ones, counters the other cooks can also reach first (that is how items change hands).
+    ``holding``: ``kitchen.holding(state.objects)``, where the caller has it already.
     """
     player = state.players[index]
     held = held_item(player)
@@ -119,9 +121,9 @@ def legal_subgoals(
     out: list[Subgoal] = []
     if held is None:
         out.extend(_fetches(kitchen, reachable))
-        for counter in kitchen.counters_holding(objects):
+        for _, counter, item in kitchen.holding(objects) if holding is None else holding:
             if counter in reachable:
-                out.append(_offer(kitchen, "take", counter, objects[counter].name))
+                out.append(_offer(kitchen, "take", counter, item))
         for pot in kitchen.pots:
             if pot in reachable and pot_contents(state, pot)[1] == "filling":
                 out.append(_offer(kitchen, "cook", pot, None))

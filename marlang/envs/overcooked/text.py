@@ -239,12 +239,14 @@ class OvercookedTextEnv(MultiAgentEnv):
             self._state, info = self._mdp.get_state_transition(before, joint)
             self._tick += 1
             ticks += 1
-            team = 0.0
-            for i, (s, r) in enumerate(zip(info["sparse_reward_by_agent"], info["shaped_reward_by_agent"])):
-                sparse[i] += s
-                shaped[i] += r
-                team += s
-            team_reward += team
+            sparse_now, shaped_now = info["sparse_reward_by_agent"], info["shaped_reward_by_agent"]
+            if any(sparse_now) or any(shaped_now):  # (most ticks reward nobody)
+                team = 0.0
+                for i, (s, r) in enumerate(zip(sparse_now, shaped_now)):
+                    sparse[i] += s
+                    shaped[i] += r
+                    team += s
+                team_reward += team
             self._delivered += sum(info["event_infos"]["soup_delivery"])
             if runner is None:
                 break
@@ -308,17 +310,18 @@ class OvercookedTextEnv(MultiAgentEnv):
     def _observe_all(self, agents: Sequence[str]) -> dict[str, TextObservation]:
         indices = [self._index_of[agent] for agent in agents]
         subgoal_mode = self.action_mode == "subgoal"
+        holding = self.kitchen.holding(self._state.objects)  # (what the text and the offers both read)
         described = describe_cooks(
             self.kitchen, self._state, indices, self.possible_agents, self._statuses,
             tick=self._tick, horizon=self.horizon, delivered=self._delivered,
-            subgoal_mode=subgoal_mode,
+            subgoal_mode=subgoal_mode, holding=holding,
         )
         observations = {}
         for agent, index, (text, data) in zip(agents, indices, described, strict=True):
             if subgoal_mode:
                 options = legal_subgoals(
                     self.kitchen, self._state, index, capacity=self._capacity,
-                    counter_options=self.counter_options,
+                    counter_options=self.counter_options, holding=holding,
                 )
                 names = [s.action for s in options]
                 self._legal[index] = (names, options)

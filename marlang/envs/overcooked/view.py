@@ -310,9 +310,11 @@ def describe_cooks(
     horizon: int,
     delivered: int,
     subgoal_mode: bool,
+    holding: tuple[tuple[int, Pos, str], ...] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The observation text and ``data`` of each cook in ``indices``: what they all see (the
-    cooks, the pots, the counters, the orders) is looked up once."""
+    cooks, the pots, the counters, the orders) is looked up once. ``holding``:
+    ``kitchen.holding(state.objects)``, where the caller has it already."""
     made, recipes = kitchen.text_cache, Recipe._conf
     if made is None or made.recipes is not recipes:  # (every new env configures the package)
         if made is None or made.recipes != recipes:
@@ -335,8 +337,7 @@ def describe_cooks(
         soup = objects.get(pot)
         facts = ("empty", None, "empty", (), None) if soup is None else made.soup(state, pot, soup)
         pots.append((number, pot, *facts))
-    numbers = kitchen.counter_numbers
-    counters_held = tuple(sorted([(numbers[p], p, obj.name) for p, obj in objects.items() if p in numbers]))
+    counters_held = kitchen.holding(objects) if holding is None else holding
     pot_facts = tuple([pot[-1] for pot in pots])
     scenes = (
         made.pot_scenes.get(pot_facts) or made.scene(made.pot_scenes, pot_facts),
