@@ -170,11 +170,8 @@ def _credit_check(args: argparse.Namespace) -> int:
     )
     from marlang.creditcheck.critics import parse_critics
 
-    try:
-        critics = tuple(parse_critics(args.critics))
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    options = CreditCheckOptions(critics=critics, model=args.model, rollout=args.rollout, samples=args.samples,
+    options = CreditCheckOptions(critics=tuple(parse_critics(args.critics)), model=args.model,
+                                 rollout=args.rollout, samples=args.samples,
                                  seed=args.seed, horizon=args.horizon, episodes=args.episodes, steps=args.steps,
                                  alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley)
     from marlang.models import ModelNotAvailableError, ModelServerError

@@ -74,8 +74,9 @@ def _check_options(o: CreditCheckOptions) -> None:
     if o.against == "shapley" and not o.shapley:
         raise ConfigError("--against shapley needs the Shapley values: drop --no-shapley")
     unknown = [c for c in o.critics if c not in CRITICS]
-    if unknown:
-        raise ConfigError(f"--critics: unknown critic {', '.join(unknown)}; valid choices: {', '.join(CRITICS)}")
+    if unknown or not o.critics:
+        raise ConfigError(f"--critics: unknown critic {', '.join(unknown) or '(none given)'}; "
+                          f"valid choices: {', '.join(CRITICS)}")
     for name, value in (("--episodes", o.episodes), ("--steps", o.steps), ("--horizon", o.horizon)):
         if value is not None and value < (0 if name == "--horizon" else 1):
             raise ConfigError(f"{name} must be at least {0 if name == '--horizon' else 1}, not {value}")

@@ -104,6 +104,7 @@ def test_the_view_shows_the_credit_check(tmp_path, scripted_model):
 @pytest.mark.parametrize(("args", "says"), [
     (["--critics", "llm-mca,oracle"], ("unknown critic oracle; valid choices: langmarl, llm-mca, llm-taca, "
                                        "lca, difference")),
+    (["--critics", " , "], "unknown critic (none given); valid choices: langmarl"),
     (["--samples", "0"], "--samples must be at least 1"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, args, says):
