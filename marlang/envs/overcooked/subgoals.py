@@ -286,8 +286,7 @@ class SubgoalRunner:
         task.blocked_by = None
         if kind == "step aside":
             if task.aside is None:
-                others = {p for j, p in enumerate(positions) if j != index}
-                task.aside = self._aside_cell(index, state, others | reserved)
+                task.aside = self._aside_cell(index, state, reserved)
                 if task.aside is None:
                     return Action.STAY, {here}
             return _direction_between(here, task.aside), {here, task.aside}
@@ -318,8 +317,9 @@ class SubgoalRunner:
             return Action.STAY, {here}
         return way.first, way.route
 
-    def _aside_cell(self, index: int, state: object, avoid: set[Pos]) -> Pos | None:
-        """A free neighbouring cell, off the other cooks' routes when possible."""
+    def _aside_cell(self, index: int, state: object, reserved: set[Pos]) -> Pos | None:
+        """A free neighbouring cell, off the other cooks' routes (``reserved``: those of the
+        cooks routed before it this tick) when possible."""
         players = state.players
         here = players[index].position
         order = self.kitchen.aside_order(here, tuple([p.position for j, p in enumerate(players) if j != index]))
@@ -330,8 +330,8 @@ class SubgoalRunner:
             for j, (player, task) in enumerate(zip(players, self.tasks))
             if j != index and task is not None and task.subgoal.targets
         ]
-        for cell in order:  # the first off the others' routes, else the first
-            if cell in avoid:
+        for cell in order:  # the first off the others' routes, else the first (none is occupied)
+            if cell in reserved:
                 continue
             for route in routes:
                 if cell in route:
