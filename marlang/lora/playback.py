@@ -67,7 +67,7 @@ def attach_trained_adapters(engine: Any, sources: Mapping[str, tuple[str, str]],
         directory = resolve_adapters_dir(spec, key).resolve()
         by_dir.setdefault(directory, []).append(agent)
         keys.setdefault(directory, key)
-    base_id = f"{engine.model_id}@{engine.weights_id}"
+    base_id = engine.base_id
     plans: list[tuple[Path, list[str], dict[str, Path], dict[str, Any], bool]] = []
     for directory, slots in by_dir.items():
         key = keys[directory]

@@ -146,7 +146,7 @@ class AdapterLearner(Learner, Generic[OptionsT, SampleT]):
         for agents in on_engine.values():
             handle = local[agents[0]]
             engine = handle.engine
-            team = TeamAdapters(engine.model, agents, base_id=f"{engine.model_id}@{engine.weights_id}",
+            team = TeamAdapters(engine.model, agents, base_id=engine.base_id,
                                 sharing=options.sharing, lora=options.lora, value_head=value_heads,
                                 dtype=dtype, device=device, seed=options.seed)
             if options.gradient_checkpointing:

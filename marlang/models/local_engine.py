@@ -210,6 +210,12 @@ class LocalLM:
             return self._weights_id
 
     @property
+    def base_id(self) -> str:
+        """The base weights' identity, ``model_id@weights_id``: what saved adapters record as
+        the base they were trained on (and are checked against when loaded)."""
+        return f"{self.model_id}@{self.weights_id}"
+
+    @property
     def base_model(self) -> PreTrainedModel:
         """The transformers model under any attached adapters."""
         return self.adapters.model.get_base_model() if self.adapters is not None else self.model
