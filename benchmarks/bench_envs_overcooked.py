@@ -37,8 +37,8 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 import numpy as np
 
+from marlang.envs.overcooked.kitchen import PRIMITIVE_ACTIONS
 from marlang.envs.overcooked.package import Action
-from marlang.envs.overcooked.subgoals import PRIMITIVE_ACTIONS
 from marlang.envs.overcooked.text import OvercookedTextEnv
 
 LAYOUTS = ("cramped-room", "counter-circuit")

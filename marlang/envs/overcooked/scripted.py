@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from marlang.envs.overcooked.subgoals import CONTINUE, INGREDIENTS, STEP_ASIDE, WAIT
+from marlang.envs.overcooked.kitchen import INGREDIENTS
+from marlang.envs.overcooked.subgoals import CONTINUE, STEP_ASIDE, WAIT
 from marlang.types import TextObservation
 
 

@@ -12,15 +12,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from marlang.envs.overcooked.kitchen import (
-    DIRECTION_NAMES,  # noqa: F401 (re-exported)
-    INGREDIENTS,
-    PRIMITIVE_ACTIONS,  # noqa: F401 (re-exported)
-    Kitchen,
-    Orientation,  # noqa: F401 (re-exported)
-    Pos,
-    PosOr,  # noqa: F401 (re-exported)
-)
+from marlang.envs.overcooked.kitchen import INGREDIENTS, Kitchen, Pos
 from marlang.envs.overcooked.package import Action, Direction
 
 CONTINUE = "continue"

@@ -21,6 +21,7 @@ from marlang.envs.core.spaces import (
     check_joint_action,
     check_render_mode,
 )
+from marlang.envs.overcooked.kitchen import INGREDIENTS, PRIMITIVE_ACTIONS, Kitchen
 from marlang.envs.overcooked.narration import OvercookedNarrator
 from marlang.envs.overcooked.package import (
     Action,
@@ -31,11 +32,8 @@ from marlang.envs.overcooked.package import (
 )
 from marlang.envs.overcooked.subgoals import (
     CONTINUE,
-    INGREDIENTS,
-    PRIMITIVE_ACTIONS,
     STEP_ASIDE,
     WAIT,
-    Kitchen,
     Subgoal,
     SubgoalRunner,
     legal_subgoals,
