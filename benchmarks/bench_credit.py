@@ -177,7 +177,7 @@ def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any
                                      options=config.learning.options, seed=0, capacity=8, usage=None,
                                      structured=StructuredReplies(mode, model))
             start = time.perf_counter()
-            replies = critic._ask_all(chunks, 0)
+            replies = critic.ask(chunks, 0)
             seconds = time.perf_counter() - start
         labels = chunks[0].labels
         missed = sum(2 - len(parse_step_credits(r, labels, ["agent_0", "agent_1"])
