@@ -36,7 +36,7 @@ from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
-    from marlang.trainers.neural.slot_policy import NeuralPolicy
+    from marlang.methods.neural.slot_policy import NeuralPolicy
 
 logger = logging.getLogger(__name__)
 
