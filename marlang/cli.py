@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from marlang.cli_parser import parser
 
     args = parser(_version()).parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what an interrupted command says to rerun
     _plugins_from_cwd()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -173,7 +174,8 @@ def _credit_check(args: argparse.Namespace) -> int:
     options = CreditCheckOptions(critics=tuple(parse_critics(args.critics)), model=args.model,
                                  rollout=args.rollout, samples=args.samples,
                                  seed=args.seed, horizon=args.horizon, episodes=args.episodes, steps=args.steps,
-                                 alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley)
+                                 alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley,
+                                 progress=True)
     from marlang.models import ModelNotAvailableError, ModelServerError
 
     out = Path(args.out or Path(args.run_dir) / CREDIT_CHECK_FILE)
@@ -183,6 +185,10 @@ def _credit_check(args: argparse.Namespace) -> int:
     blocking = next((p for p in out.parents if p.exists() or p.is_symlink()), None)
     if blocking is not None and not blocking.is_dir():
         raise ConfigError(f"--out {out}: {blocking} is not a directory")
+    if (out.exists() or out.is_symlink()) and not args.overwrite:
+        # as run refuses a directory that holds a run: an earlier check's result is not replaced unasked
+        raise ConfigError(f"{out} already holds a credit check; pass --overwrite to replace it, or --out FILE "
+                          "to write this one beside it")
     try:
         result = credit_check(args.run_dir, options)
     except (ModelServerError, ModelNotAvailableError) as err:  # the critics' model: one line, as a run says it
@@ -256,7 +262,8 @@ def _run(args: argparse.Namespace) -> int:
             out = Path(args.out or f"runs/{config.run.name}")
             _check_out(out)
             grid = [(k, list(v)) for k, v in config.grid.items()]
-            return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False)
+            return _run_grid(_load_base(args.config, args.overrides, args.unset), grid, out, reference=False,
+                             again=_rerun_command(args, out))
         run_dir = Path(args.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         _check_out(run_dir)
     from marlang.run.experiment import Experiment
@@ -406,26 +413,51 @@ def _compare(args: argparse.Namespace) -> int:
         _check_out(out)
     if args.address and args.executor != "ray":
         raise ConfigError("--address names a Ray cluster: use it with --executor ray")
+    crossplay_episodes = getattr(args, "crossplay_episodes", None)
+    if crossplay_episodes is not None and crossplay_episodes < 0:
+        raise ConfigError(f"--crossplay-episodes must be 0 (no swapped-seed check) or more, not {crossplay_episodes}")
+    swapped = args.command == "compare" and not args.no_crossplay and crossplay_episodes != 0
+    if swapped:
+        from marlang.crossplay import swapped_seed_outline
+
+        outline = swapped_seed_outline(base, grid, crossplay_episodes)
+        if outline:
+            _notify(outline)  # before the runs: the check can cost more than the training
     executor = None
     if args.executor == "ray":
         from marlang.run.executors import RayExecutor
 
         executor = RayExecutor(address=args.address)
+    again = _rerun_command(args, out)
     code = _run_grid(base, grid, out, reference=args.command == "compare" and not args.no_reference,
-                     executor=executor)
-    if code or args.command != "compare" or args.no_crossplay:
+                     executor=executor, again=again)
+    if code or not swapped:
         return code
     import json
 
     from marlang.crossplay import swapped_seed_plans
 
-    for cells_base, cells, folder in swapped_seed_plans(out, json.loads((out / "summary.json").read_text())):
-        print(f"swapped-seed check: each trained agent beside the partners trained on the other seeds, in {folder}")
-        code = code or _run_grid(cells_base, cells, folder, reference=False, executor=executor)
+    summaries = json.loads((out / "summary.json").read_text())
+    for cells_base, cells, folder in swapped_seed_plans(out, summaries, crossplay_episodes):
+        _notify(f"swapped-seed check: {len(cells[0][1])} cells x {cells_base['run']['episodes']} held-out episodes "
+                f"(each trained agent beside the partners trained on the other seeds), in {folder}")
+        code = code or _run_grid(cells_base, cells, folder, reference=False, executor=executor, again=again)
     return code
 
 
-def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any = None) -> int:
+def _rerun_command(args: argparse.Namespace, out: Path) -> str:
+    """The command that continues this one where it stopped: the same command, with its
+    output folder named (a rerun resumes every run it finds there)."""
+    import shlex
+
+    argv = list(getattr(args, "argv", None) or [args.command])
+    if not args.out:
+        argv += ["--out", str(out)]
+    return shlex.join(["marlang", *argv])
+
+
+def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any = None, again: str = "") -> int:
+    """Run (or resume) a set of runs and print its table; ``again``: the command that continues it."""
     from marlang.compare import run_comparison
     from marlang.config import build_config
 
@@ -443,8 +475,11 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
     if message is not None:
         message = _redact(message, build_config(base))
         kept = any(out.glob("*/episodes.jsonl"))
-        print(f"marlang: {message.rstrip('.')}" + (f"; finished episodes are kept under {out}; rerun the same "
-                                                   "command to continue" if kept else ""), file=sys.stderr)
+        go_on = f"continue with: {_redact(again, build_config(base))}" if again else \
+            "rerun the same command to continue"
+        print(f"marlang: {message.rstrip('.')}" + (f"; finished episodes are kept under {out}; {go_on}" if kept
+                                                   else (f"; {go_on}" if code == EXIT_INTERRUPTED else "")),
+              file=sys.stderr)
         return code
     print(_with_crossplay(out, result.table))
     print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png, score_vs_cost.png)")

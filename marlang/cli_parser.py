@@ -36,6 +36,9 @@ def parser(version: str) -> argparse.ArgumentParser:
     c.add_argument("--no-crossplay", action="store_true",
                    help="skip the swapped-seed check that follows a grid over seeds of a learner training a team "
                         "(each trained agent beside the partners trained on the other seeds: marlang crossplay)")
+    c.add_argument("--crossplay-episodes", type=int, metavar="N",
+                   help="held-out episodes each cell of the swapped-seed check plays (it plays seeds^2 cells per "
+                        "setting; default: learning.eval_episodes, else 32; 0 skips the check)")
     x = sub.add_parser("crossplay", help="play a pool of players against each other, slot by slot, on the "
                                          "held-out levels: a matrix per slot pair and the cross-play gap")
     x.add_argument("config", help="YAML config: the env, model and protocol the cells play")
@@ -83,6 +86,8 @@ def parser(version: str) -> argparse.ArgumentParser:
                                              "run's recorded episodes; writes credit_check.json")
     cc.add_argument("run_dir", metavar="RUN", help="a run directory with recorded episodes")
     cc.add_argument("--out", metavar="FILE", help="where to write the result (default: RUN/credit_check.json)")
+    cc.add_argument("--overwrite", action="store_true",
+                    help="replace the file --out names if it exists (without it, an existing result is refused)")
     cc.add_argument("--critics", default="langmarl,llm-mca,llm-taca,lca,difference",
                     help="critics to grade, comma-separated, from langmarl, llm-mca, llm-taca, lca, difference "
                          "(default: all)")

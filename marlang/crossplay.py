@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from marlang.compare import folder_name
+from marlang.compare import expand_grid, folder_name
 from marlang.config import ConfigError, build_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json
@@ -301,13 +301,54 @@ def write_matrix(out: Path) -> dict[str, Any] | None:
     return found
 
 
-def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]
+SWAPPED_SEED_EPISODES = 32
+"""Held-out levels each cell of a swapped-seed check plays where the learner evaluates on none."""
+
+
+def trains_a_team(config: Any) -> bool:
+    """Whether a run of ``config`` trains an LLM team of two or more slots (what a swapped-seed
+    check cross-plays; a static or scripted team, or one playing adapters back, trains none)."""
+    return not (config.env.n_agents < 2 or config.learning.method in ("none", "static") or config.all_scripted
+                or config.plays_back or config.agents.kind != "llm")
+
+
+def swapped_seed_episodes(config: Any, episodes: int | None = None) -> int:
+    """Levels each cell of a setting's swapped-seed check plays: ``episodes`` where given
+    (``--crossplay-episodes``), else the learner's held-out evaluation's size, else 32."""
+    if episodes is not None:
+        return episodes
+    return int(getattr(config.learning.options, "eval_episodes", 0) or SWAPPED_SEED_EPISODES)
+
+
+def swapped_seed_outline(base: dict[str, Any], grid: list[tuple[str, list[Any]]], episodes: int | None = None
+                         ) -> str | None:
+    """What the swapped-seed check will add after a comparison over ``run.seeds`` (settings,
+    cells, episodes), said before the comparison runs; None where it adds nothing."""
+    seeds = build_config(copy.deepcopy(base)).run.seeds
+    if not seeds or len(seeds) < 2 or episodes == 0:
+        return None
+    settings = [s for s in expand_grid(base, grid, reference=False)
+                if s.config.run.seed == seeds[0] and trains_a_team(s.config)]
+    if not settings:
+        return None
+    cells_each = len(seeds) ** 2
+    per_cell = sorted({swapped_seed_episodes(s.config, episodes) for s in settings})
+    total = cells_each * sum(swapped_seed_episodes(s.config, episodes) for s in settings)
+    return (f"after the runs, a swapped-seed check cross-plays each trained team's seeds: {len(settings)} "
+            f"setting(s) x {len(seeds)}^2 = {cells_each} cells x {'/'.join(map(str, per_cell))} held-out "
+            f"episodes = {total} episodes; --crossplay-episodes N sizes it, --crossplay-episodes 0 skips it")
+
+
+def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]], episodes: int | None = None
                        ) -> list[tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]]:
     """The swapped-seed check of a comparison over seeds: for each setting whose learner trained
     a team of two or more LLM slots on several seeds, a cross-play of its seeds' runs (each
     trained agent beside the partners trained on the other seeds), in ``out/crossplay/<setting>``.
-    ``summaries``: the comparison's pooled rows (env group -> setting -> summary)."""
-    plans = []
+    ``summaries``: the comparison's pooled rows (env group -> setting -> summary); ``episodes``:
+    the levels each cell plays (None: :func:`swapped_seed_episodes`'s default; 0: no check)."""
+    plans: list[tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]] = []
+    if episodes == 0:
+        return plans
     for rows in summaries.values():
         for setting, row in rows.items():
             seeds = row.get("seeds") if isinstance(row, dict) else None
@@ -318,11 +359,9 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
                 continue  # a learner that commits nothing trained no player
             base = yaml.safe_load((runs[0][1] / "config.yaml").read_text(encoding="utf-8")) or {}
             config = build_config(copy.deepcopy(base))
-            if config.env.n_agents < 2 or config.learning.method in ("none", "static") or config.all_scripted \
-                    or config.plays_back or config.agents.kind != "llm":
+            if not trains_a_team(config):
                 continue  # nothing trained an LLM team: its seeds hold no players
-            episodes = int(getattr(config.learning.options, "eval_episodes", 0) or 32)
             folder = out / "crossplay" / folder_name(setting)
-            plans.append(plan_crossplay(base, [f"seed {seed}={path}" for seed, path in runs], episodes,
-                                        str(folder)))
+            plans.append(plan_crossplay(base, [f"seed {seed}={path}" for seed, path in runs],
+                                        swapped_seed_episodes(config, episodes), str(folder)))
     return plans

@@ -422,3 +422,25 @@ def test_logged_messages_go_through_the_same_redaction(monkeypatch):
     record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1, "retrying %s with key %s",
                                ("https://bob:pw-0123456@host/v1", "sk-live-0123456789abcdef"), None)
     assert _redact_record(record) and record.getMessage() == "retrying https://bob:***@host/v1 with key ***"
+
+
+@pytest.mark.parametrize("command", ["compare", "crossplay"])
+def test_an_interrupted_comparison_or_cross_play_says_the_command_that_continues_it(tmp_path, capsys, monkeypatch,
+                                                                                      command):
+    import shlex
+
+    import marlang.compare
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(marlang.compare, "run_comparison", interrupted)
+    monkeypatch.chdir(tmp_path)
+    config = write(tmp_path / "one.yaml", ONE_RUN.replace("kind: scripted", "kind: llm"))
+    given = (["--grid", "env.max_steps=1,2"] if command == "compare"
+             else ["--players", "scripted", "base", "--episodes", "2"])
+    assert main([command, str(config), *given, "--set", "run.name=x y"]) == 130
+    line = one_line(capsys.readouterr().err)
+    out = "runs/x y-compare" if command == "compare" else "runs/x y-crossplay"
+    again = shlex.join(["marlang", command, str(config), *given, "--set", "run.name=x y", "--out", out])
+    assert line.startswith("marlang: interrupted") and line.endswith(f"continue with: {again}")

@@ -179,3 +179,42 @@ def test_a_scripted_team_over_seeds_has_no_swapped_seed_check(tmp_path):
         runs[str(seed)] = {"setting": f"scripted, run.seed={seed}"}
     summaries = {ENV["id"]: {"scripted (2 seeds)": {"seeds": runs}}}
     assert swapped_seed_plans(tmp_path, summaries) == []
+
+
+PPO = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4, "lr": 0.05,
+       "eval_episodes": 0, "lora": {"r": 2, "alpha": 4}}
+
+
+def test_the_swapped_seed_check_is_said_before_the_runs_and_sized(trained, tmp_path, monkeypatch, capsys):
+    from marlang import cli
+
+    said = []
+
+    def run_grid(base, grid, out, reference, executor=None, again=""):
+        said.append((capsys.readouterr().err, base["run"].get("episodes"), out))
+        return 0
+
+    monkeypatch.setattr(cli, "_run_grid", run_grid)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**_base(), "learning": PPO}))
+    out = trained[0].parent
+    args = ["compare", str(config), "--seeds", "0,1", "--out", str(out), "--no-reference"]
+    assert cli.main([*args, "--crossplay-episodes", "3"]) == 0
+    # said before the comparison's runs: its size, and how to size or skip it
+    assert "1 setting(s) x 2^2 = 4 cells x 3 held-out episodes = 12 episodes" in said[0][0]
+    assert "--crossplay-episodes 0 skips it" in said[0][0]
+    assert said[1][1:] == (3, out / "crossplay" / "none--ppo--2-seeds-")
+    assert "4 cells x 3 held-out episodes" in said[1][0]
+    said.clear()
+    assert cli.main([*args, "--crossplay-episodes", "0"]) == 0
+    assert len(said) == 1 and "swapped-seed" not in said[0][0]
+
+
+def test_the_swapped_seed_check_plays_the_learners_held_out_size_by_default(tmp_path):
+    from marlang.crossplay import swapped_seed_outline
+
+    base = {**_base(), "learning": {**PPO, "eval_episodes": 8}, "run": {**_base()["run"], "seeds": [0, 1, 2]}}
+    line = swapped_seed_outline(base, [("protocol", ["none", "alternating-2"])])
+    assert "2 setting(s) x 3^2 = 9 cells x 8 held-out episodes = 144 episodes" in line
+    static = {**base, "learning": {"method": "none"}}
+    assert swapped_seed_outline(static, []) is None  # nothing trained: no check

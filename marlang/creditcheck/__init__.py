@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,8 @@ class CreditCheckOptions:
     alternatives: str = "legal"
     against: str = "difference"
     shapley: bool = True
+    progress: bool = False
+    """Progress bars (tqdm's, on stderr) of the oracle's graded steps and of the critics."""
 
 
 def _check_options(o: CreditCheckOptions) -> None:
@@ -119,6 +123,22 @@ def _state_text(env: Any, observations: dict[str, Any]) -> str:
     return "; ".join(f"{a}: {o.text}" for a, o in observations.items())
 
 
+@contextmanager
+def _progress(total: int, desc: str, unit: str, on: bool) -> Iterator[Any]:
+    """A progress bar as ``marlang run``'s, cleared rather than left when the work fails (so a
+    refusal stays one line)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit=unit, leave=True, disable=not on)
+    try:
+        yield bar
+    except BaseException:
+        bar.leave = False
+        raise
+    finally:
+        bar.close()
+
+
 def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None) -> dict[str, Any]:
     """The credit check of ``run_dir``'s episodes (the content of ``credit_check.json``)."""
     from marlang.run.build import build_env, initial_policies
@@ -138,53 +158,61 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
     graded: list[GradedStep] = []
     difference = CriticCredits("difference", "step")
     critic_cost = Cost()  # the difference critic's own env steps, apart from the oracle's
-    for traj in trajectories:
-        logger.info("oracle: episode %d (%d steps)", traj.episode, len(traj.steps))
-        env = build_env(config)
-        chosen = set(graded_steps(len(traj.steps), o.steps))
-        try:
-            for t, observations in replay(env, traj, cost):
-                if t not in chosen:
-                    continue
-                credit = step_credit(env, traj, t, observations, rollout, cost, alternatives=o.alternatives,
-                                     shapley=shapley, seed=o.seed)
-                row = {"episode": traj.episode, **asdict(credit)}
-                if credit.shapley is not None:
-                    row["efficiency_gap"] = sum(credit.shapley.values()) - (credit.coalitions[
-                        "+".join(sorted(agents))] - credit.coalitions["{}"])
-                oracle_steps.append(row)
-                if "difference" in o.critics:
-                    tick = time.perf_counter()
-                    difference.credits[(traj.episode, t)] = one_step_difference(env, traj, t, critic_cost)
-                    difference.asked += len(agents)
-                    difference.seconds += time.perf_counter() - tick
-                after = (traj.steps[t + 1].observations if t + 1 < len(traj.steps) else traj.final_observations)
-                graded.append(GradedStep(traj.episode, t, credit.actions, sum(traj.steps[t].rewards.values())
-                                         / max(len(traj.steps[t].rewards), 1), _state_text(env, observations),
-                                         {a: ob.text for a, ob in observations.items()},
-                                         {a: ob.text for a, ob in after.items()}))
-        except ReplayMismatch as err:
-            raise ConfigError(f"credit-check: {err}") from None
+    llm = [c for c in o.critics if c != "difference"]
+    model_spec = o.model or config.model.spec
+    # built before the oracle's work, so a model that cannot load is said before minutes of it
+    model = _chat_model(config, model_spec) if llm else None
+    n_graded = sum(len(graded_steps(len(traj.steps), o.steps)) for traj in trajectories)
+    with _progress(n_graded, "credit-check: oracle", "step", o.progress) as bar:
+        for traj in trajectories:
+            logger.info("oracle: episode %d (%d steps)", traj.episode, len(traj.steps))
+            env = build_env(config)
+            chosen = set(graded_steps(len(traj.steps), o.steps))
+            try:
+                for t, observations in replay(env, traj, cost):
+                    if t not in chosen:
+                        continue
+                    credit = step_credit(env, traj, t, observations, rollout, cost, alternatives=o.alternatives,
+                                         shapley=shapley, seed=o.seed)
+                    row = {"episode": traj.episode, **asdict(credit)}
+                    if credit.shapley is not None:
+                        row["efficiency_gap"] = sum(credit.shapley.values()) - (credit.coalitions[
+                            "+".join(sorted(agents))] - credit.coalitions["{}"])
+                    oracle_steps.append(row)
+                    if "difference" in o.critics:
+                        tick = time.perf_counter()
+                        difference.credits[(traj.episode, t)] = one_step_difference(env, traj, t, critic_cost)
+                        difference.asked += len(agents)
+                        difference.seconds += time.perf_counter() - tick
+                    after = (traj.steps[t + 1].observations if t + 1 < len(traj.steps) else traj.final_observations)
+                    graded.append(GradedStep(traj.episode, t, credit.actions, sum(traj.steps[t].rewards.values())
+                                             / max(len(traj.steps[t].rewards), 1), _state_text(env, observations),
+                                             {a: ob.text for a, ob in observations.items()},
+                                             {a: ob.text for a, ob in after.items()}))
+                    bar.update(1)
+            except ReplayMismatch as err:
+                raise ConfigError(f"credit-check: {err}") from None
     oracle_seconds = time.perf_counter() - started - difference.seconds
     key = "shapley" if o.against == "shapley" else "difference"
     oracle = {(r["episode"], r["t"]): r[key] for r in oracle_steps}
     results: list[CriticCredits] = []
-    llm = [c for c in o.critics if c != "difference"]
-    model_spec = o.model or config.model.spec
     if llm:
         env = build_env(config)
         env.reset(seed=trajectories[0].seed)
-        inputs = CriticInputs(env=env, model=_chat_model(config, model_spec), prompts=_prompts(config),
+        inputs = CriticInputs(env=env, model=model, prompts=_prompts(config),
                               seed=config.run.seed, agents=agents, episodes=trajectories, steps=graded,
                               structured=config.model.structured, policies=initial_policies(config),
                               max_concurrency=config.model.max_concurrency)
-    for name in o.critics:
-        if name == "difference":
-            difference.notes["env_steps"] = critic_cost.env_steps
-            results.append(difference)
-        else:
-            logger.info("critic %s on %d steps of %d episodes", name, len(graded), len(trajectories))
-            results.append(run_critic(name, inputs))
+    with _progress(len(o.critics), "credit-check: critics", "critic", o.progress) as bar:
+        for name in o.critics:
+            bar.set_postfix_str(name)
+            if name == "difference":
+                difference.notes["env_steps"] = critic_cost.env_steps
+                results.append(difference)
+            else:
+                logger.info("critic %s on %d steps of %d episodes", name, len(graded), len(trajectories))
+                results.append(run_critic(name, inputs))
+            bar.update(1)
     rows = []
     for r in results:
         reference = episode_totals(oracle) if r.unit == "episode" else oracle

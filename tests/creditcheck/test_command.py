@@ -180,3 +180,20 @@ def test_a_damaged_episode_record_is_skipped_and_the_others_graded(tmp_path, scr
     result = json.loads((run / "credit_check.json").read_text())
     assert result["counts"]["episodes"] == 1
     assert "episode 0 is damaged" in caplog.text
+
+
+def test_progress_is_shown_and_an_earlier_result_is_not_overwritten_unasked(tmp_path, scripted_model, capsys):
+    run = write_run(tmp_path / "run", episodes=2)
+    assert main(["credit-check", str(run), "--critics", "difference"]) == 0
+    err = capsys.readouterr().err
+    assert "credit-check: oracle" in err and "8/8" in err  # 2 episodes of 4 graded steps
+    assert "credit-check: critics" in err and "1/1" in err
+    first = (run / "credit_check.json").read_text()
+    # a rerun is refused in one line naming the option, before anything is computed
+    assert main(["credit-check", str(run), "--critics", "difference,lca"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already holds a credit check; pass --overwrite" in err and "\n" not in err
+    assert (run / "credit_check.json").read_text() == first and "model" not in scripted_model
+    assert main(["credit-check", str(run), "--critics", "difference,lca", "--overwrite"]) == 0
+    assert [c["critic"] for c in json.loads((run / "credit_check.json").read_text())["critics"]] == [
+        "difference", "lca"]
