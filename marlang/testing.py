@@ -196,6 +196,10 @@ class ScriptedChatModel(BaseChatModel):
 
 FAULTS = ("cut", "empty", "closed")
 """What `FakeOpenAIServer` can send instead of a completion, besides an HTTP status."""
+BODY_FAULTS = ("not_utf8", "deep", "reset", "stall", "trickle", "redirect", "huge")
+"""Faults of a 200 reply's body or its connection (`FakeOpenAIServer`): bytes that are not
+UTF-8, JSON nested 100,000 deep, a connection reset after the headers, a body that stalls
+half way, a body trickled a byte at a time, a redirect to itself, 20 MB of content."""
 
 
 class FakeOpenAIServer:
@@ -213,7 +217,13 @@ class FakeOpenAIServer:
     gets ``faults[n - 1]`` (a sequence; requests past its end are answered) or ``faults(n)``
     (a callable), each one of `FAULTS`, an HTTP status, or None to answer: ``"cut"`` (a body
     cut mid-object), ``"empty"`` (``{"choices": []}``), ``"closed"`` (the headers and half
-    the body, then the connection closed).
+    the body, then the connection closed), or one of `BODY_FAULTS`.
+
+    ``keep_alive`` answers over HTTP/1.1 and keeps each connection open for the next request, as
+    vLLM, SGLang and OpenAI do. ``served_models`` (when given) are the models it serves: a call
+    for another gets a 404, as does any path outside ``/v1``, and ``GET /v1/models`` lists them.
+    ``retry_after`` is sent as a ``Retry-After`` header with every HTTP status fault; ``usage``
+    replaces the reply's ``usage`` object; ``trickle_s`` is the pause between trickled bytes.
     """
 
     def __init__(
@@ -224,8 +234,21 @@ class FakeOpenAIServer:
         fail_status: int = 503,
         limit_fields: Sequence[str] = (),
         faults: Sequence[str | int | None] | Callable[[int], str | int | None] = (),
+        keep_alive: bool = False,
+        served_models: Sequence[str] | None = None,
+        retry_after: str | None = None,
+        usage: Any = None,
+        trickle_s: float = 0.05,
     ) -> None:
         self.reply = reply
+        self.keep_alive = keep_alive
+        self.served_models = None if served_models is None else tuple(served_models)
+        self.retry_after = retry_after
+        self.usage = usage
+        self.trickle_s = trickle_s
+        self.connections = 0
+        """TCP connections accepted (fewer than requests when connections are kept alive)."""
+        self._closing = threading.Event()
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.limit_fields = tuple(limit_fields)
@@ -252,6 +275,7 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._closing.set()  # wakes the handlers of stalled and trickled replies
         self._server.shutdown()
         self._server.server_close()
 
@@ -268,6 +292,9 @@ class FakeOpenAIServer:
             fault = self._fault(len(self.requests))
         if isinstance(fault, int):
             return fault, {"error": {"message": "unavailable", "type": "server_error"}}
+        if self.served_models is not None and body.get("model") not in self.served_models:
+            missing = f"model {body.get('model')!r} not found"
+            return 404, {"error": {"message": missing, "type": "invalid_request_error"}}
         if fault == "empty":
             return 200, {"id": "chatcmpl-empty", "object": "chat.completion", "created": 0, "choices": []}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
@@ -288,7 +315,7 @@ class FakeOpenAIServer:
                     "finish_reason": "length" if cut else "stop",
                 }
             ],
-            "usage": {
+            "usage": self.usage if self.usage is not None else {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
@@ -298,20 +325,56 @@ class FakeOpenAIServer:
     def _handler_class(self) -> type:
         import json
         import socket
+        import struct
         from http.server import BaseHTTPRequestHandler
 
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _outside_v1(self) -> bool:
+                return server.served_models is not None and not self.path.startswith("/v1/")
+
+            def do_GET(self) -> None:
+                if self._outside_v1() or not self.path.rstrip("/").endswith("/models"):
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                models = [{"id": m, "object": "model"} for m in server.served_models or ("fake",)]
+                self._send(200, json.dumps({"object": "list", "data": models}).encode())
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
-                status, payload = server._respond(json.loads(self.rfile.read(length)))
+                request = self.rfile.read(length)
+                if self._outside_v1():
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                status, payload = server._respond(json.loads(request))
                 data = json.dumps(payload).encode()
+                if status in BODY_FAULTS:
+                    self._body_fault(str(status), data)
+                    return
                 if status == "cut":  # a whole HTTP reply whose JSON stops mid-object
                     data = data[: len(data) // 2]
                 self.send_response(status if isinstance(status, int) else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if isinstance(status, int) and status >= 400 and server.retry_after is not None:
+                    self.send_header("Retry-After", server.retry_after)
                 try:
                     self.end_headers()
                     if status == "closed":  # half the promised body, then the connection goes
@@ -325,6 +388,49 @@ class FakeOpenAIServer:
                     # The client gave up on this request (a refusal it need not read in
                     # full, a timeout): like a real server, carry on without a traceback.
                     self.close_connection = True
+
+            def _body_fault(self, fault: str, data: bytes) -> None:
+                self.close_connection = True
+                if fault == "not_utf8":
+                    data = data.replace(b"go", b"\xff\xfe", 1) if b"go" in data else b"\xff" + data
+                elif fault == "deep":
+                    data = b"[" * 100_000 + b"]" * 100_000
+                elif fault == "huge":
+                    completion = json.loads(data)
+                    completion["choices"][0]["message"]["content"] = "go " * 7_000_000  # 21 MB
+                    data = json.dumps(completion).encode()
+                elif fault == "redirect":  # to itself, for ever
+                    self.send_response(307)
+                    self.send_header("Location", self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if fault == "reset":  # headers, a few bytes, then a TCP reset (RST, not FIN)
+                        self.wfile.write(data[:10])
+                        self.wfile.flush()
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.connection.close()
+                        return
+                    if fault == "stall":  # half the body, then nothing until the server stops
+                        self.wfile.write(data[: len(data) // 2])
+                        self.wfile.flush()
+                        server._closing.wait(30)
+                        return
+                    if fault == "trickle":  # the whole body, one byte at a time
+                        for i in range(len(data)):
+                            if server._closing.wait(server.trickle_s):
+                                return
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                        return
+                    self.wfile.write(data)
+                except OSError:  # the client gave up on the reply (a deadline, a timeout)
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 
 from marlang.models.errors import ModelNotAvailableError, ScoringNotSupportedError
 from marlang.models.remote import ResilientChatModel
+from marlang.models.served_http import served_model_clients
 
 # torch and transformers load only when a local model is asked for, so listing specs or
 # building a remote model stays fast.
@@ -201,13 +202,16 @@ def _chat_openai(
         api_key = "EMPTY"  # local servers ignore the key, but the client insists on one
     if token_limit_field == "auto":
         token_limit_field = default_token_limit_field(base_url)
-    # ResilientChatModel does the retrying, so the client must not retry on its own.
+    # ResilientChatModel does the retrying, so the client must not retry on its own. The
+    # clients keep a connection pool per event loop (each setting of a grid runs on its own)
+    # and end a request whose whole reply has not come by its deadline.
     model = TokenLimitChatOpenAI(
         model=name,
         base_url=base_url,
         api_key=api_key,
         max_retries=0,
         token_limit_field=token_limit_field,
+        **served_model_clients(float(params["timeout"])),
         **params,
     )
     return model, base_url or OPENAI_DEFAULT_URL

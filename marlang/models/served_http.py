@@ -1,0 +1,148 @@
+"""HTTP clients for served chat models: a connection pool per event loop, and a deadline for
+each whole request (connecting and the whole reply), so the settings of a grid (each on an
+event loop of its own) never reuse a closed loop's connections, and a trickled reply cannot
+hold a call past ``model.timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+MAX_REPLY_BYTES = 64 * 2**20
+"""A reply body longer than this is refused as malformed (a chat completion is far smaller)."""
+
+
+class CallDeadlineError(httpx.TimeoutException):
+    """A request whose reply had not arrived in full by its deadline (``model.timeout``)."""
+
+
+class ReplyTooLargeError(httpx.DecodingError):
+    """A reply body longer than `MAX_REPLY_BYTES`."""
+
+
+def _late(request: httpx.Request, seconds: float) -> CallDeadlineError:
+    return CallDeadlineError(f"no whole reply within the call's deadline of {seconds:g} s (model.timeout)",
+                             request=request)
+
+
+def _too_large(request: httpx.Request) -> ReplyTooLargeError:
+    return ReplyTooLargeError(f"the reply body is longer than {MAX_REPLY_BYTES // 2**20} MiB", request=request)
+
+
+class LoopPooledTransport(httpx.AsyncBaseTransport):
+    """Sends each request with a connection pool of the running event loop's own (an
+    `httpx.AsyncClient` per loop, which honours the proxy environment), and ends it with
+    `CallDeadlineError` when the whole reply has not come ``deadline_s`` seconds after it was
+    sent. Pools of loops that are gone go with them."""
+
+    def __init__(self, deadline_s: float, limits: httpx.Limits | None = None) -> None:
+        self.deadline_s = deadline_s
+        self._limits = limits or httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
+        self._lock = threading.Lock()
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = self._clients[loop] = httpx.AsyncClient(limits=self._limits, follow_redirects=False)
+            return client
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.deadline_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._client().send(request, stream=True)
+        except TimeoutError:
+            raise _late(request, self.deadline_s) from None
+        return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                              stream=_AsyncDeadlineStream(response, deadline, self.deadline_s))
+
+    async def aclose(self) -> None:
+        """Close the pool of the running loop (the others close with their loops)."""
+        with self._lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+
+class _AsyncDeadlineStream(httpx.AsyncByteStream):
+    def __init__(self, response: httpx.Response, deadline: float, seconds: float) -> None:
+        self._response, self._deadline, self._seconds = response, deadline, seconds
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = self._response.aiter_raw()
+        received = 0
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise _late(self._response.request, self._seconds) from None
+            received += len(chunk)
+            if received > MAX_REPLY_BYTES:
+                raise _too_large(self._response.request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class DeadlineTransport(httpx.BaseTransport):
+    """The synchronous counterpart of `LoopPooledTransport`: one pool, and the deadline checked
+    as the reply arrives (a reply trickled in is cut within one read of its deadline)."""
+
+    def __init__(self, deadline_s: float, limits: httpx.Limits | None = None) -> None:
+        self.deadline_s = deadline_s
+        self._client = httpx.Client(limits=limits or httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+                                    follow_redirects=False)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = time.monotonic() + self.deadline_s
+        response = self._client.send(request, stream=True)
+        return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                              stream=_DeadlineStream(response, deadline, self.deadline_s))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _DeadlineStream(httpx.SyncByteStream):
+    def __init__(self, response: httpx.Response, deadline: float, seconds: float) -> None:
+        self._response, self._deadline, self._seconds = response, deadline, seconds
+
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        for chunk in self._response.iter_raw():
+            if time.monotonic() > self._deadline:
+                raise _late(self._response.request, self._seconds)
+            received += len(chunk)
+            if received > MAX_REPLY_BYTES:
+                raise _too_large(self._response.request)
+            yield chunk
+
+    def close(self) -> None:
+        self._response.close()
+
+
+def served_model_clients(deadline_s: float) -> dict[str, Any]:
+    """``http_client`` and ``http_async_client`` for an openai-SDK chat model: redirects
+    followed (as the SDK's own clients do), proxies from the environment, a pool per event
+    loop, and a ``deadline_s`` for each whole request."""
+    return {
+        "http_client": httpx.Client(transport=DeadlineTransport(deadline_s), follow_redirects=True, trust_env=False),
+        "http_async_client": httpx.AsyncClient(transport=LoopPooledTransport(deadline_s), follow_redirects=True,
+                                               trust_env=False),
+    }
