@@ -88,9 +88,9 @@ def parser(version: str) -> argparse.ArgumentParser:
     cc.add_argument("--out", metavar="FILE", help="where to write the result (default: RUN/credit_check.json)")
     cc.add_argument("--overwrite", action="store_true",
                     help="replace the file --out names if it exists (without it, an existing result is refused)")
-    cc.add_argument("--critics", default="langmarl,llm-mca,llm-taca,lca,difference",
-                    help="critics to grade, comma-separated, from langmarl, llm-mca, llm-taca, lca, difference "
-                         "(default: all)")
+    cc.add_argument("--critics", default="langmarl,llm_mca,llm_taca,lca,difference",
+                    help="critics to grade, comma-separated, from langmarl, llm_mca, llm_taca, lca, difference "
+                         "(default: all; llm-mca and llm-taca name the same critics)")
     cc.add_argument("--model", metavar="SPEC", help="model of the LLM critics (default: the run config's model.spec)")
     cc.add_argument("--rollout", choices=["recorded", "scripted", "random"], default="recorded",
                     help="how a counterfactual is played on after the step: recorded (the recorded actions where "

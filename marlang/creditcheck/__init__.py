@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,9 +141,11 @@ def _progress(total: int, desc: str, unit: str, on: bool) -> Iterator[Any]:
 
 def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None) -> dict[str, Any]:
     """The credit check of ``run_dir``'s episodes (the content of ``credit_check.json``)."""
+    from marlang.methods.neural.critics.options import critic_name
     from marlang.run.build import build_env, initial_policies
 
     o = options or CreditCheckOptions()
+    o = replace(o, critics=tuple(dict.fromkeys(critic_name(c) for c in o.critics)))  # llm-mca is llm_mca
     _check_options(o)
     run_dir = Path(run_dir)
     config, trajectories = load_run(run_dir, o.episodes)

@@ -20,18 +20,22 @@ from marlang.types import Trajectory
 
 CRITICS: dict[str, str] = {
     "langmarl": "LangMARL's critic: each agent's score of the episode (the critique's JSON 'score')",
-    "llm-mca": "LLM-MCA: a centralised critic splits each step's team reward between the agents",
-    "llm-taca": "LLM-TACA: LLM-MCA that also assigns each agent a task",
+    "llm_mca": "LLM-MCA: a centralised critic splits each step's team reward between the agents",
+    "llm_taca": "LLM-TACA: LLM-MCA that also assigns each agent a task",
     "lca": "LCA's LLM ranker: share of 'yes, the state after is better for this agent' (as +1/-1)",
     "difference": "difference rewards from the env: one step, the no-op (else every action) as baseline",
 }
-"""The critics credit-check can run, with what their number is."""
+"""The critics credit-check can run, with what their number is (named as ``learning.critic``
+names them; ``llm-mca`` is accepted for ``llm_mca``)."""
 
 
 def parse_critics(text: str) -> list[str]:
-    """``--critics a,b``: the names given, each once, in order (checked with the other options:
-    ``credit_check`` refuses an unknown or missing one)."""
-    return list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    """``--critics a,b``: the names given, each once, in order, in their one spelling
+    (``llm-mca`` -> ``llm_mca``; checked with the other options: ``credit_check`` refuses an
+    unknown or missing one)."""
+    from marlang.methods.neural.critics.options import critic_name
+
+    return list(dict.fromkeys(critic_name(n) for n in text.split(",") if n.strip()))
 
 
 @dataclass
@@ -97,12 +101,12 @@ def run_critic(name: str, inputs: CriticInputs) -> CriticCredits:
     start = time.perf_counter()
     if name == "langmarl":
         out = _langmarl(inputs, usage)
-    elif name in ("llm-mca", "llm-taca"):
-        out = _llm_mca(inputs, usage, task_size=2 if name == "llm-taca" else 0)
+    elif name in ("llm_mca", "llm_taca"):
+        out = _llm_mca(inputs, usage, task_size=2 if name == "llm_taca" else 0)
     elif name == "lca":
         out = _lca(inputs, usage)
     else:
-        raise ValueError(f"critic {name!r} is not an LLM critic; valid: langmarl, llm-mca, llm-taca, lca")
+        raise ValueError(f"critic {name!r} is not an LLM critic; valid: langmarl, llm_mca, llm_taca, lca")
     out.name, out.usage, out.seconds = name, usage, time.perf_counter() - start
     return out
 
@@ -203,7 +207,7 @@ def _llm_mca(inputs: CriticInputs, usage: Any, task_size: int) -> CriticCredits:
     from marlang.models.structured import StructuredReplies
 
     name = "llm_taca" if task_size else "llm_mca"
-    out = CriticCredits(name.replace("_", "-"), "step")
+    out = CriticCredits(name, "step")
     view = RecordedEnv(inputs.env, inputs.episodes[0])
     critic = LLMCreditCritic(view, inputs.model, inputs.prompts, ".", options=_credit_options(name), seed=inputs.seed,
                              capacity=1, usage=usage, structured=StructuredReplies(inputs.structured, inputs.model),

@@ -61,20 +61,20 @@ def test_every_critic_is_graded_on_the_same_steps(tmp_path, scripted_model, caps
     assert {k: counts[k] for k in ("episodes", "steps", "levels")} == {"episodes": 2, "steps": 8, "levels": 2}
     assert set(counts) == {"episodes", "steps", "levels", "oracle_ties"} and 0 <= counts["oracle_ties"] < 8
     rows = {r["critic"]: r for r in result["critics"]}
-    assert list(rows) == ["langmarl", "llm-mca", "llm-taca", "lca", "difference"]
+    assert list(rows) == ["langmarl", "llm_mca", "llm_taca", "lca", "difference"]
     assert rows["langmarl"]["unit"] == "episode" and rows["langmarl"]["credited"] == 2
-    assert all(rows[c]["credited"] == 8 for c in ("llm-mca", "llm-taca", "lca", "difference"))
+    assert all(rows[c]["credited"] == 8 for c in ("llm_mca", "llm_taca", "lca", "difference"))
     assert all(r["malformed"] == 0 for r in rows.values())
     assert rows["lca"]["oracle_ties"] + rows["lca"]["graded"] == 8
     assert rows["lca"]["spearman"]["n"] == 0  # "Yes" for both agents: no order, no correlation
     assert rows["lca"]["top_agent"]["mean"] == pytest.approx(rows["lca"]["top_agent_chance"])
     assert rows["difference"]["cost"]["calls"] == 0 and rows["difference"]["cost"]["env_steps"] > 0
-    assert rows["llm-mca"]["cost"]["calls"] >= 1
+    assert rows["llm_mca"]["cost"]["calls"] >= 1
     assert result["oracle"]["cost"]["env_steps"] > 0 and "D_i(t)" in result["oracle"]["formulas"]["difference"]
     step = result["steps"][0]
-    assert set(step["critics"]) == {"llm-mca", "llm-taca", "lca", "difference"}
+    assert set(step["critics"]) == {"llm_mca", "llm_taca", "lca", "difference"}
     assert abs(step["efficiency_gap"]) < 1e-9
-    assert "| llm-mca |" in out and "wrote" in out
+    assert "| llm_mca |" in out and "wrote" in out
 
 
 def test_malformed_replies_are_counted_never_a_crash(tmp_path, scripted_model, capsys):
@@ -102,7 +102,7 @@ def test_the_view_shows_the_credit_check(tmp_path, scripted_model):
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--critics", "llm-mca,oracle"], ("unknown critic oracle; valid choices: langmarl, llm-mca, llm-taca, "
+    (["--critics", "llm-mca,oracle"], ("unknown critic oracle; valid choices: langmarl, llm_mca, llm_taca, "
                                        "lca, difference")),
     (["--critics", " , "], "unknown critic (none given); valid choices: langmarl"),
     (["--samples", "0"], "--samples must be at least 1"),
@@ -197,3 +197,15 @@ def test_progress_is_shown_and_an_earlier_result_is_not_overwritten_unasked(tmp_
     assert main(["credit-check", str(run), "--critics", "difference,lca", "--overwrite"]) == 0
     assert [c["critic"] for c in json.loads((run / "credit_check.json").read_text())["critics"]] == [
         "difference", "lca"]
+
+
+def test_a_critic_is_named_either_way_and_written_in_one_spelling(tmp_path, scripted_model, capsys):
+    from marlang.creditcheck import CreditCheckOptions, credit_check
+
+    run = write_run(tmp_path / "run", episodes=1)
+    assert main(["credit-check", str(run), "--critics", "llm-mca,llm_taca,llm_mca"]) == 0
+    assert "| llm_mca |" in capsys.readouterr().out
+    assert [r["critic"] for r in json.loads((run / "credit_check.json").read_text())["critics"]] == [
+        "llm_mca", "llm_taca"]
+    found = credit_check(run, CreditCheckOptions(critics=("llm-taca",)))  # the API takes both spellings too
+    assert [r["critic"] for r in found["critics"]] == ["llm_taca"]

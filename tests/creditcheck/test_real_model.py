@@ -18,9 +18,9 @@ def test_smollm2_critics_on_two_steps(tmp_path, monkeypatch, smollm2_engine, res
     cache = SQLiteResponseCache(response_cache_path)
     monkeypatch.setattr(creditcheck, "_chat_model",
                         lambda config, spec: load_chat_model(spec, engine=smollm2_engine, cache=cache))
-    result = credit_check(run, CreditCheckOptions(critics=("lca", "llm-mca", "difference"), model="local:smollm2"))
+    result = credit_check(run, CreditCheckOptions(critics=("lca", "llm_mca", "difference"), model="local:smollm2"))
     rows = {r["critic"]: r for r in result["critics"]}
-    for name in ("lca", "llm-mca"):
+    for name in ("lca", "llm_mca"):
         row = rows[name]
         assert row["model"] == "local:smollm2" and row["cost"]["calls"] >= 1
         assert row["credited"] + (row["malformed"] > 0) >= 1  # credits, or replies counted as malformed

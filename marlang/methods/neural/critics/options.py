@@ -18,6 +18,12 @@ CRITICS: tuple[str, ...] = ("none", "llm_mca", "llm_taca", "lca", "difference")
 """The ``learning.critic`` values marlang implements (the Literal below lists the same)."""
 
 
+def critic_name(name: str) -> str:
+    """A critic's one spelling (``llm_mca``, as configs write it) from either one: the command
+    line's ``llm-mca`` is the same critic."""
+    return name.strip().replace("-", "_")
+
+
 class CreditOptions(LearnerOptions):
     """Per-agent credit for MAPPO/IPPO: an LLM critic's credit, an LCA reward model or env
     difference rewards."""
@@ -117,6 +123,11 @@ class CreditOptions(LearnerOptions):
         if not 0.5 < v <= 1.0:
             raise ValueError(f"ranker_accuracy must lie in (0.5, 1], got {v}")
         return v
+
+    @field_validator("critic", mode="before")
+    @classmethod
+    def _one_spelling(cls, v: object) -> object:
+        return critic_name(v) if isinstance(v, str) else v
 
     @field_validator("critic_model")
     @classmethod

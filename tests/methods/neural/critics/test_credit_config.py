@@ -111,3 +111,9 @@ def test_llm_ranker_config_runs_the_embedded_model_next_to_the_heuristic():
     settings = expand_grid(data, [(k, list(v)) for k, v in base.grid.items()], reference=False)
     assert [s.config.learning.label for s in settings] == ["ippo+lca-llm", "ippo+lca-heuristic"]
     assert all(s.config.learning.options.critic_model == "local:smollm2" for s in settings)
+
+
+def test_a_critic_is_named_either_way_and_kept_in_one_spelling():
+    # the command line's spelling (credit-check --critics llm-mca) is accepted in configs too
+    assert _config(method="mappo", critic="llm-mca").learning.options.critic == "llm_mca"
+    assert _config(method="mappo", critic="llm-taca").learning.options.critic == "llm_taca"
