@@ -8,6 +8,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+
+def save_figure(fig: Any, path: str | Path) -> None:
+    """Write ``fig`` to ``path`` atomically (`marlang.rundir.files.atomic_write`): a link planted
+    where the figure goes is replaced, never written through."""
+    from marlang.rundir.files import atomic_write
+
+    path = Path(path)
+    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png"))
+
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 """One marker shape per setting, so settings whose curves coincide stay distinguishable."""
 
@@ -19,7 +29,7 @@ def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | P
     import matplotlib.pyplot as plt
 
     fig = iteration_figure(curves, reference=reference, final=final, success=success)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -145,7 +155,7 @@ def plot_score_vs_cost(points: dict[str, dict[str, Any]], frontier: list[str], p
     ax.set_title(title or "Score against cost (filled: on the Pareto front)", fontsize=10)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -177,5 +187,5 @@ def plot_crossplay(grid: list[list[float | None]], names: list[str], path: str |
     fig.colorbar(image, ax=ax)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

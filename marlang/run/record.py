@@ -19,7 +19,7 @@ from marlang.cost import run_cost
 from marlang.report import iteration_row, paired_change, summarize_episodes
 from marlang.run.commit import Commit
 from marlang.rundir import CallRows, RunDirectory
-from marlang.rundir.untrusted import json_value
+from marlang.rundir.untrusted import json_value, open_regular
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -97,10 +97,11 @@ class EpisodeIndex:
         self.entries.clear()
         self.by_episode.clear()
         self.played.clear()
-        if not self.path.exists():
+        fh = open_regular(self.path)  # a FIFO or directory there is refused, never waited on
+        if fh is None:
             return
         offset = 0
-        with open(self.path, "rb") as fh:
+        with fh:
             for line in fh:
                 record = _record(line)
                 if record is not None:

@@ -34,11 +34,14 @@ from marlang.rundir.files import (
 from marlang.rundir.untrusted import (
     CONFIG_HASH,
     config_sha256,
+    irregular,
     json_value,
     read_csv_rows,
     read_json_object,
+    read_regular,
     refuse_links,
 )
+from marlang.rundir.untrusted import damaged as damaged_file
 from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
@@ -152,15 +155,24 @@ class RunDirectory:
         lock_path = self.path / self.LOCK_FILE
         refuse_links(self.path, (self.LOCK_FILE, *self.RUN_FILES))
         while True:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # a link is refused
+            # A link is refused; a FIFO is opened without blocking and refused by its type.
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+            except IsADirectoryError:
+                raise damaged_file(lock_path, "a directory, not a regular file") from None
+            kind = irregular(os.fstat(fd).st_mode)
+            if kind is not None:
+                os.close(fd)
+                raise damaged_file(lock_path, f"{kind}, not a regular file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 try:
-                    holder = json.loads(lock_path.read_text() or "{}")
-                except (OSError, json.JSONDecodeError):
+                    holder = json.loads(read_regular(lock_path) or b"{}")
+                except (OSError, ValueError):
                     holder = {}
+                holder = holder if isinstance(holder, dict) else {}
                 raise RunDirectoryBusy(
                     f"run directory {self.path} is in use by process {holder.get('pid', '?')} on "
                     f"{holder.get('host', '?')} ({holder.get('command', '?')}); wait for it to end or "
@@ -307,7 +319,7 @@ class RunDirectory:
                      [line.decode(errors="replace").rstrip("\n") + "\n" for line in damaged])
         bad = set(damaged)
         kept = [line if line.endswith(b"\n") else line + b"\n"
-                for line in self.episodes_file.read_bytes().splitlines(keepends=True)
+                for line in (read_regular(self.episodes_file) or b"").splitlines(keepends=True)
                 if line.strip() and line not in bad]
         atomic_write(self.episodes_file, lambda fh: fh.write(b"".join(kept)))
         return len(damaged)
@@ -363,7 +375,7 @@ class RunDirectory:
             return
         fields = list(rows[0])
         kept = [r for r in rows if r.get("role") in roles or _number(r.get("episode")) in (None, *finished)]
-        if len(kept) != len(rows) or not self.llm_calls_file.read_bytes().endswith(b"\n"):
+        if len(kept) != len(rows) or not (read_regular(self.llm_calls_file) or b"").endswith(b"\n"):
             logger.info("%s: %d call(s) of unfinished episodes dropped", self.llm_calls_file, len(rows) - len(kept))
             _write_csv(self.llm_calls_file, fields, kept)
 
@@ -392,11 +404,12 @@ EPISODE_KEYS = ("episode", "metrics")
 def _parse_jsonl(path: Path, required: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], list[bytes]]:
     """The records of a JSONL file and its damaged lines (not a JSON object holding the
     ``required`` keys: torn or corrupted)."""
-    if not path.exists():
+    data = read_regular(path)
+    if data is None:
         return [], []
     records: list[dict[str, Any]] = []
     damaged: list[bytes] = []
-    for line in path.read_bytes().splitlines(keepends=True):
+    for line in data.splitlines(keepends=True):
         if not line.strip():
             continue
         record = json_value(line)[0]

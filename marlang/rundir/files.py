@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from marlang.rundir.untrusted import writing
+from marlang.rundir.untrusted import damaged, irregular, writing
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,12 @@ def append_lines(path: str | Path, lines: Iterable[str]) -> None:
     if not data:
         return
     with writing(path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
+        # A FIFO is opened without blocking and refused by its type, as a link is by O_NOFOLLOW.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
         try:
+            kind = irregular(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise damaged(path, f"{kind}, not a regular file")
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 keep = _last_newline_end(fd, size)

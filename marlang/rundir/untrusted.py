@@ -1,6 +1,7 @@
 """The run directory's files read as untrusted input: a file that cannot be what it should be
-(truncated, random bytes, JSON nested past the parser's depth, a link) is a one-line
-`DamagedRunFile` naming it and what to do, and a full or read-only disk is one line too."""
+(truncated, random bytes, JSON nested past the parser's depth, a link, a FIFO or a directory)
+is a one-line `DamagedRunFile` naming it and what to do, and a full or read-only disk is one
+line too."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import errno
 import hashlib
 import io
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from marlang.config import ConfigError
 
@@ -27,6 +30,7 @@ WHAT_TO_DO = {
     "llm_calls.csv": "it counts the run's model calls: move it aside and resume; the episodes keep their own "
                      "counts in metrics.csv, the file starts again from the resume on",
     "summary.json": "it is rebuilt from the run's files: move it aside and run marlang report",
+    ".lock": "it only names the process that holds the run: remove it when no marlang process uses the run",
     "checkpoints.sqlite": "it holds where the training loop is: restore it from a backup; without it the run "
                           "cannot continue, but its finished episodes stay readable (marlang report, marlang view)",
 }
@@ -45,6 +49,44 @@ def damaged(path: Path, reason: str) -> DamagedRunFile:
     return DamagedRunFile(f"{path} is damaged ({reason}); {advice}")
 
 
+def irregular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is no regular file ("a FIFO", "a directory", ...),
+    else None."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a link"))
+    return next((kind for test, kind in kinds if test(mode)), "no regular file")
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """``path`` opened for reading (None if there is no such file). Anything but a regular
+    file is a `DamagedRunFile`: it is opened without blocking, so a FIFO planted in a run
+    directory cannot hang its reader (a read of one waits for a writer that never comes)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        kind = irregular(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise damaged(path, f"{kind}, not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` (None if there is none; see `open_regular`)."""
+    fh = open_regular(path)
+    if fh is None:
+        return None
+    with fh:
+        return fh.read()
+
+
 def json_value(data: bytes | str) -> tuple[Any, str | None]:
     """``data`` parsed as JSON, and None; or None and why it is no JSON (nesting too deep for
     the parser is a damaged value, not a RecursionError)."""
@@ -61,12 +103,9 @@ def json_value(data: bytes | str) -> tuple[Any, str | None]:
 def read_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path`` (None if there is no such file); anything else there is a
     `DamagedRunFile`."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_regular(path)
+    if data is None:
         return None
-    except IsADirectoryError:
-        raise damaged(path, "a directory, not a file") from None
     value, problem = json_value(data)
     if problem is None and not isinstance(value, dict):
         problem = f"a JSON {type(value).__name__}, not an object"
@@ -79,9 +118,8 @@ def read_csv_rows(path: Path, key: str | None = None) -> list[dict[str, str]]:
     """The rows of a CSV file the run appends to; a torn last row (a writer killed mid-line)
     is left out. Bytes that are no text, a row with more cells than the header, or a ``key``
     cell that is no whole number are a `DamagedRunFile`."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_regular(path)
+    if raw is None:
         return []
     whole = raw[: raw.rfind(b"\n") + 1]
     try:
@@ -136,9 +174,11 @@ STORAGE_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quot
 @contextlib.contextmanager
 def writing(path: Path) -> Iterator[None]:
     """An OSError of the block names ``path`` (a write through a file descriptor or into a
-    temporary names no file, or the wrong one)."""
+    temporary names no file, or the wrong one); a directory at ``path`` is a `DamagedRunFile`."""
     try:
         yield
+    except IsADirectoryError:  # a directory where the file goes: replacing it would lose what it holds
+        raise damaged(path, "a directory, not a regular file") from None
     except OSError as err:
         if err.filename == str(path) or err.errno is None:
             raise

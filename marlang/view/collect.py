@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from marlang.rundir import RunDirectory
+from marlang.rundir.untrusted import read_regular
 
 TEXT_LIMIT = 6000
 """Characters kept of any one text (observation, message, thought, policy)."""
@@ -60,7 +61,7 @@ def find_runs(path: Path) -> tuple[list[Path], str | None]:
     ordered += [p for p in runs if p not in ordered]
     if not ordered:
         raise ViewError(f"{path}: neither a run directory (config.yaml) nor a folder of runs")
-    return ordered, table.read_text() if table.is_file() else None
+    return ordered, _read_text(table)
 
 
 def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]:
@@ -225,7 +226,7 @@ def _credit_files(folder: Path, limit: int = 200) -> dict[str, Any] | None:
         rows = RunDirectory(folder).read_jsonl(path.name)
         out[path.stem] = {"rows": [_shorten(r) for r in rows[:limit]], "total": len(rows)}
     for path in sorted(folder.glob("*.txt")):
-        out[path.stem] = {"text": _text(path.read_text())}
+        out[path.stem] = {"text": _text(_read_text(path))}
     return out or None
 
 
@@ -246,6 +247,13 @@ def _shorten(value: Any) -> Any:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return json.loads(read_regular(path) or b"")
+    except (OSError, ValueError):  # absent, damaged, or no regular file (DamagedRunFile)
         return None
+
+
+def _read_text(path: Path) -> str | None:
+    """The text of the regular file ``path`` (None if absent); a FIFO or a directory there is a
+    `DamagedRunFile`, never waited on."""
+    data = read_regular(path)
+    return None if data is None else data.decode("utf-8", errors="replace")

@@ -5,6 +5,7 @@ file (never a traceback), and no finished episode is lost."""
 import errno
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,60 @@ def test_report_and_view_of_a_comparison_with_a_damaged_run_summary_name_it(tmp_
         assert main(command) == 2
         line = one_line(capsys.readouterr().err)
         assert f"{summary} is damaged" in line and "marlang report" in line
+
+
+@pytest.fixture
+def deadline():
+    """A command that blocks (a read of a FIFO waits for a writer that never comes) fails the
+    test after a few seconds instead of hanging it."""
+    def stop(signum, frame):
+        raise TimeoutError("the command blocked")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _plant(path: Path, kind: str) -> None:
+    """A FIFO or a directory where a run's file goes."""
+    if path.exists():
+        path.rename(path.with_name(path.name + ".kept"))
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+NOT_REGULAR = {
+    # file: the commands that read (or write) it, each refusing it in one line
+    "episodes.jsonl": {"resume", "report", "view"},
+    "manifest.json": {"resume", "report", "view"},
+    "iterations.csv": {"resume", "report", "view"},
+    "learner_state.json": {"resume", "report"},
+    "llm_calls.csv": {"resume", "report"},
+    ".lock": {"resume"},
+    "episodes.damaged": {"resume"},
+}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("name", list(NOT_REGULAR))
+def test_a_fifo_or_directory_in_place_of_a_run_file_is_one_line_and_never_blocks(run, capsys, deadline, name,
+                                                                                  command, kind):
+    (run / "summary.json").unlink()  # report and view rebuild it from the files
+    if name == "episodes.damaged":  # a damaged record, which a resume sets aside into it
+        with (run / "episodes.jsonl").open("ab") as fh:
+            fh.write(b"{not json\n")
+    _plant(run / name, kind)
+    code = main(COMMANDS[command](run))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if command in NOT_REGULAR[name]:
+        assert code == 2, err
+        line = one_line(err)
+        assert f"{run / name} is damaged" in line and "not a regular file" in line
+    else:
+        assert code == 0, err

@@ -27,7 +27,7 @@ from marlang.methods.neural.critics.bradley_terry import StateScorer, potential_
 from marlang.methods.neural.critics.difference import default_action, team_reward
 from marlang.methods.neural.critics.rankers import Ranker, RankQuery, critic_usage, usage_rates
 from marlang.methods.neural.critics.records import RecordingCritic, StepRecords
-from marlang.rundir import appending
+from marlang.rundir import appending, atomic_write_text
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
@@ -213,7 +213,7 @@ class LCACritic(RecordingCritic):
         ]
         self.dir.mkdir(parents=True, exist_ok=True)
         for name, text in self.notes.items():
-            (self.dir / name).write_text(text)
+            atomic_write_text(self.dir / name, text)
         calls_before = self._usage()
         if hasattr(self.ranker, "iteration"):
             self.ranker.iteration = index

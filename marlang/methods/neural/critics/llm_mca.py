@@ -42,7 +42,7 @@ import torch
 from marlang.methods.neural.critics.mca_parsing import normalize, parse_step_credits
 from marlang.methods.neural.critics.rankers import critic_usage, usage_rates
 from marlang.methods.neural.critics.records import RecordingCritic, StepRecords
-from marlang.rundir import appending
+from marlang.rundir import appending, atomic_write_text
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
@@ -423,6 +423,4 @@ class LLMCreditCritic(RecordingCritic):
 
     def _save_state(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "mca_state.json.tmp"
-        tmp.write_text(json.dumps({"batches": self.batches}))
-        tmp.replace(self.dir / "mca_state.json")
+        atomic_write_text(self.dir / "mca_state.json", json.dumps({"batches": self.batches}))
