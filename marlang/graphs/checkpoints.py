@@ -5,7 +5,7 @@ while the next step starts. A process killed in that window would lose answered 
 make them again on resume. `FlushingSqliteSaver` counts its writes in flight, and every node
 that calls a model first awaits :meth:`flushed`, so what is answered is on disk first.
 `CheckpointDatabase` opens and closes its connection explicitly, so no database thread outlives
-the run, however it ended.
+the run, however it ended, and reads the file as data (`StrictCheckpointSerializer`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 import aiosqlite
 from aiosqlite.core import _STOP_RUNNING_SENTINEL
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from marlang.graphs.checkpoint_serde import StrictCheckpointSerializer
 
 
 class FlushingSqliteSaver(AsyncSqliteSaver):
@@ -73,7 +75,7 @@ class CheckpointDatabase:
         connection = self._connection = aiosqlite.connect(str(self.path))
         self._thread = getattr(connection, "_thread", None)  # aiosqlite's worker (>= 0.17)
         await connection
-        return FlushingSqliteSaver(connection)
+        return FlushingSqliteSaver(connection, serde=StrictCheckpointSerializer(self.path))
 
     async def aclose(self) -> None:
         if self._connection is not None:
