@@ -1,5 +1,6 @@
 """The files of saved adapters: content hashes, durable writes and atomic directory swaps,
-and reading back a PEFT adapter and the base model it was trained on.
+and reading back a PEFT adapter (from safetensors only: a run directory may be someone else's)
+and the base model it was trained on.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
 from peft import PeftModel
@@ -75,7 +75,15 @@ def adapter_base_model(adapter_dir: str | Path) -> str:
 
 def load_peft_adapter(adapter_dir: str | Path, device: str | torch.device | None = None) -> PeftModel:
     """One saved adapter on its base model, as a ``PeftModel`` (for use outside marlang: the
-    base named by spec is found on this machine, which ``AutoPeftModelForCausalLM`` cannot)."""
+    base named by spec is found on this machine, which ``AutoPeftModelForCausalLM`` cannot).
+    Its weights are read from ``adapter_model.safetensors`` only: a folder holding PEFT's pickled
+    ``adapter_model.bin`` instead is refused before anything is loaded."""
+    from marlang.config import ConfigError
+
+    if not (Path(adapter_dir) / ADAPTER_WEIGHTS).is_file():
+        raise ConfigError(f"{adapter_dir} has no {ADAPTER_WEIGHTS}: marlang loads adapter weights from "
+                          "safetensors only (never a pickled adapter_model.bin, whose loading could run code); "
+                          "save the adapter with safetensors (PeftModel.save_pretrained's default)")
     base, _tokenizer = load_pretrained_dir(adapter_base_model(adapter_dir), device=device)
     return PeftModel.from_pretrained(base, str(adapter_dir))
 
@@ -105,19 +113,3 @@ def replace_dir(source: Path, target: Path, *, trash: Path) -> None:
             raise
     else:
         os.replace(source, target)
-
-
-def load_tensors(path: str | Path) -> Any:
-    """A saved trainer state: tensors and plain containers only (``weights_only``). The path
-    comes from the run directory, which may be someone else's: a file that would run code
-    (any other pickled object) is refused with a `ConfigError` saying what and where."""
-    import pickle
-
-    from marlang.config import ConfigError
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"refused to load {path}: it holds more than tensors and plain values, and loading it "
-                          f"could run code ({first[:200]}); resume only run directories you trust") from None

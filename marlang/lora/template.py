@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from marlang.learners.base import Learner, LearnerOptions
 from marlang.lora.distributed import DataParallel
-from marlang.lora.files import load_tensors
 from marlang.lora.options import AdapterOptions
 from marlang.lora.team import (
     CENTRAL,
@@ -35,6 +34,7 @@ from marlang.lora.team import (
 )
 from marlang.models.local_policy import LocalPolicy
 from marlang.rundir import TEST_EPISODE_BASE, atomic_write
+from marlang.rundir.tensors import load_tensors
 from marlang.seeds import env_seeds
 from marlang.types import Acting, Candidate, PolicyState, RolloutPlan
 

@@ -536,3 +536,20 @@ def test_base_model_specs_resolve_to_local_weights(tmp_path):
     assert resolve_base_model(f"hf:{tmp_path}") == str(tmp_path)
     assert resolve_base_model("hf:org/name") == "org/name"  # the local Hugging Face cache's id
     assert resolve_base_model("/old/absolute/path") == "/old/absolute/path"
+
+
+def test_an_adapter_folder_with_pickled_weights_is_refused_before_anything_loads(tmp_path, monkeypatch):
+    from marlang.config import ConfigError
+    from marlang.lora import files
+
+    adapter = tmp_path / "agent_0"
+    adapter.mkdir()
+    (adapter / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA", "base_model_name_or_path": "hf:/x"}))
+    torch.save({"weights": torch.zeros(2)}, adapter / "adapter_model.bin")  # PEFT's pickled format
+
+    def base_loaded(*args, **kwargs):
+        raise AssertionError("the base model was loaded for an adapter that is refused")
+
+    monkeypatch.setattr(files, "load_pretrained_dir", base_loaded)
+    with pytest.raises(ConfigError, match=rf"{adapter} has no adapter_model.safetensors: .* safetensors only"):
+        files.load_peft_adapter(adapter, device="cpu")

@@ -6,7 +6,7 @@ BenchMARL's own outputs (logs, checkpoints) under ``benchmarl/``.
 BenchMARL trains in one call that cannot be stepped, so the whole ``learning.frames`` is the
 loop's one update. ``--resume`` of a finished run trains nothing; an interrupted one continues
 from BenchMARL's latest checkpoint (every ``learning.checkpoint_batches`` batches), or starts
-over without one.
+over without one. A checkpoint is restored as tensors and plain values only (`RestoredExperiment`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions
 from marlang.methods.neural.reward_hook import RewardHook, hook_name, load_reward_hook
 from marlang.report import summarize_episodes
 from marlang.rundir import RunDirectory, package_versions
+from marlang.rundir.tensors import load_tensors
 from marlang.seeds import env_seed
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,17 @@ def quiet_libraries() -> Iterator[None]:
         torchrl_logger.setLevel(saved_level)
         for handler, formatter in saved_formatters:
             handler.setFormatter(formatter)
+
+
+class RestoredExperiment(BenchmarlExperiment):
+    """BenchMARL's experiment, restoring ``config.restore_file`` as tensors and plain values only
+    (`load_tensors`). BenchMARL's own restore leaves ``weights_only`` to torch's default, which
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` turns into unpickling whatever the file names, and the
+    file is in a run directory, which may be someone else's."""
+
+    def _load_experiment(self) -> RestoredExperiment:
+        self.load_state_dict(load_tensors(self.config.restore_file, map_location=self.config.restore_map_location))
+        return self
 
 
 def _round_progress_returns(experiment: BenchmarlExperiment) -> None:
@@ -287,10 +299,12 @@ class BenchmarlTraining:
         callbacks.extend(self.callbacks)
         callbacks.append(StopWhenAsked(self.stop))
         try:
-            self.experiment = BenchmarlExperiment(
+            self.experiment = RestoredExperiment(
                 task=task, algorithm_config=algorithm, model_config=model,
                 seed=self.config.run.seed, config=exp_config, callbacks=callbacks,
             )
+        except ConfigError:  # a refused checkpoint says so itself
+            raise
         except ValueError as err:
             raise ConfigError(f"env: {err}") from None
         _round_progress_returns(self.experiment)

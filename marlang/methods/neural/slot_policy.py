@@ -23,7 +23,13 @@ import numpy as np
 import torch
 
 from marlang.config import ConfigError, ExperimentConfig, load_config
-from marlang.methods.neural.learner import BENCHMARL_DIR, benchmarl_configs, quiet_libraries, task_for
+from marlang.methods.neural.learner import (
+    BENCHMARL_DIR,
+    RestoredExperiment,
+    benchmarl_configs,
+    quiet_libraries,
+    task_for,
+)
 
 
 def resolve_checkpoint(spec: str, key: str) -> tuple[Path, Path]:
@@ -74,8 +80,6 @@ class NeuralPolicy:
     def load(cls, spec: str, config: ExperimentConfig, key: str) -> NeuralPolicy:
         """The policy ``spec`` names (see `resolve_checkpoint`), checked against ``config``'s
         env: the same env id and number of agents as the run that trained it."""
-        from benchmarl.experiment import Experiment as BenchmarlExperiment
-
         run_dir, checkpoint = resolve_checkpoint(spec, key)
         trained = load_config(run_dir / "config.yaml")
         if trained.agents.kind != "neural":
@@ -99,7 +103,7 @@ class NeuralPolicy:
             experiment_config.restore_map_location = "cpu"
             task = task_for(trained)
             with kept_random_state(), quiet_libraries():
-                experiment = BenchmarlExperiment(task=task, algorithm_config=algorithm, model_config=model,
+                experiment = RestoredExperiment(task=task, algorithm_config=algorithm, model_config=model,
                                                  seed=trained.run.seed, config=experiment_config, callbacks=[])
         except (RuntimeError, ValueError, KeyError) as err:
             raise ConfigError(f"{key}: could not restore {checkpoint}: {str(err).splitlines()[0][:200]}") from None

@@ -88,3 +88,40 @@ def test_shipped_neural_configs_validate(name):
     methods = {s.config.learning.method for s in settings}
     assert methods == {"mappo", "ippo", "qmix", "vdn"}
     assert len({s.config.run.seed for s in settings}) >= 3
+
+
+class _RunsOnLoad:
+    """Unpickled, it runs ``command`` (what a planted checkpoint would do)."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (self.command,)
+
+
+def test_a_planted_checkpoint_is_refused_not_unpickled_by_a_resume_or_a_neural_slot(tmp_path, monkeypatch):
+    import torch
+
+    from marlang.config import ConfigError
+    from marlang.methods.neural.slot_policy import NeuralPolicy
+
+    config = build_config({
+        "env": {"id": "matrix/climbing"}, "agents": {"kind": "neural"},
+        "learning": {"method": "mappo", **SHORT, "checkpoint_batches": 1, "epochs": 1, "minibatch_size": 200},
+    })
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, callbacks=[StopAfter(1)])
+    (checkpoint,) = (out / "benchmarl").glob("*/checkpoints/checkpoint_*.pt")
+    marker = tmp_path / "ran"
+    torch.save(_RunsOnLoad(f"touch {marker}"), checkpoint)
+    # BenchMARL's own restore leaves weights_only to torch, which this variable turns off
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(ConfigError, match=rf"refused to load {checkpoint}: .* could run code"):
+        train(config, out, resume=True)
+    with pytest.raises(ConfigError, match=rf"could not restore {checkpoint}: refused to load"):
+        NeuralPolicy.load(str(checkpoint), config, "team.agent_0.checkpoint")
+    assert not marker.exists()
