@@ -1,11 +1,12 @@
-"""95% intervals that never leave their quantity's range: Wilson for a success rate, the
-bootstrap percentile interval (scipy.stats.bootstrap) for means of returns, steps and counts,
-and a stratified bootstrap (strata: seeds) for the mean and interquartile mean of pooled rows.
+"""95% intervals that never leave their quantity's range: Wilson for a success rate (a pooled
+row's too, on the counts of all its seeds' episodes), and the bootstrap percentile interval
+(scipy.stats.bootstrap) for means and interquartile means of returns, steps and counts.
 
 Every statistic is a dict ``{"mean", "low", "high", "n", "interval"}``; ``interval`` names the
-method, or is ``"n too small"`` (with ``low``/``high`` None) below :data:`MIN_N` values, and
-undefined statistics are None (written as JSON null). A percentile interval lies between the
-smallest and largest value it resamples, so it stays inside any range the values respect.
+method, or is ``"n too small"`` (below :data:`MIN_N` values) or ``"no spread"`` (every value
+equal), both with ``low``/``high`` None, and undefined statistics are None (written as JSON
+null). A percentile interval lies between the smallest and largest value it resamples, so it
+stays inside any range the values respect.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ BOOTSTRAP_SEED = 0
 """The bootstrap's resampling is seeded: the same data give the same interval in every report."""
 
 BOOTSTRAP = "bootstrap percentile"
-STRATIFIED = "stratified bootstrap over seeds"
 WILSON = "Wilson"
 TOO_FEW = "n too small"
+NO_SPREAD = "no spread"
+"""Every value equal: a bootstrap would give the interval [x, x], as if the mean were known
+exactly from a handful of episodes; no interval is given instead."""
 
 
 def _finite(x: float) -> float | None:
@@ -37,25 +40,27 @@ def _none(n: int, interval: str) -> dict[str, Any]:
     return {"mean": None, "low": None, "high": None, "n": n, "interval": interval}
 
 
-def _bootstrap(strata: Sequence[Sequence[float]], statistic: str) -> tuple[float | None, float | None]:
-    """The percentile interval of ``statistic`` ("mean" or "iqm") of the pooled values, each
-    stratum resampled on its own (one stratum: the plain bootstrap)."""
+def _bootstrap(values: Sequence[float], statistic: str) -> tuple[float | None, float | None]:
+    """The percentile interval of ``statistic`` ("mean" or "iqm") of ``values`` (at least
+    :data:`MIN_N`, not all equal: callers say "n too small" or "no spread" instead)."""
     import numpy as np
     from scipy import stats
 
-    arrays = tuple(np.asarray(s, dtype=float) for s in strata if len(s))
-    pooled = np.concatenate(arrays)
-    if np.all(pooled == pooled[0]):  # no spread: the bootstrap has nothing to resample
-        return float(pooled[0]), float(pooled[0])
-
-    def of(*samples: Any, axis: int = -1) -> Any:
-        x = np.concatenate(samples, axis=axis)
+    def of(x: Any, axis: int = -1) -> Any:
         return np.mean(x, axis=axis) if statistic == "mean" else stats.trim_mean(x, 0.25, axis=axis)
 
-    result = stats.bootstrap(arrays, of, confidence_level=CONFIDENCE, n_resamples=RESAMPLES, method="percentile",
-                             vectorized=True, rng=np.random.default_rng(BOOTSTRAP_SEED))
+    result = stats.bootstrap((np.asarray(values, dtype=float),), of, confidence_level=CONFIDENCE,
+                             n_resamples=RESAMPLES, method="percentile", vectorized=True,
+                             rng=np.random.default_rng(BOOTSTRAP_SEED))
     low, high = result.confidence_interval
     return _finite(low), _finite(high)
+
+
+def _no_interval(values: Sequence[float]) -> str | None:
+    """Why ``values`` get no bootstrap interval ("n too small", "no spread"), or None."""
+    if len(values) < MIN_N:
+        return TOO_FEW
+    return NO_SPREAD if all(v == values[0] for v in values) else None
 
 
 def mean_of(values: Sequence[float]) -> float | None:
@@ -69,42 +74,58 @@ def mean_of(values: Sequence[float]) -> float | None:
 
 def mean_interval(values: Sequence[float]) -> dict[str, Any]:
     """The mean of ``values`` with its 95% bootstrap percentile interval ("n too small" below
-    :data:`MIN_N` values)."""
+    :data:`MIN_N` values, "no spread" when every value is equal)."""
     values = [float(v) for v in values]
     n = len(values)
     mean = mean_of(values)
     if mean is None:
         return _none(n, TOO_FEW)
-    if n < MIN_N:
-        return {"mean": mean, "low": None, "high": None, "n": n, "interval": TOO_FEW}
-    low, high = _bootstrap([values], "mean")
+    if (why := _no_interval(values)) is not None:
+        return {"mean": mean, "low": None, "high": None, "n": n, "interval": why}
+    low, high = _bootstrap(values, "mean")
     return {"mean": mean, "low": low, "high": high, "n": n, "interval": BOOTSTRAP}
+
+
+def _seed_means(strata: Sequence[Sequence[float]]) -> dict[str, Any]:
+    return {"seeds": [sum(s) / len(s) if len(s) else None for s in strata]}
 
 
 def pooled_interval(strata: Sequence[Sequence[float]]) -> dict[str, Any]:
     """The mean and interquartile mean (IQM: the mean of the middle half) of the values of every
-    stratum (a setting's seeds) together, each with its 95% stratified bootstrap interval: the
-    values are resampled within each stratum, so every seed keeps its weight, as rliable's
-    stratified bootstrap keeps each task's. The interval shows the spread of the episodes
-    given the seeds' trained policies; ``seeds`` gives each stratum's mean, whose spread is the
-    seeds'. "n too small" below :data:`MIN_N` values in all."""
+    stratum (a setting's seeds) together, each with the 95% bootstrap percentile interval of all
+    those values, as :func:`mean_interval` gives it for one run of the same episodes. A
+    bootstrap stratified by seed would be narrower (it drops the spread between seeds) and
+    cannot resample a seed of one value. ``seeds`` gives each stratum's mean, whose spread is
+    the seeds'. "n too small" below :data:`MIN_N` values in all, "no spread" when all equal."""
     strata = [[float(v) for v in s] for s in strata]
     values = [v for s in strata for v in s]
     n = len(values)
-    out: dict[str, Any] = {"seeds": [sum(s) / len(s) if s else None for s in strata]}
+    out = _seed_means(strata)
     if n == 0 or not all(math.isfinite(v) for v in values):
         return {**_none(n, TOO_FEW), **out, "iqm": None, "iqm_low": None, "iqm_high": None}
     import numpy as np
     from scipy import stats
 
     mean, iqm = sum(values) / n, float(stats.trim_mean(np.asarray(values), 0.25))
-    if n < MIN_N:
-        return {"mean": mean, "low": None, "high": None, "n": n, "interval": TOO_FEW, **out,
+    if (why := _no_interval(values)) is not None:
+        return {"mean": mean, "low": None, "high": None, "n": n, "interval": why, **out,
                 "iqm": iqm, "iqm_low": None, "iqm_high": None}
-    low, high = _bootstrap(strata, "mean")
-    iqm_low, iqm_high = _bootstrap(strata, "iqm")
-    return {"mean": mean, "low": low, "high": high, "n": n, "interval": STRATIFIED, **out,
+    low, high = _bootstrap(values, "mean")
+    iqm_low, iqm_high = _bootstrap(values, "iqm")
+    return {"mean": mean, "low": low, "high": high, "n": n, "interval": BOOTSTRAP, **out,
             "iqm": iqm, "iqm_low": iqm_low, "iqm_high": iqm_high}
+
+
+def pooled_rate(strata: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The success rate of every stratum's episodes (1.0 solved, 0.0 not) together, with the
+    Wilson interval of the pooled counts, as :func:`wilson_interval` gives it for one run of
+    the same episodes (6 solved of 6 over two seeds: [0.61, 1.00]). ``seeds``: each stratum's
+    rate."""
+    strata = [[float(v) for v in s] for s in strata]
+    values = [v for s in strata for v in s]
+    if not all(v in (0.0, 1.0) for v in values):  # not counts (a hand-edited summary): a mean
+        return pooled_interval(strata)
+    return {**wilson_interval(int(sum(values)), len(values)), **_seed_means(strata)}
 
 
 def wilson_interval(successes: int, n: int) -> dict[str, Any]:
@@ -126,13 +147,14 @@ def wilson_interval(successes: int, n: int) -> dict[str, Any]:
 
 
 def show(stat: dict[str, Any] | None, digits: int = 1) -> str:
-    """``mean [low, high]``, ``mean (n too small)``, or ``-`` when undefined."""
+    """``mean [low, high]``, ``mean (n too small, n=N)`` (or ``no spread``), or ``-`` when undefined."""
     if not isinstance(stat, dict) or not defined(stat.get("mean")):
         return "-"
     mean = f"{stat['mean']:.{digits}f}"
     if defined(stat.get("low"), stat.get("high")):
         return f"{mean} [{stat['low']:.{digits}f}, {stat['high']:.{digits}f}]"
-    return f"{mean} ({TOO_FEW}, n={stat.get('n')})" if stat.get("n") else mean
+    why = NO_SPREAD if stat.get("interval") == NO_SPREAD else TOO_FEW
+    return f"{mean} ({why}, n={stat.get('n')})" if stat.get("n") else mean
 
 
 def defined(*values: Any) -> bool:

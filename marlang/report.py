@@ -13,14 +13,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marlang.cost import cost_columns, pool_costs
+from marlang.cost import MODEL_SECONDS_HEADER, PRICE_HEADER, cost_columns, pool_costs
 from marlang.intervals import (
     BOOTSTRAP,
     MIN_N,
-    STRATIFIED,
+    NO_SPREAD,
+    TOO_FEW,
+    WILSON,
     defined,
     mean_interval,
     pooled_interval,
+    pooled_rate,
     show,
     wilson_interval,
 )
@@ -99,7 +102,8 @@ def _episodes(summary: dict[str, Any]) -> str:
 def _return(stat: dict[str, Any]) -> str:
     shown = show(stat, 3)
     if isinstance(stat, dict) and defined(stat.get("iqm")):
-        iqm = {"mean": stat["iqm"], "low": stat.get("iqm_low"), "high": stat.get("iqm_high"), "n": stat.get("n")}
+        iqm = {"mean": stat["iqm"], "low": stat.get("iqm_low"), "high": stat.get("iqm_high"), "n": stat.get("n"),
+               "interval": stat.get("interval")}
         shown += f"; IQM {show(iqm, 3)}"
     return shown
 
@@ -198,14 +202,19 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
     cost_headers, cost_cells, cost_note = cost_columns(summaries)
     headers, rows = [*headers, *cost_headers], [[*r, *c] for r, c in zip(rows, cost_cells, strict=True)]
     body = tabulate(rows, headers=headers, tablefmt="github")
+    pooled = any("seeds" in s for s in summaries.values())
+    # the columns whose intervals are bootstrapped, named as the header names them
+    bootstrapped = [h + (" (and its IQM)" if h == "return" and pooled else "") for h in headers if h in (
+        "steps", "steps when solved", "return", "LLM calls/ep", "tokens/ep", MODEL_SECONDS_HEADER, PRICE_HEADER)]
     note = (
         "\n\nsteps: mean steps per episode (unsolved episodes count their full length), the "
         "metric of the conversation-protocol paper; return: the team's reward per episode. "
         "Intervals are 95% and stay inside each quantity's range: "
-        + ("the success rate's is Wilson; " if "success rate (95% CI)" in headers else "")
-        + ("steps, return, calls and tokens" if "LLM calls/ep" in headers else "steps and return")
-        + f" carry the {BOOTSTRAP} interval over the episodes; fewer than {MIN_N} values say 'n too "
-        "small' instead of an interval. levels: distinct env seeds among the episodes."
+        + (f"success rate: {WILSON} on the counts{' (a pooled row: of all its seeds)' if pooled else ''}; "
+           if "success rate (95% CI)" in headers else "")
+        + ", ".join(bootstrapped) + f": {BOOTSTRAP} over the episodes; fewer than {MIN_N} values say "
+        f"'{TOO_FEW}', and values all equal '{NO_SPREAD}', instead of an interval. levels: distinct env "
+        "seeds among the episodes."
     )
     if evaluated:
         note += (" The other columns are over a run's own episodes (a learner's: its training "
@@ -215,12 +224,12 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
             note += (f"; {EVAL_SUCCESS_HEADER}: its solved episodes (success rate), and the change in "
                      "success over the same held-out seeds with its 95% interval (paired)")
         note += " (compare learners by these)."
-    if any("seeds" in s for s in summaries.values()):
-        note += (" A row named (N seeds) pools its setting's runs: each figure is the mean of all "
-                 f"its seeds' episodes with the {STRATIFIED} (episodes resampled within each seed; "
-                 "the success rate too), and the return column adds the interquartile mean (IQM) "
-                 "with the same interval; episodes and levels: of all its seeds. Each seed's own "
-                 "mean is in summary.json (seeds).")
+    if pooled:
+        note += (" A row named (N seeds) pools its setting's runs: each figure is over all its seeds' "
+                 "episodes together, with the interval one run of those episodes would get, and the "
+                 "return column adds the interquartile mean (IQM); episodes and levels: of all its "
+                 "seeds. These intervals are over episodes, not seeds: each seed's own mean is in "
+                 "summary.json (seeds).")
     note += cost_note
     held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
     if evaluated and held:
@@ -304,7 +313,7 @@ def seed_of(name: str) -> str:
 
 POOLED_STATS = ("success_rate", "steps", "steps_when_solved", "return", "llm_calls_per_episode",
                 "tokens_per_episode")
-"""Statistics a pooled row gives over all its seeds' episodes (stratified by seed)."""
+"""Statistics a pooled row gives over all its seeds' episodes together."""
 
 SETTING_KEYS = ("env_id", "model", "learner", "max_steps", "agents", "success_defined", "frames",
                 "critic", "reward_hook", "held_out")
@@ -312,12 +321,12 @@ SETTING_KEYS = ("env_id", "model", "learner", "max_steps", "agents", "success_de
 
 
 def _over_seeds(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
-    """:func:`pooled_interval` of every seed's episodes' ``key`` (a summary's ``per_episode``);
-    summaries without them (written before they were kept) give the mean of the seeds' means
-    with no interval."""
+    """:func:`pooled_rate` (the success rate) or :func:`pooled_interval` (any other mean) of
+    every seed's episodes' ``key`` (a summary's ``per_episode``); summaries without them
+    (written before they were kept) give the mean of the seeds' means with no interval."""
     strata = [(r.get("per_episode") or {}).get(key) for r in runs]
     if all(isinstance(v, list) for v in strata):
-        return pooled_interval(strata)
+        return pooled_rate(strata) if key == "success_rate" else pooled_interval(strata)
     means = [float(r[key]["mean"]) for r in runs if isinstance(r.get(key), dict) and defined(r[key].get("mean"))]
     return {"mean": sum(means) / len(means) if means else None, "low": None, "high": None, "n": len(means),
             "interval": "no episodes kept"}
@@ -334,8 +343,9 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
     """One row per setting over its seeds, named as :func:`pool_seeds` names its curve: settings
     whose names differ only in ``run.seed`` become ``NAME (N seeds)``, whose statistics (return,
     success rate, steps, LLM calls, tokens, the held-out evaluation and its paired change) are
-    over all its seeds' episodes, with the mean and IQM and their stratified bootstrap intervals
-    (:func:`marlang.intervals.pooled_interval`); ``episodes`` counts every seed's, ``levels``
+    over all its seeds' episodes together, with the intervals of :func:`_over_seeds` (Wilson
+    for the success rate; the mean and IQM of the others with their bootstrap intervals);
+    ``episodes`` counts every seed's, ``levels``
     their distinct env seeds. ``seeds`` keeps each seed's own summary, by seed. Settings with
     one seed are kept as they are."""
     pooled: dict[str, dict[str, Any]] = {}

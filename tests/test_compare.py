@@ -215,7 +215,7 @@ def _scripted_seeds(tmp_path):
 def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
     import json
 
-    from marlang.intervals import pooled_interval, show
+    from marlang.intervals import pooled_interval, pooled_rate, show
 
     result = _scripted_seeds(tmp_path)
     out = tmp_path / "cmp"
@@ -231,8 +231,9 @@ def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
                                 .read_text()) for seed in (0, 1)}
         assert set(row["seeds"]) == {"0", "1"} and row["seeds"]["1"] == own[1]
         for key in ("return", "steps", "success_rate"):
-            # all the seeds' episodes, resampled within each seed
-            assert row[key] == pooled_interval([own[0]["per_episode"][key], own[1]["per_episode"][key]]), key
+            # all the seeds' episodes together: Wilson on their counts, the bootstrap of their means
+            pooled = pooled_rate if key == "success_rate" else pooled_interval
+            assert row[key] == pooled([own[0]["per_episode"][key], own[1]["per_episode"][key]]), key
         assert row["episodes"] == 6 and row["levels"] == 6  # the two seeds share no level
         line = next(r for r in result.table.splitlines() if r.startswith(f"| scripted, {steps} steps (2 seeds) "))
         assert show(row["return"], 3) in line and "IQM" in line

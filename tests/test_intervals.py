@@ -2,7 +2,19 @@
 
 import random
 
-from marlang.intervals import MIN_N, TOO_FEW, mean_interval, pooled_interval, show, wilson_interval
+import pytest
+
+from marlang.intervals import (
+    BOOTSTRAP,
+    MIN_N,
+    NO_SPREAD,
+    TOO_FEW,
+    mean_interval,
+    pooled_interval,
+    pooled_rate,
+    show,
+    wilson_interval,
+)
 from marlang.report import markdown_table, pool_summaries, summarize_episodes
 from marlang.run.record import with_sampling_cost
 
@@ -33,12 +45,18 @@ def test_a_bootstrap_interval_stays_inside_the_values_range_however_skewed():
     steps = [1, 1, 1, 1, 200]
     stat = mean_interval(steps)
     assert 1 <= stat["low"] <= stat["high"] <= 200 and stat["interval"] == "bootstrap percentile"
-    assert mean_interval([0.5] * 6) == {"mean": 0.5, "low": 0.5, "high": 0.5, "n": 6,
-                                        "interval": "bootstrap percentile"}
     assert mean_interval(steps) == stat  # seeded: the same report every time
 
 
-def test_a_pooled_row_gives_mean_and_iqm_with_a_stratified_interval_inside_the_range():
+def test_values_all_equal_get_no_interval_rather_than_one_of_no_width():
+    # six equal returns do not pin the mean down to [0.5, 0.5]
+    assert mean_interval([0.5] * 6) == {"mean": 0.5, "low": None, "high": None, "n": 6, "interval": NO_SPREAD}
+    assert show(mean_interval([0.5] * 6), 2) == "0.50 (no spread, n=6)"
+    pooled = pooled_interval([[0.0] * 5, [0.0] * 5])
+    assert (pooled["mean"], pooled["low"], pooled["iqm_low"], pooled["interval"]) == (0.0, None, None, NO_SPREAD)
+
+
+def test_a_pooled_row_gives_mean_and_iqm_with_the_plain_interval_of_its_episodes():
     seeds = [[0.0, 0.2, 0.9, 1.0], [0.1, 0.1, 0.3], [1.0, 1.0, 0.8, 0.0, 0.6]]
     stat = pooled_interval(seeds)
     values = sorted(v for s in seeds for v in s)
@@ -47,11 +65,40 @@ def test_a_pooled_row_gives_mean_and_iqm_with_a_stratified_interval_inside_the_r
     assert 0 <= stat["low"] <= stat["mean"] <= stat["high"] <= 1
     assert 0 <= stat["iqm_low"] <= stat["iqm"] <= stat["iqm_high"] <= 1
     assert stat["seeds"] == [sum(s) / len(s) for s in seeds]
+    # no narrower than one run of the same episodes: resampling within seeds dropped their spread
+    plain = mean_interval([v for s in seeds for v in s])
+    assert (stat["low"], stat["high"], stat["interval"]) == (plain["low"], plain["high"], BOOTSTRAP)
     few = pooled_interval([[0.0], [1.0]])
     assert few["interval"] == TOO_FEW and few["low"] is None and few["iqm_low"] is None
 
 
-def test_a_table_over_seeds_pools_episodes_by_seed_and_says_which_interval():
+@pytest.mark.parametrize("seeds", [
+    [[0.1], [0.5], [0.2], [0.3], [0.9]],  # 5 seeds of 1 episode
+    [[0.9, 0.8, 0.85], [0.7], [0.95, 0.6]],  # a quantity seen once in one seed (steps when solved)
+    [[0.4], [0.4, 0.9], [0.4, 0.1, 0.2]],
+])
+def test_a_seed_with_one_value_still_gets_an_interval_not_a_crash(seeds):
+    # scipy's bootstrap needs two values in each sample it resamples: a stratum of one raised
+    stat = pooled_interval(seeds)
+    values = [v for s in seeds for v in s]
+    assert stat["interval"] == BOOTSTRAP and min(values) <= stat["low"] <= stat["high"] <= max(values)
+    assert min(values) <= stat["iqm_low"] <= stat["iqm_high"] <= max(values)
+
+
+@pytest.mark.parametrize(("seeds", "solved"), [
+    ([[1.0] * 3, [1.0] * 3], 6),  # 6/6 over two seeds printed [1.00, 1.00]
+    ([[0.0] * 5, [0.0] * 5], 0),  # 0/10 printed [0.00, 0.00]
+    ([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], 1),  # 1 of 6 printed [0.00, 0.33], narrower than Wilson
+])
+def test_a_pooled_success_rate_is_as_wide_as_wilson_on_the_pooled_counts(seeds, solved):
+    n = sum(len(s) for s in seeds)
+    stat, wilson = pooled_rate(seeds), wilson_interval(solved, n)
+    assert (stat["mean"], stat["low"], stat["high"], stat["n"]) == (wilson["mean"], wilson["low"], wilson["high"], n)
+    assert stat["interval"] == "Wilson" and stat["low"] < stat["high"]
+    assert stat["seeds"] == [sum(s) / len(s) for s in seeds]
+
+
+def test_a_table_over_seeds_pools_every_seeds_episodes_and_says_which_interval():
     def run(seed, returns):
         rows = [_row(e, r > 0.5, 3, r, seed=1000 * seed + e) for e, r in enumerate(returns)]
         return summarize_episodes(rows)
@@ -59,11 +106,25 @@ def test_a_table_over_seeds_pools_episodes_by_seed_and_says_which_interval():
     summaries = {f"none, run.seed={s}": run(s, [0.1 * (s + e) for e in range(4)]) for s in range(3)}
     (row,) = pool_summaries(summaries).values()
     assert row["episodes"] == 12 and row["levels"] == 12
-    assert row["return"]["interval"] == "stratified bootstrap over seeds"
+    assert row["return"]["interval"] == BOOTSTRAP
     assert 0 <= row["return"]["low"] <= row["return"]["high"] <= 1
-    assert row["success_rate"]["interval"] == "stratified bootstrap over seeds"
+    assert row["success_rate"] == {**wilson_interval(0, 12), "seeds": [0.0, 0.0, 0.0]}  # 0/12 is not [0, 0]
     table = markdown_table(pool_summaries(summaries))
-    assert "IQM" in table and "stratified bootstrap over seeds" in table and "12 (12 levels)" in table
+    assert "IQM" in table and "12 (12 levels)" in table
+    # the footnote names each column's interval, and one only
+    assert ("success rate: Wilson on the counts (a pooled row: of all its seeds); steps, steps when solved, "
+            "return (and its IQM), LLM calls/ep, tokens/ep: bootstrap percentile over the episodes") in table
+    assert "stratified" not in table and "no spread" in table
+
+
+def test_a_pooled_table_shows_the_seeds_honest_success_intervals():
+    def run(seed, solved):
+        return summarize_episodes([_row(e, e < solved, 3, float(e < solved), seed=10 * seed + e) for e in range(3)])
+
+    table = markdown_table(pool_summaries({f"none, run.seed={s}": run(s, 3) for s in range(2)}))
+    line = next(r for r in table.splitlines() if r.startswith("| none (2 seeds)"))
+    assert "1.00 [0.61, 1.00]" in line and "[1.00, 1.00]" not in line
+    assert "1.000 (no spread, n=6); IQM 1.000 (no spread, n=6)" in line  # every return 1.0: no interval
 
 
 def test_show_names_the_interval_or_its_absence():

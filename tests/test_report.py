@@ -83,7 +83,7 @@ def test_paired_change_matches_episodes_by_seed_not_by_order():
     after = list(reversed(before))  # the very same outcomes, listed the other way round
     change = paired_change(before, after)
     assert change["success"]["mean"] == 0 and change["gained"] == change["lost"] == 0
-    assert change["return"]["low"] == change["return"]["high"] == 0
+    assert change["return"]["mean"] == 0 and change["return"]["interval"] == "no spread"  # every difference 0
     assert paired_change(before, [{"seed": 99, "success": True, "return": 1.0}]) is None
 
 

@@ -67,7 +67,8 @@ NOTES: dict[str, str] = {
     "run.eval_seed": "Derives the held-out evaluation's environment seeds: one fixed set for every "
     "`run.seed` unless changed (see [Compare settings and seeds](../howto/many-seeds.md#seeds)).",
     "run.seeds": "E.g. `[0, 1, 2]`, distinct; the same as a grid over `run.seed`. A table row is "
-    "over all its seeds' episodes: the mean and IQM with stratified bootstrap intervals. "
+    "over all its seeds' episodes together: a success rate with Wilson's interval on the pooled counts, "
+    "the mean and IQM of the others with bootstrap intervals. "
     "`marlang compare --seeds 0,1,2` sets "
     "it; a `run.seed` other than 0 must be one of them. See "
     "[Compare settings and seeds](../howto/many-seeds.md#seeds).",
