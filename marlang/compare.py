@@ -38,6 +38,7 @@ from marlang.report import (
     policies_text,
     pool_seeds,
     pool_summaries,
+    seed_groups,
 )
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
 
@@ -324,6 +325,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
     others: list[str] = []
+    found: dict[str, tuple[str, str]] = {}  # run folder -> its group and setting (then: its row)
     for run_path in sorted(p.parent for p in out.glob("*/summary.json")):
         if runs is not None and run_path.name not in runs:
             others.append(run_path.name)
@@ -336,6 +338,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         group = summary.get("env_id", "?")
         name = summary.get("setting", run_path.name)
         groups.setdefault(group, {})[name] = summary
+        found[run_path.name] = (group, name)
         curves.setdefault(group, {})[name] = RunDirectory(run_path).read_iterations()
     parts, summaries, runs_of = [], {}, {}
     groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
@@ -344,6 +347,8 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         runs_of[group] = ordered
         # One row per setting: its seeds pooled (each seed's own summary kept under "seeds").
         summaries[group] = pool_summaries(ordered)
+        row_of = {name: label for label, names in seed_groups(ordered).items() for name in names}
+        found.update({folder: (group, row_of[name]) for folder, (g, name) in found.items() if g == group})
     rows = {group: next(iter(by_name.values())) for group, by_name in summaries.items()}
     if len(groups) > 1 and all(len(by_name) == 1 for by_name in summaries.values()) and \
             len({(s.get("setting"), s.get("model")) for s in rows.values()}) == 1:
@@ -373,11 +378,19 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     if drawn:
         parts.append("Score against cost, one point per setting (the Pareto front: no other setting scores "
                      "higher at a lower cost):\n\n" + "".join(f"- {d}\n" for d in drawn))
+    missing = _missing_runs(out, runs, found, failed or {}, summaries)
+    if missing:
+        parts.append("Missing runs (no finished summary.json: deleted, or not run yet; the rows above are "
+                     "without them; rerun the comparison's command to run them):\n\n" + "".join(
+                         f"- {m['setting']}: without seed {m['seed']} ({name})\n" if m["seed"] is not None
+                         else f"- {m['setting']} ({name})\n" for name, m in missing.items()))
     table = "\n".join(parts)
     atomic_write_text(out / "table.md", table)
     record: dict[str, Any] = {**summaries, **({"score_vs_cost": fronts} if fronts else {})}
     if failed:
         record["failed_runs"] = dict(failed)
+    if missing:
+        record["missing_runs"] = missing
     atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
     for i, (group, by_name) in enumerate(curves.items()):
         suffix = "" if i == 0 else f"_{folder_name(group)}"
@@ -405,6 +418,43 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
             pooled, pooled_final = pool_seeds(neural, final)
             plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
     return ComparisonResult(out, summaries, table, dict(failed or {}))
+
+
+SEED_FOLDER = re.compile(r"(^|--)run\.seed-(-?[^-]*)$")
+"""The seed part of a run folder's name (``none--reflexion--run.seed-1``, ``...--run.seed--1``)."""
+
+
+def planned_runs(out: Path) -> list[str] | None:
+    """The run folders the comparison in ``out`` last planned (its ``comparison.yaml``'s
+    ``runs``), None where it names none that can be read."""
+    try:
+        runs = yaml.safe_load((out / COMPARISON_FILE).read_text(encoding="utf-8")).get("runs")
+    except (OSError, ValueError, yaml.YAMLError, RecursionError, AttributeError):
+        return None
+    return [r for r in runs if isinstance(r, str)] if isinstance(runs, list) else None
+
+
+def _missing_runs(out: Path, runs: list[str] | None, found: dict[str, tuple[str, str]], failed: dict[str, str],
+                  summaries: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The planned runs (``runs``, else the folder's :func:`planned_runs`) with no finished
+    summary in ``out``, failed ones apart, each with its row (that of its setting's other
+    seeds, ``found``: folder -> group and row; else its folder) and seed; the rows they belong
+    to get ``missing_seeds``. A seed's
+    run deleted or never finished would otherwise leave a row over fewer seeds without a word."""
+    planned = runs if runs is not None else planned_runs(out)
+    missing = [r for r in planned or [] if r not in found and r not in failed]
+    if not missing:
+        return {}
+    # a setting's folder without its seed part -> the group and row of its seeds found
+    row_of = {SEED_FOLDER.sub("", folder): (group, label) for folder, (group, label) in found.items()}
+    found_missing: dict[str, dict[str, Any]] = {}
+    for folder in missing:
+        seed = SEED_FOLDER.search(folder)
+        group, label = row_of.get(SEED_FOLDER.sub("", folder), (None, None))
+        found_missing[folder] = {"setting": label or SEED_FOLDER.sub("", folder), "seed": seed and seed.group(2)}
+        if label is not None and seed is not None:
+            summaries[group][label].setdefault("missing_seeds", []).append(seed.group(2))
+    return found_missing
 
 
 def _score_vs_cost(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

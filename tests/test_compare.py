@@ -269,3 +269,74 @@ def test_llm_settings_pool_their_seeds_beside_a_reference_run_once(tmp_path, mon
     assert list(rows) == ["none, static (2 seeds)", "alternating-1, static (2 seeds)", "scripted", "scripted, 2 steps"]
     assert "seeds" not in rows["scripted"] and rows["none, static (2 seeds)"]["llm_calls_per_episode"]["n"] == 4
     assert "| none, static (2 seeds) " in result.table
+
+
+def test_seeds_of_one_episode_pool_and_a_deleted_seed_is_named_then_rerun(tmp_path, capsys):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from marlang.cli import main
+
+    config = Path(__file__).resolve().parents[1] / "configs/babyai_scripted.yaml"
+    out = tmp_path / "cmp"
+    command = ["compare", str(config), "--seeds", "0,1,2,3,4", "--set", "run.episodes=1", "--set",
+               "env.id=babyai/goto-obj", "--grid", "env.max_steps=8", "--out", str(out)]
+    # each seed's one value of a quantity made scipy's stratified bootstrap raise, in compare and report
+    assert main(command) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    line = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| scripted, 8 steps (5 seeds)"))
+    assert "5 (5 levels)" in line and "n too small" not in line.split("|")[4]  # steps: an interval over 5
+    first = json.loads((out / "summary.json").read_text())
+    assert "missing_runs" not in first
+
+    seed1 = out / "scripted--env.max_steps-8--run.seed-1"
+    shutil.rmtree(seed1)
+    assert main(["report", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "| scripted, 8 steps (4 seeds) " in shown
+    assert "- scripted, 8 steps (4 seeds): without seed 1 (scripted--env.max_steps-8--run.seed-1)" in shown
+    written = json.loads((out / "summary.json").read_text())
+    assert written["missing_runs"] == {seed1.name: {"setting": "scripted, 8 steps (4 seeds)", "seed": "1"}}
+    assert written["babyai/goto-obj"]["scripted, 8 steps (4 seeds)"]["missing_seeds"] == ["1"]
+
+    # the same command reruns the missing seed alone, and the table is whole again
+    kept = {p: p.read_text() for p in out.glob("*/episodes.jsonl")}
+    assert main(command) == 0
+    assert {p: p.read_text() for p in out.glob("*/episodes.jsonl") if p in kept} == kept
+    assert (seed1 / "episodes.jsonl").is_file()
+    assert json.loads((out / "summary.json").read_text()) == first
+    assert "Missing runs" not in (out / "table.md").read_text()
+
+
+def test_a_seed_missing_from_a_comparison_is_named_beside_its_row(tmp_path):
+    import json
+
+    import yaml
+
+    from marlang.report import summarize_episodes
+
+    out = tmp_path / "cmp"
+    planned = [f"{setting}--run.seed-{seed}" for setting in ("none", "alternating-2") for seed in (0, 1, 2)]
+    out.mkdir()
+    (out / "comparison.yaml").write_text(yaml.safe_dump({"base": {}, "grid": [], "runs": planned}))
+    for folder in planned:
+        setting, seed = folder.split("--run.seed-")
+        if folder in ("none--run.seed-1", "alternating-2--run.seed-0", "alternating-2--run.seed-2"):
+            continue  # deleted: the rows would be over 2 seeds and 1 seed without a word
+        rows = [{"episode": e, "seed": 10 * int(seed) + e, "success": e == 0, "steps": 3, "return": float(e == 0),
+                 "decisions": 3, "invalid_actions": 0, "llm_calls": 0, "tokens_in": 0, "tokens_out": 0}
+                for e in range(2)]
+        (out / folder).mkdir()
+        summary = {**summarize_episodes(rows), "setting": f"{setting}, run.seed={seed}", "env_id": "babyai/goto-obj",
+                   "model": "fake", "cost": None}
+        (out / folder / "summary.json").write_text(json.dumps(summary))
+    result = write_comparison(out)
+    assert set(result.summaries["babyai/goto-obj"]) == {"none (2 seeds)", "alternating-2, run.seed=1"}
+    assert "- none (2 seeds): without seed 1 (none--run.seed-1)\n" in result.table
+    assert "- alternating-2, run.seed=1: without seed 0 (alternating-2--run.seed-0)\n" in result.table
+    assert "- alternating-2, run.seed=1: without seed 2 (alternating-2--run.seed-2)\n" in result.table
+    written = json.loads((out / "summary.json").read_text())
+    assert written["missing_runs"]["none--run.seed-1"] == {"setting": "none (2 seeds)", "seed": "1"}
+    assert written["babyai/goto-obj"]["alternating-2, run.seed=1"]["missing_seeds"] == ["0", "2"]
