@@ -149,15 +149,26 @@ def _plant(checkpoints: Path, stored: tuple[str, bytes]) -> None:
         db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE checkpoint_id = ?", (*stored, latest))
 
 
-@pytest.mark.parametrize("kind", ["single-arg constructor", "keyword constructor", "pydantic v2",
-                                  "inside an allowed type", "LangChain constructor", "pickle"])
+def _plant_write(checkpoints: Path, stored: tuple[str, bytes]) -> None:
+    """Add ``stored`` as a pending write of the run's latest checkpoint (read with it on resume)."""
+    with sqlite3.connect(checkpoints) as db:
+        (thread, latest) = db.execute(
+            "SELECT thread_id, checkpoint_id FROM checkpoints ORDER BY checkpoint_id DESC LIMIT 1").fetchone()
+        db.execute("INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value) "
+                   "VALUES (?, '', ?, 'planted', 0, 'policy', ?, ?)", (thread, latest, *stored))
+
+
+@pytest.mark.parametrize(("kind", "plant"), [
+    *[(kind, _plant) for kind in ("single-arg constructor", "keyword constructor", "pydantic v2",
+                                  "inside an allowed type", "LangChain constructor", "pickle")],
+    *[(kind, _plant_write) for kind in ("positional constructor", "pickle")]])
 def test_resuming_a_planted_checkpoint_stops_in_one_line_runs_nothing_and_keeps_the_episodes(
-        finished_run, tmp_path, capsys, kind):
+        finished_run, tmp_path, capsys, kind, plant):
     out = tmp_path / "run"
     shutil.copytree(finished_run, out)
     marker = tmp_path / "ran"
     named, stored = PLANTED[kind](marker)
-    _plant(out / "checkpoints.sqlite", stored)
+    plant(out / "checkpoints.sqlite", stored)
     episodes = (out / "episodes.jsonl").read_bytes()
     capsys.readouterr()
     assert main(["run", "--resume", str(out), "--set", "run.episodes=2"]) == 2
