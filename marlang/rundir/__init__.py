@@ -38,6 +38,7 @@ from marlang.rundir.untrusted import (
     json_value,
     read_csv_rows,
     read_json_object,
+    read_manifest,
     read_regular,
     refuse_links,
 )
@@ -208,7 +209,8 @@ class RunDirectory:
         previous = self.read_json("manifest.json") if self.exists() else None
         if not previous:
             return manifest
-        resumes = [*previous.get("resumes", []), {"at": manifest.get("started"), "command": manifest.get("command")}]
+        resumes = [*(previous.get("resumes") or []),
+                   {"at": manifest.get("started"), "command": manifest.get("command")}]
         return {**manifest, "started": previous.get("started", manifest.get("started")),
                 "command": previous.get("command", manifest.get("command")), "resumes": resumes}
 
@@ -291,7 +293,10 @@ class RunDirectory:
         return records
 
     def read_json(self, name: str) -> dict[str, Any] | None:
-        """The JSON object in the file ``name`` (None if absent; damaged: `DamagedRunFile`)."""
+        """The JSON object in the file ``name`` (None if absent; damaged: `DamagedRunFile`);
+        ``manifest.json``'s fields are checked for their kinds too (`read_manifest`)."""
+        if name == "manifest.json":
+            return read_manifest(self.path / name)
         return read_json_object(self.path / name)
 
     def load_episode_dicts(self) -> list[dict[str, Any]]:

@@ -22,7 +22,8 @@ from marlang.config import ConfigError
 
 WHAT_TO_DO = {
     "manifest.json": "it records the run's start, command, versions and config hash: restore it, or move it "
-                     "aside and the next resume writes a new one (without the run's first start and command)",
+                     "aside: the next resume asks you to vouch for config.yaml (it says how) and writes a new "
+                     "one (without the run's first start and command)",
     "learner_state.json": "it holds the policies the last update accepted: move it aside and resume (marlang run "
                           "--resume), which writes it again from the run's checkpoint",
     "iterations.csv": "it holds one row per finished update (the learning curve): restore it, or move it aside "
@@ -38,6 +39,14 @@ WHAT_TO_DO = {
 
 CONFIG_HASH = "config_sha256"
 """The manifest key of the SHA-256 of the ``config.yaml`` the run wrote."""
+
+
+MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "started": (str,), "command": (list, str), "resumes": (list,), CONFIG_HASH: (str,), "setting": (str,),
+    "env_id": (str,), "model_id": (str,), "learner": (str,), "agents": (str,), "device": (str,), "frames": (int,),
+    "team": (dict,), "adapters": (dict,), "critic": (dict,), "reward_hook": (str,), "versions": (dict,),
+}
+"""The kinds of the manifest fields marlang reads back (null stands for an absent field)."""
 
 
 class DamagedRunFile(ConfigError):
@@ -114,6 +123,29 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     return value
 
 
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The run's ``manifest.json`` (None if absent), each field marlang reads checked for its
+    kind (`MANIFEST_FIELDS`): one of another kind is a `DamagedRunFile` naming it."""
+    manifest = read_json_object(path)
+    for key, kinds in MANIFEST_FIELDS.items():
+        value = (manifest or {}).get(key)
+        if value is None:
+            continue
+        want = " or ".join(_KINDS[kind] for kind in kinds)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise damaged(path, f"its {key!r} is {_KINDS.get(type(value), type(value).__name__)}, not {want}")
+        if key == "resumes" and not all(isinstance(entry, dict) for entry in value):
+            raise damaged(path, f"its {key!r} is not a list of objects")
+        if key == "adapters" and not all(isinstance(v, str) for v in value.values()):
+            raise damaged(path, f"its {key!r} maps an agent to something other than text")
+    return manifest
+
+
+_KINDS = {bool: "a boolean", int: "a whole number", float: "a number", str: "text", list: "a list",
+          dict: "an object"}
+"""JSON kinds in words."""
+
+
 def read_csv_rows(path: Path, key: str | None = None) -> list[dict[str, str]]:
     """The rows of a CSV file the run appends to; a torn last row (a writer killed mid-line)
     is left out. Bytes that are no text, a row with more cells than the header, or a ``key``
@@ -147,10 +179,20 @@ def config_sha256(text: str) -> str:
 def check_config_unedited(run_path: Path, manifest: dict[str, Any] | None) -> None:
     """Refuse to resume a run whose ``config.yaml`` differs from the one the run wrote (as its
     manifest's `CONFIG_HASH` records): a resume would mix two configs in one run. A manifest
-    without the hash (an older run) is not checked."""
-    recorded = (manifest or {}).get(CONFIG_HASH)
+    without the hash (deleted, or the manifest moved aside) cannot tell an edited config from
+    the run's own, so it is refused too, saying how to vouch for the config: record its hash."""
     config = run_path / "config.yaml"
-    if recorded and config_sha256(config.read_text(encoding="utf-8", errors="replace")) != recorded:
+    text = (read_regular(config) or b"").decode("utf-8", errors="replace")
+    recorded = (manifest or {}).get(CONFIG_HASH)
+    if not recorded:
+        where = "records no" if manifest is not None else "is missing, so nothing records the"
+        raise ConfigError(
+            f"{run_path / 'manifest.json'} {where} {CONFIG_HASH}: whether {config} was edited since the run "
+            "wrote it cannot be checked, and a resume could mix two configs in one run; if it is the run's own "
+            f"config, record its hash (add \"{CONFIG_HASH}\": \"{config_sha256(text)}\" to manifest.json, "
+            "creating it as a JSON object if it is missing) and resume again; otherwise start a new run "
+            "(marlang run CONFIG --out NEW_DIR)")
+    if config_sha256(text) != recorded:
         raise ConfigError(f"{config} was edited after the run wrote it (manifest.json records another "
                           f"{CONFIG_HASH}); a resume would mix two configs in one run: restore the file, or start "
                           "a new run with the edited config (marlang run CONFIG --out NEW_DIR)")

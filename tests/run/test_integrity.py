@@ -3,8 +3,10 @@ full or read-only disk each give ``run --resume``, ``report`` and ``view`` one l
 file (never a traceback), and no finished episode is lost."""
 
 import errno
+import hashlib
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -106,12 +108,49 @@ def test_an_edited_config_refuses_to_resume_naming_it(run, capsys):
     line = one_line(capsys.readouterr().err)
     assert f"{config} was edited" in line and "--out NEW_DIR" in line
     assert episodes(run) == [0, 1]
-    # A run from before the hash was recorded resumes as it did.
-    manifest = json.loads((run / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("how", ["hash deleted", "manifest moved aside"])
+def test_a_run_without_its_config_hash_is_refused_until_the_config_is_vouched_for(run, capsys, how):
+    """Deleting the hash (or the manifest, as the advice for a damaged one says) must not let an
+    edited config.yaml resume into a run that mixes two configs."""
+    config, manifest_file = run / "config.yaml", run / "manifest.json"
+    config.write_text(config.read_text().replace("max_steps: 2", "max_steps: 3"))
+    manifest = json.loads(manifest_file.read_text())
     del manifest["config_sha256"]
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    assert main(COMMANDS["resume"](run)) == 0
+    if how == "hash deleted":
+        manifest_file.write_text(json.dumps(manifest))
+    else:
+        manifest_file.rename(run / "manifest.json.damaged")
+    assert main(COMMANDS["resume"](run)) == 2
+    line = one_line(capsys.readouterr().err)
+    assert str(manifest_file) in line and "config_sha256" in line and "--out NEW_DIR" in line
+    assert episodes(run) == [0, 1]
+    # The line gives the hash of config.yaml as it is: recording it vouches for the file.
+    vouched = re.search(r'"config_sha256": "([0-9a-f]{64})"', line).group(1)
+    manifest_file.write_text(json.dumps({**(manifest if how == "hash deleted" else {}), "config_sha256": vouched}))
+    assert main(["run", "--resume", str(run), "--set", "run.episodes=3"]) == 0
     assert episodes(run) == [0, 1, 2]
+    recorded = json.loads(manifest_file.read_text())["config_sha256"]  # the resume's config, recorded again
+    assert recorded == hashlib.sha256(config.read_bytes()).hexdigest() != vouched
+
+
+@pytest.mark.parametrize("field, value", [
+    ("resumes", "x"), ("resumes", 5), ("resumes", [1]), ("started", ["a"]), ("command", 7),
+    ("config_sha256", 5), ("setting", {"a": 1}), ("model_id", 3), ("agents", []), ("frames", "many"),
+    ("frames", True), ("team", "x"), ("adapters", ["a"]), ("adapters", {"agent_0": 1}), ("device", 0),
+    ("critic", "x"), ("versions", 1), ("env_id", False), ("learner", 1.5), ("reward_hook", [])])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_manifest_field_of_the_wrong_kind_is_one_line_naming_it(run, capsys, field, value, command):
+    manifest_file = run / "manifest.json"
+    manifest_file.write_text(json.dumps({**json.loads(manifest_file.read_text()), field: value}))
+    (run / "summary.json").unlink()  # report and view read the manifest again
+    code = main(COMMANDS[command](run))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    line = one_line(err)
+    assert f"{manifest_file} is damaged" in line and repr(field) in line
+    assert episodes(run) == [0, 1]
 
 
 def test_a_resume_with_more_episodes_records_the_new_config(run, capsys):
