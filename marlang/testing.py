@@ -390,7 +390,8 @@ class FakeOpenAIServer:
                     self.close_connection = True
 
             def _body_fault(self, fault: str, data: bytes) -> None:
-                self.close_connection = True
+                if fault != "redirect":
+                    self.close_connection = True
                 if fault == "not_utf8":
                     data = data.replace(b"go", b"\xff\xfe", 1) if b"go" in data else b"\xff" + data
                 elif fault == "deep":

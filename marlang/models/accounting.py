@@ -8,6 +8,7 @@ was retried, and any error; `append_csv` writes them to a run's ``llm_calls.csv`
 from __future__ import annotations
 
 import csv
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -23,6 +24,9 @@ from langchain_core.outputs import LLMResult
 
 from marlang.models.cache import CACHED_FLAG
 from marlang.rundir import append_csv
+from marlang.token_counts import MAX_CALL_TOKENS, trusted_tokens
+
+logger = logging.getLogger(__name__)
 
 ROLE_KEY = "marlang_role"
 AGENT_KEY = "marlang_agent"
@@ -88,8 +92,9 @@ class UsageRecorder(BaseCallbackHandler):
     Cache hits are recorded too, with ``cached=True``, the tokens of the cached answer and
     near-zero latency. The totals count tokens of every answered call, so a run replayed
     from the cache reports the same token use as the original; ``cached`` says how many
-    calls cost nothing, and ``latency_s`` sums backend time only. Safe to share across
-    threads and concurrent tasks.
+    calls cost nothing, and ``latency_s`` sums backend time only. A reported token count that
+    cannot be one (negative, fractional, absurd: `marlang.token_counts`) is recorded as 0 and
+    counted in ``distrusted_usage``. Safe to share across threads and concurrent tasks.
     """
 
     # Bookkeeping is cheap: run on the caller's thread/event loop instead of an executor.
@@ -100,6 +105,8 @@ class UsageRecorder(BaseCallbackHandler):
         self._rows: list[LLMCallRecord] = []
         self._open: dict[UUID, _OpenCall] = {}
         self._written: dict[Path, int] = {}
+        self.distrusted_usage = 0
+        """Calls whose reported token counts were dropped as impossible."""
 
     # --- LangChain callbacks -------------------------------------------------------------
     def on_chat_model_start(
@@ -125,7 +132,15 @@ class UsageRecorder(BaseCallbackHandler):
         self._start(run_id, serialized, metadata, kwargs.get("invocation_params"))
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        input_tokens, output_tokens = _token_usage(response)
+        input_tokens, output_tokens, trusted = _token_usage(response)
+        if not trusted:
+            with self._lock:
+                self.distrusted_usage += 1
+                first = self.distrusted_usage == 1
+            if first:  # once: a broken server sends the same nonsense with every reply
+                logger.warning("a model server reported token usage that cannot be (negative, fractional or over "
+                               "%d tokens a call); it is counted as 0 (UsageRecorder.distrusted_usage counts "
+                               "such calls)", MAX_CALL_TOKENS)
         self._finish(run_id, input_tokens, output_tokens, cached=_is_cached(response))
 
     def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -275,21 +290,27 @@ def _model_id(
     return "unknown"
 
 
-def _token_usage(response: LLMResult) -> tuple[int, int]:
-    input_tokens = output_tokens = 0
-    found = False
+def _token_usage(response: LLMResult) -> tuple[int, int, bool]:
+    """Input and output tokens the response reports, and whether every count could be one
+    (`trusted_tokens`; a count that cannot is taken as 0)."""
+    counts: list[tuple[Any, Any]] = []
     for generations in response.generations:
         for generation in generations:
             usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
             if usage:
-                found = True
-                input_tokens += int(usage.get("input_tokens", 0))
-                output_tokens += int(usage.get("output_tokens", 0))
-    if not found and response.llm_output:  # older integrations report usage here
+                counts.append((usage.get("input_tokens", 0), usage.get("output_tokens", 0)))
+    if not counts and response.llm_output:  # older integrations report usage here
         usage = response.llm_output.get("token_usage") or {}
-        input_tokens = int(usage.get("prompt_tokens", 0))
-        output_tokens = int(usage.get("completion_tokens", 0))
-    return input_tokens, output_tokens
+        if isinstance(usage, dict):
+            counts.append((usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)))
+    input_tokens = output_tokens = 0
+    trusted = True
+    for reported_in, reported_out in counts:
+        tin, tout = trusted_tokens(reported_in), trusted_tokens(reported_out)
+        trusted = trusted and tin is not None and tout is not None
+        input_tokens += tin or 0
+        output_tokens += tout or 0
+    return input_tokens, output_tokens, trusted
 
 
 def _is_cached(response: LLMResult) -> bool:

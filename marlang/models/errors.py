@@ -14,12 +14,15 @@ class ModelNotAvailableError(RuntimeError):
 class ModelServerError(ConnectionError):
     """A remote model server failed a call even after retries: it could not be reached, or
     its replies stayed broken (HTTP 5xx or 429, a cut or malformed body, no choices, the
-    connection closed mid-reply)."""
+    connection closed mid-reply, a missed deadline); or it refused the call outright (an HTTP
+    4xx, a redirect loop), which no retry mends."""
 
-    def __init__(self, message: str, *, url: str, attempts: int) -> None:
+    def __init__(self, message: str, *, url: str, attempts: int, status_code: int | None = None) -> None:
         super().__init__(message)
         self.url = url
         self.attempts = attempts
+        self.status_code = status_code
+        """The HTTP status of a refused call (400, 404, ...), None for other faults."""
 
 
 class ModelUnreachableError(ModelServerError):

@@ -1,5 +1,5 @@
 """`ChatOpenAI` for OpenAI-compatible servers: choose the request field that carries the token limit,
-and name a reply that is no chat completion as such.
+and name a reply that is no chat completion (or no text at all) as such.
 
 langchain-openai always sends ``max_completion_tokens``, which OpenAI's API honours but
 llama.cpp's server (and some others) ignore, so replies run to the context limit there.
@@ -46,6 +46,18 @@ class TokenLimitChatOpenAI(ChatOpenAI):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedReplyError(f"the reply is no chat completion ({' '.join(str(exc).split())[:200]})") from exc
 
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return super()._generate(*args, **kwargs)
+        except (UnicodeDecodeError, RecursionError) as exc:
+            raise _unreadable(exc) from exc
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return await super()._agenerate(*args, **kwargs)
+        except (UnicodeDecodeError, RecursionError) as exc:
+            raise _unreadable(exc) from exc
+
     def _get_request_payload(
         self,
         input_: LanguageModelInput,
@@ -65,3 +77,11 @@ class TokenLimitChatOpenAI(ChatOpenAI):
         for field in fields:
             payload[field] = limit
         return payload
+
+
+def _unreadable(exc: UnicodeDecodeError | RecursionError) -> MalformedReplyError:
+    """A reply body the client could not decode: bytes that are not UTF-8, or JSON nested too
+    deep for the parser (which raises RecursionError, not a parse error)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return MalformedReplyError(f"the reply is not valid UTF-8 (byte {exc.start}: {exc.reason})")
+    return MalformedReplyError("the reply's JSON is nested too deep to parse")

@@ -1,19 +1,24 @@
 """Retries with exponential backoff for remote chat models (OpenAI-compatible, LiteLLM).
 
 `ResilientChatModel` wraps any LangChain chat model: faults retrying may mend (connection
-errors, timeouts, rate limits, 5xx, a cut or malformed body, no choices, a connection closed
-mid-reply) are retried with backoff (tenacity), and a server still failing after the retries
-raises `ModelServerError` (`ModelUnreachableError` if it could not be reached) naming the URL,
-the fault and what to check.
+errors, timeouts and missed deadlines, rate limits, 5xx, a cut or malformed body, no choices, a
+connection reset or closed mid-reply) are retried with backoff (tenacity; a 429's Retry-After
+honoured), and a server still failing after the retries raises `ModelServerError`
+(`ModelUnreachableError` if it could not be reached) naming the URL, the fault and what to
+check; a refusal (HTTP 4xx, a redirect loop) raises it at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
+import math
 import random
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from email.utils import parsedate_to_datetime
 from typing import Any, NoReturn
 
 from langchain_core import exceptions as lc_exceptions
@@ -26,13 +31,25 @@ from pydantic import ConfigDict, Field
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from marlang.models.errors import MalformedReplyError, ModelServerError, ModelUnreachableError
+from marlang.models.served_http import CallDeadlineError, ReplyTooLargeError
 
 logger = logging.getLogger(__name__)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_PERMANENT_STATUS = frozenset({501, 505})
+"""Server errors that say the server cannot ever serve the request: not retried."""
 UNREACHABLE = "unreachable"
 CLOSED_MID_REPLY = "the connection closed mid-reply"
+RESET = "the connection was reset (by the server or a proxy)"
+STALLED = "the reply stalled (no data within model.timeout)"
+SEND_FAILED = "the connection broke while the request was sent"
+REDIRECT_LOOP = "a redirect loop"
 MALFORMED = "a malformed reply"
+MAX_RETRY_AFTER_S = 120.0
+"""The longest wait a server's Retry-After may ask for between two attempts."""
+REPLY_CHARS_PER_TOKEN = 32
+"""A reply longer than this many characters per token of its limit (at least 1024) is cut to
+that length: no tokenizer spends more, so the rest is a broken server's."""
 
 
 def _exception_types(module: Any, names: Sequence[str]) -> tuple[type[BaseException], ...]:
@@ -125,12 +142,19 @@ class ResilientChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        attempts = 0
+
         def attempt() -> ChatResult:
+            nonlocal attempts
+            attempts += 1
             try:
-                return _checked(self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs))
+                return self._checked(self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs),
+                                     kwargs)
             except Exception as exc:
                 if (cut := self._cut_reply(exc)) is not None:
                     return cut
+                if (refusal := self._refusal(exc, kwargs, attempts)) is not None:
+                    raise refusal from exc
                 raise
 
         def before_sleep(state: RetryCallState) -> None:
@@ -147,12 +171,20 @@ class ResilientChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        attempts = 0
+
         async def attempt() -> ChatResult:
+            nonlocal attempts
+            attempts += 1
             try:
-                return _checked(await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs))
+                return self._checked(
+                    await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs), kwargs)
             except Exception as exc:
                 if (cut := self._cut_reply(exc)) is not None:
                     return cut
+                # a 404 asks the server which models it serves: off the event loop
+                if (refusal := await asyncio.to_thread(self._refusal, exc, kwargs, attempts)) is not None:
+                    raise refusal from exc
                 raise
 
         async def before_sleep(state: RetryCallState) -> None:
@@ -172,6 +204,73 @@ class ResilientChatModel(BaseChatModel):
         if type(exc).__name__ != "LengthFinishReasonError" or completion is None or create is None:
             return None
         return create(completion)
+
+    def _checked(self, result: ChatResult, kwargs: dict[str, Any]) -> ChatResult:
+        """``result``, unless the server's reply held no completion (``"choices": []``); a
+        reply far longer than its token limit allows is cut (`REPLY_CHARS_PER_TOKEN`), saying so."""
+        if not result.generations:
+            raise MalformedReplyError("the reply has no choices")
+        limit = next((v for v in (kwargs.get("max_tokens"), kwargs.get("max_completion_tokens"),
+                                  getattr(self.inner, "max_tokens", None)) if v is not None), None)
+        if not isinstance(limit, int) or limit <= 0:
+            return result
+        keep = max(1024, REPLY_CHARS_PER_TOKEN * limit)
+        for generation in result.generations:
+            message = getattr(generation, "message", None)
+            content = getattr(message, "content", None)
+            if isinstance(content, str) and len(content) > keep:
+                logger.warning("%s at %s: a reply of %d characters for a limit of %d tokens; kept its first %d "
+                               "(the server ignores the token limit? see model.token_limit_field)",
+                               self.model_id, self.endpoint, len(content), limit, keep)
+                message.content = content[:keep]
+                message.response_metadata = {**message.response_metadata, "marlang_reply_cut_from": len(content)}
+                generation.text = message.content
+        return result
+
+    def _refusal(self, exc: BaseException, kwargs: dict[str, Any], attempts: int) -> ModelServerError | None:
+        """The one-line error for a call the server refused outright (an HTTP status retrying
+        cannot mend, a redirect loop), or None for any other error."""
+        if isinstance(exc, ModelServerError) or fault_kind(exc, kwargs) is not None:
+            return None
+        if _named_transport_fault(exc) == REDIRECT_LOOP:
+            return ModelServerError(
+                f"The model server for {self.model_id} at {self.endpoint} answered with {REDIRECT_LOOP} "
+                f"({_one_line(exc)}). Check base_url: the server (or a proxy in front of it) redirects the "
+                "request back to itself; an http:// URL for an https:// server, or a missing or extra "
+                "trailing path, often does this.", url=self.endpoint, attempts=attempts)
+        status = getattr(exc, "status_code", None)
+        if not isinstance(status, int) or status < 400:
+            return None
+        if status == 404:
+            advice = self._not_found_advice()
+        elif _refused_schema(exc, kwargs):
+            advice = ("the server may not take response_format json_schema: set model.structured to "
+                      "json_object or none")
+        else:
+            advice = _STATUS_ADVICE.get(status) or (
+                "the server refused the request; its message says why" if status < 500
+                else "the server failed the request; check its log")
+        return ModelServerError(
+            f"The model server for {self.model_id} at {self.endpoint} refused the call to model "
+            f"{_served_name(self.inner)!r} with HTTP {status} ({_one_line(exc)[:200]}): {advice}.",
+            url=self.endpoint, attempts=attempts, status_code=status)
+
+    def _not_found_advice(self) -> str:
+        """Which of a wrong model name and a ``base_url`` without its API root a 404 is
+        likely to be, from what ``GET {base_url}/models`` lists."""
+        name = _served_name(self.inner)
+        served = _served_models(self.endpoint, _api_key(self.inner))
+        if served is None:
+            root = self.endpoint.rstrip("/")
+            hint = (f"base_url likely lacks its API root (try {root}/v1)" if not root.endswith("/v1")
+                    else "base_url may be wrong")
+            return f"nothing is served at {root}/models either: {hint}"
+        if name not in served:
+            listed = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "") or "none"
+            return (f"the model name is likely wrong: the server serves {listed}; set model.spec to "
+                    "openai:<one of them>")
+        return (f"the server lists {name!r} but has no chat completions for it there: check base_url and "
+                "that the model is a chat model")
 
     def _retry_policy(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """tenacity's settings for one call: `backoff_policy` over what `fault_kind` names;
@@ -204,19 +303,84 @@ def backoff_policy(max_retries: int, backoff_s: Callable[[int], float],
                    retryable: Callable[[BaseException], bool]) -> dict[str, Any]:
     """tenacity's ``retry``, ``stop`` and ``wait`` for marlang's calls to servers: an error
     ``retryable`` accepts is retried ``max_retries`` times, failed attempt ``k`` (0-based)
-    waiting ``backoff_s(k)`` seconds plus up to 10% jitter; anything else is raised at once."""
-    return {
-        "retry": retry_if_exception(retryable),
-        "stop": stop_after_attempt(max_retries + 1),
-        "wait": lambda state: backoff_s(state.attempt_number - 1) * (1.0 + 0.1 * random.random()),
-    }
+    waiting ``backoff_s(k)`` seconds plus up to 10% jitter, or as long as the reply's
+    ``Retry-After`` asks when that is longer (at most `MAX_RETRY_AFTER_S`); anything else is
+    raised at once."""
+
+    def wait(state: RetryCallState) -> float:
+        backoff = backoff_s(state.attempt_number - 1) * (1.0 + 0.1 * random.random())
+        exc = state.outcome.exception() if state.outcome is not None else None
+        after = retry_after_s(exc) if exc is not None else None
+        return max(backoff, min(after, MAX_RETRY_AFTER_S)) if after is not None else backoff
+
+    return {"retry": retry_if_exception(retryable), "stop": stop_after_attempt(max_retries + 1), "wait": wait}
 
 
-def _checked(result: ChatResult) -> ChatResult:
-    """``result``, unless the server's reply held no completion (``"choices": []``)."""
-    if not result.generations:
-        raise MalformedReplyError("the reply has no choices")
-    return result
+def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
+    """The seconds a failed reply's ``Retry-After`` header asks to wait (a number of seconds
+    or an HTTP date), None if it has none or an unreadable one."""
+    for seen in _chain(exc):
+        headers = getattr(getattr(seen, "response", None), "headers", None)
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                seconds = parsedate_to_datetime(value).timestamp() - (time.time() if now is None else now)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                return None
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    return None
+
+
+_STATUS_ADVICE = {
+    400: "check model.max_tokens and the prompts against the model's context length, and the sampling "
+         "params the server takes (temperature, top_p, seed; model.structured for response_format)",
+    401: "the server refused the API key: set it in the variable model.api_key_env names "
+         "(OPENAI_API_KEY by default)",
+    402: "the account behind the API key has no credit left",
+    403: "the API key may not use this model or endpoint: check the key's permissions (model.api_key_env)",
+    405: "that URL takes no chat completions: base_url should be the API root, usually ending in /v1",
+    413: "the request is larger than the server accepts: shorten the prompts (fewer agents, shorter "
+         "messages or history) or raise the server's request size limit",
+    415: "the server does not take a JSON chat request there: is base_url an OpenAI-compatible API?",
+    422: "the server could not process the request's fields: check model.max_tokens, temperature, top_p "
+         "and model.structured (response_format), and that the server speaks the OpenAI chat API",
+}
+
+
+def _served_name(model: BaseChatModel) -> str:
+    """The model name a chat model sends to its server."""
+    for attr in ("model_name", "model"):
+        if isinstance(value := getattr(model, attr, None), str) and value:
+            return value
+    return type(model).__name__
+
+
+def _api_key(model: BaseChatModel) -> str | None:
+    key = getattr(model, "openai_api_key", None) or getattr(model, "api_key", None)
+    value = key.get_secret_value() if hasattr(key, "get_secret_value") else key
+    return value if isinstance(value, str) else None
+
+
+def _served_models(endpoint: str, api_key: str | None) -> list[str] | None:
+    """The model ids ``GET {endpoint}/models`` lists, None if it lists none (not found, not
+    JSON, not reached)."""
+    if not endpoint.startswith(("http://", "https://")):
+        return None
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        reply = httpx.get(endpoint.rstrip("/") + "/models", headers=headers, timeout=5.0)
+        if reply.status_code != 200 or len(reply.content) > 2**20:
+            return None
+        data = reply.json().get("data")
+        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else None
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError, RecursionError):
+        return None
 
 
 def _one_line(exc: BaseException | None) -> str:
@@ -232,9 +396,11 @@ def fault_kind(exc: BaseException, kwargs: dict[str, Any] | None = None) -> str 
     if isinstance(exc, ModelServerError):
         return None
     unreachable, transient = _provider_exception_types()
-    if _closed_mid_reply(exc):
-        return CLOSED_MID_REPLY
+    if (named := _named_transport_fault(exc)) is not None:
+        return None if named == REDIRECT_LOOP else named
     status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status in _PERMANENT_STATUS:
+        return None
     if isinstance(status, int) and (status in _RETRYABLE_STATUS or isinstance(exc, transient)):
         return None if _refused_schema(exc, kwargs) else f"HTTP {status}"
     if isinstance(exc, unreachable):
@@ -246,17 +412,40 @@ def fault_kind(exc: BaseException, kwargs: dict[str, Any] | None = None) -> str 
     return None
 
 
-def _closed_mid_reply(exc: BaseException) -> bool:
-    """The server (or a proxy) closed the connection after it began to answer: httpx's
-    ``RemoteProtocolError``, which the openai client wraps in ``APIConnectionError``."""
+def _chain(exc: BaseException, depth: int = 8) -> Iterator[BaseException]:
+    """``exc`` and the errors beneath it (its cause or context), nearest first."""
     seen: BaseException | None = exc
-    for _ in range(4):
+    for _ in range(depth):
         if seen is None:
-            return False
-        if type(seen).__name__ == "RemoteProtocolError":
-            return True
+            return
+        yield seen
         seen = seen.__cause__ or seen.__context__
-    return False
+
+
+def _named_transport_fault(exc: BaseException) -> str | None:
+    """What a connection or a reply did, read from the httpx error beneath the client's own
+    (the openai client calls each of them a connection error): a missed deadline, a reply too
+    large, a redirect loop, a connection closed, reset or broken while sending, a stall."""
+    try:
+        import httpx
+    except ImportError:
+        return None
+    for seen in _chain(exc):
+        if isinstance(seen, CallDeadlineError):
+            return seen.kind
+        if isinstance(seen, ReplyTooLargeError):
+            return f"{MALFORMED} ({seen})"
+        if isinstance(seen, httpx.TooManyRedirects):
+            return REDIRECT_LOOP
+        if type(seen).__name__ == "RemoteProtocolError":  # httpx's or httpcore's
+            return CLOSED_MID_REPLY
+        if isinstance(seen, httpx.ReadError):
+            return RESET
+        if isinstance(seen, httpx.ReadTimeout):
+            return STALLED
+        if isinstance(seen, (httpx.WriteError, httpx.WriteTimeout)):
+            return SEND_FAILED
+    return None
 
 
 def server_error(model_id: str, url: str, attempts: int, exc: BaseException) -> ModelServerError:
@@ -289,9 +478,10 @@ def unreachable_message(model_id: str, url: str, attempts: int, exc: BaseExcepti
 
 def fault_message(model_id: str, url: str, attempts: int, kind: str, exc: BaseException) -> str:
     """What failed and what to check, for a `ModelServerError` that is not unreachability."""
+    slow = "; raise model.timeout if the model needs longer to answer" if "model.timeout" in kind else ""
     return (
         f"The model server for {model_id} at {url} failed {attempts} attempt(s) in a row: {kind} "
         f"({_one_line(exc)}). Check the server's log (out of memory, a crashed worker, a model still "
         "loading) and any proxy in between; lower model.max_concurrency if it is overloaded; raise "
-        "model.max_retries to wait longer for it."
+        f"model.max_retries to wait longer for it{slow}."
     )

@@ -20,16 +20,30 @@ MAX_REPLY_BYTES = 64 * 2**20
 
 
 class CallDeadlineError(httpx.TimeoutException):
-    """A request whose reply had not arrived in full by its deadline (``model.timeout``)."""
+    """A request whose reply had not arrived in full by its deadline (``model.timeout``);
+    ``kind`` says how far it got: no reply, a body that stalled, or one that came too slowly."""
+
+    def __init__(self, kind: str, *, request: httpx.Request) -> None:
+        super().__init__(kind, request=request)
+        self.kind = kind
 
 
 class ReplyTooLargeError(httpx.DecodingError):
     """A reply body longer than `MAX_REPLY_BYTES`."""
 
 
-def _late(request: httpx.Request, seconds: float) -> CallDeadlineError:
-    return CallDeadlineError(f"no whole reply within the call's deadline of {seconds:g} s (model.timeout)",
-                             request=request)
+def _late(request: httpx.Request, seconds: float, received: int | None = None,
+          idle_s: float = 0.0) -> CallDeadlineError:
+    """The deadline's error, naming what had come: nothing, a body that stopped (no byte for
+    at least half the deadline), or one trickled too slowly to finish."""
+    deadline = f"the call's deadline of {seconds:g} s (model.timeout)"
+    if received is None:
+        kind = f"no reply within {deadline}"
+    elif idle_s >= seconds / 2:
+        kind = f"the reply stalled mid-body ({received} bytes came, then nothing for {idle_s:.1f} s) past {deadline}"
+    else:
+        kind = f"the reply came too slowly ({received} bytes, still coming) to finish within {deadline}"
+    return CallDeadlineError(kind, request=request)
 
 
 def _too_large(request: httpx.Request) -> ReplyTooLargeError:
@@ -81,8 +95,9 @@ class _AsyncDeadlineStream(httpx.AsyncByteStream):
         self._response, self._deadline, self._seconds = response, deadline, seconds
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
         chunks = self._response.aiter_raw()
-        received = 0
+        received, last = 0, loop.time()
         while True:
             try:
                 async with asyncio.timeout_at(self._deadline):
@@ -90,8 +105,8 @@ class _AsyncDeadlineStream(httpx.AsyncByteStream):
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise _late(self._response.request, self._seconds) from None
-            received += len(chunk)
+                raise _late(self._response.request, self._seconds, received, loop.time() - last) from None
+            received, last = received + len(chunk), loop.time()
             if received > MAX_REPLY_BYTES:
                 raise _too_large(self._response.request)
             yield chunk
@@ -124,11 +139,11 @@ class _DeadlineStream(httpx.SyncByteStream):
         self._response, self._deadline, self._seconds = response, deadline, seconds
 
     def __iter__(self) -> Iterator[bytes]:
-        received = 0
+        received, last = 0, time.monotonic()
         for chunk in self._response.iter_raw():
             if time.monotonic() > self._deadline:
-                raise _late(self._response.request, self._seconds)
-            received += len(chunk)
+                raise _late(self._response.request, self._seconds, received, time.monotonic() - last)
+            received, last = received + len(chunk), time.monotonic()
             if received > MAX_REPLY_BYTES:
                 raise _too_large(self._response.request)
             yield chunk

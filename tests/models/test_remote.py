@@ -154,10 +154,11 @@ def test_a_500_to_a_json_schema_request_is_not_retried() -> None:
     # llama-cpp-python's server answers 500 to response_format json_schema: retrying only
     # delays the structured-reply fallback (json_object + schema). Other 500s are retried.
     schema = {"type": "json_schema", "json_schema": {"name": "credit", "schema": {"type": "object"}}}
+    # it is raised at once, in one line that keeps the status (StructuredReplies.fall_back reads it)
     model = flaky([ServerError("unsupported response_format")])
-    with pytest.raises(ServerError):
+    with pytest.raises(ModelServerError, match="model.structured") as info:
         model.invoke(MESSAGES, response_format=schema)
-    assert model.inner._calls == 1
+    assert model.inner._calls == 1 and info.value.status_code == 500
     model = flaky([ServerError("busy")])
     assert model.invoke(MESSAGES, response_format={"type": "json_object"}).content == "ok"
     assert model.inner._calls == 2
@@ -360,3 +361,148 @@ def test_litellm_takes_only_the_field_it_sends() -> None:
     load_chat_model("litellm:openai/m", base_url=url, token_limit_field="max_tokens")
     with pytest.raises(ValueError, match="LiteLLM maps"):
         load_chat_model("litellm:openai/m", base_url=url, token_limit_field="both")
+
+
+# every served fault, named in one line ----------------------------------------------------------
+REFUSALS = {400: "context length", 401: "model.api_key_env", 402: "credit", 403: "permissions",
+            405: "API root", 410: "its message says why", 413: "shorten the prompts", 415: "OpenAI-compatible",
+            418: "its message says why", 422: "model.structured", 451: "its message says why",
+            501: "check its log", 505: "check its log"}
+
+
+@pytest.mark.parametrize("status", sorted(REFUSALS))
+def test_every_refused_status_is_one_line_at_once_naming_it_the_url_the_model_and_what_to_check(status) -> None:
+    with FakeOpenAIServer(faults=lambda n: status, keep_alive=True) as server, \
+            pytest.raises(ModelServerError) as info:
+        on_faulty(server, max_retries=2).invoke(MESSAGES)
+    message = str(info.value)
+    assert "\n" not in message and f"HTTP {status}" in message and server.base_url in message
+    assert "'fake'" in message and REFUSALS[status] in message and "Traceback" not in message
+    assert not isinstance(info.value, ModelUnreachableError) and "Could not reach" not in message
+    assert len(server.requests) == 1 and info.value.status_code == status  # no retry mends a refusal
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 507, 520])
+def test_every_status_retrying_may_mend_is_retried_then_named_in_one_line(status) -> None:
+    with FakeOpenAIServer(faults=lambda n: status, keep_alive=True) as server, \
+            pytest.raises(ModelServerError) as info:
+        on_faulty(server, max_retries=1).invoke(MESSAGES)
+    message = str(info.value)
+    assert "\n" not in message and f"HTTP {status}" in message and server.base_url in message
+    assert "openai:fake" in message and "failed 2 attempt(s)" in message and len(server.requests) == 2
+
+
+def test_a_404_says_the_model_name_is_likely_wrong_when_the_server_lists_others() -> None:
+    with FakeOpenAIServer(served_models=["smollm2", "qwen"]) as server, pytest.raises(ModelServerError) as info:
+        on_faulty(server).invoke(MESSAGES)
+    message = str(info.value)
+    assert "\n" not in message and "HTTP 404" in message and server.base_url in message
+    assert "model name is likely wrong" in message and "smollm2, qwen" in message and "'fake'" in message
+
+
+def test_a_404_says_base_url_likely_lacks_v1_when_nothing_is_served_there() -> None:
+    with FakeOpenAIServer(served_models=["fake"]) as server, pytest.raises(ModelServerError) as info:
+        root = server.base_url.removesuffix("/v1")
+        load_chat_model("openai:fake", base_url=root, api_key="k", max_retries=2, retry_backoff_s=0.001).invoke(
+            MESSAGES)
+    message = str(info.value)
+    assert "\n" not in message and "HTTP 404" in message and f"try {root}/v1" in message
+
+
+BODY_FAULT_NAMES = {"not_utf8": "not valid UTF-8", "deep": "nested too deep", "reset": "the connection was reset",
+                    "stall": "the reply stalled mid-body", "trickle": "the reply came too slowly",
+                    "redirect": "a redirect loop"}
+
+
+@pytest.mark.parametrize("fault", sorted(BODY_FAULT_NAMES))
+async def test_each_broken_body_or_connection_is_named_for_what_happened(fault) -> None:
+    # the deadline (model.timeout) is short here, so the stall and the trickle end within it
+    with FakeOpenAIServer(faults=lambda n: fault, keep_alive=True, trickle_s=0.05) as server:
+        model = load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=1,
+                                retry_backoff_s=0.001, timeout=0.6)
+        with pytest.raises(ModelServerError) as info:
+            await model.ainvoke(MESSAGES)
+    message = str(info.value)
+    assert "\n" not in message and server.base_url in message and BODY_FAULT_NAMES[fault] in message
+    assert not isinstance(info.value, ModelUnreachableError) and "Could not reach" not in message
+    if fault in ("not_utf8", "deep"):
+        assert "a malformed reply" in message
+    if fault in ("stall", "trickle"):
+        assert "model.timeout" in message
+
+
+@pytest.mark.parametrize("invoke", ["sync", "async"])
+def test_a_trickled_reply_is_cut_at_the_calls_deadline_and_retried_like_a_timeout(invoke) -> None:
+    import time
+
+    rec = UsageRecorder()
+    with FakeOpenAIServer(faults=["trickle"], keep_alive=True, trickle_s=0.05) as server:
+        model = load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=2,
+                                retry_backoff_s=0.001, timeout=0.5)
+        config = {"callbacks": [rec], **ACTOR}
+        started = time.monotonic()
+        reply = model.invoke(MESSAGES, config=config) if invoke == "sync" else \
+            asyncio.run(model.ainvoke(MESSAGES, config=config))
+        took = time.monotonic() - started
+    # the trickle (a byte every 0.05 s of a ~300-byte body) would take 15 s; the deadline cuts it
+    assert reply.content == "go forward" and took < 2.0 and len(server.requests) == 2
+    assert rec.rows[0].retries == 1
+
+
+def test_a_429_waits_as_long_as_its_retry_after_asks() -> None:
+    import time
+
+    with FakeOpenAIServer(faults=[429], retry_after="1") as server:
+        started = time.monotonic()
+        reply = on_faulty(server).invoke(MESSAGES)  # a backoff of 0.001 s, but the server asks for 1 s
+        took = time.monotonic() - started
+    assert reply.content == "go forward" and len(server.requests) == 2 and took >= 0.95
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    from email.utils import formatdate
+
+    from marlang.models.remote import retry_after_s
+
+    class Reply:
+        def __init__(self, value: str) -> None:
+            self.headers = {"retry-after": value}
+
+    class RateLimited(Exception):
+        def __init__(self, value: str) -> None:
+            self.response = Reply(value)
+
+    now = 1_700_000_000.0
+    assert retry_after_s(RateLimited("7"), now) == 7.0
+    assert retry_after_s(RateLimited(formatdate(now + 30, usegmt=True)), now) == pytest.approx(30.0)
+    assert retry_after_s(RateLimited(formatdate(now - 30, usegmt=True)), now) == 0.0  # already past
+    assert retry_after_s(RateLimited("soon"), now) is None and retry_after_s(ValueError("x"), now) is None
+
+
+def test_a_reply_far_longer_than_its_token_limit_allows_is_cut_and_says_so(caplog) -> None:
+    with FakeOpenAIServer(faults=["huge"]) as server:
+        model = load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_tokens=16,
+                                max_retries=0)
+        reply = model.invoke(MESSAGES)
+    assert len(reply.content) == 1024 and reply.content.startswith("go go")
+    assert reply.response_metadata["marlang_reply_cut_from"] == 21_000_000
+    assert any("a reply of 21000000 characters for a limit of 16 tokens" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": -5, "completion_tokens": 3, "total_tokens": -2},
+    {"prompt_tokens": 4, "completion_tokens": 10**30, "total_tokens": 10**30},
+    {"prompt_tokens": 1.5, "completion_tokens": "many", "total_tokens": 3},
+])
+def test_usage_that_cannot_be_is_distrusted_and_counted(usage, tmp_path) -> None:
+    rec = UsageRecorder()
+    with FakeOpenAIServer(usage=usage) as server:
+        reply = on_faulty(server).invoke(MESSAGES, config={"callbacks": [rec], **ACTOR})
+    assert reply.content == "go forward"
+    [row] = rec.rows
+    assert not row.error and 0 <= row.input_tokens <= 4 and 0 <= row.output_tokens <= 3
+    assert rec.distrusted_usage == 1
+    rec.append_csv(tmp_path / "llm_calls.csv")
+    with open(tmp_path / "llm_calls.csv", newline="") as fh:
+        [written] = list(csv.DictReader(fh))
+    assert int(written["input_tokens"]) >= 0 and len(written["output_tokens"]) < 4
