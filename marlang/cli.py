@@ -462,7 +462,8 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
     from marlang.config import build_config
 
     try:
-        result = run_comparison(base, grid, out, reference=reference, notify=_notify, executor=executor)
+        result = run_comparison(base, grid, out, reference=reference, notify=_notify, executor=executor,
+                                training_plots=not _is_crossplay(out))
     except KeyboardInterrupt:
         message, code = "interrupted", EXIT_INTERRUPTED
     except Exception as exc:
@@ -482,7 +483,9 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
               file=sys.stderr)
         return code
     print(_with_crossplay(out, result.table))
-    print(f"comparison directory: {out} (table.md, summary.json, learning_curve.png, score_vs_cost.png)")
+    print(f"cross-play directory: {out} (table.md, summary.json, crossplay.json, crossplay.png)"
+          if _is_crossplay(out) else
+          f"comparison directory: {out} (table.md, summary.json, learning_curve.png, score_vs_cost.png)")
     if result.failed:
         print(f"marlang: {len(result.failed)} run(s) failed: " + "; ".join(
             f"{name}: {reason}" for name, reason in result.failed.items())
@@ -491,11 +494,19 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
     return 0
 
 
+def _is_crossplay(out: Path) -> bool:
+    """Whether a comparison folder is a cross-play's (its cells train nothing: no learning
+    curves or score-against-cost plot, the matrices instead)."""
+    from marlang.crossplay import CROSSPLAY_FILE
+
+    return (out / CROSSPLAY_FILE).is_file()
+
+
 def _with_crossplay(out: Path, table: str) -> str:
     """A comparison folder's table, with its cross-play matrices first where it is a cross-play's."""
-    from marlang.crossplay import CROSSPLAY_FILE, write_matrix
+    from marlang.crossplay import write_matrix
 
-    if (out / CROSSPLAY_FILE).is_file() and write_matrix(out) is not None:
+    if _is_crossplay(out) and write_matrix(out) is not None:
         return (out / "table.md").read_text(encoding="utf-8")
     return table
 
@@ -528,7 +539,7 @@ def _report(path: Path) -> int:
     if any(path.glob("*/summary.json")):
         from marlang.compare import write_comparison
 
-        print(_with_crossplay(path, write_comparison(path).table))
+        print(_with_crossplay(path, write_comparison(path, training_plots=not _is_crossplay(path)).table))
         return 0
     raise ConfigError(f"{path}: not a run or comparison directory (no config.yaml, no */summary.json)")
 

@@ -235,7 +235,7 @@ def build_chat_model(model_config: Any) -> tuple[Any, Any]:
 
 def run_comparison(
     base: dict[str, Any], grid: list[tuple[str, list[Any]]], out_dir: str | Path, reference: bool = True,
-    notify: Callable[[str], None] | None = None, executor: Any = None,
+    notify: Callable[[str], None] | None = None, executor: Any = None, training_plots: bool = True,
 ) -> ComparisonResult:
     """Run (or resume) every setting, then write ``table.md``, ``summary.json`` and
     ``learning_curve.png`` into ``out_dir``. ``executor`` runs the settings
@@ -268,7 +268,7 @@ def run_comparison(
         {"base": base, "grid": [{k: v} for k, v in grid], "reference": reference, "runs": names},
         sort_keys=False))
     failed = executor.run(jobs, out, notify=notify)
-    return write_comparison(out, runs=names, failed=failed)
+    return write_comparison(out, runs=names, failed=failed, training_plots=training_plots)
 
 
 COMPARISON_FILE = "comparison.yaml"
@@ -316,11 +316,13 @@ def _can_share(config: Any, shared: Any) -> bool:
 
 
 def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
-                     failed: dict[str, str] | None = None) -> ComparisonResult:
+                     failed: dict[str, str] | None = None, training_plots: bool = True) -> ComparisonResult:
     """(Re)build the comparison table and plot from the run directories under ``out_dir``:
     those named in ``runs`` (a grid's settings; the others there are named in a note below
     the table), or every one when ``runs`` is None. ``failed``: runs that ended in an error,
-    each with its reason (a note below the table, and ``failed_runs`` in summary.json)."""
+    each with its reason (a note below the table, and ``failed_runs`` in summary.json).
+    ``training_plots``: draw the learning curves and the score-against-cost plot (False for a
+    cross-play's cells, which train nothing)."""
     out = Path(out_dir)
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     curves: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -371,7 +373,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     if failed:
         parts.append("Failed runs (rerun the same command to retry them):\n\n" + "".join(
             f"- {name}: {reason}\n" for name, reason in failed.items()))
-    fronts = _score_vs_cost(out, summaries)
+    fronts = _score_vs_cost(out, summaries) if training_plots else {}
     drawn = [f"{f['figure']}: {f['score']} against {f['cost']}; the front: {', '.join(f['frontier'])}" + "".join(
         f"; not drawn: {name} ({why})" for name, why in (f.get("left_out") or {}).items())
         for f in fronts.values() if f.get("frontier")]
@@ -392,7 +394,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     if missing:
         record["missing_runs"] = missing
     atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
-    for i, (group, by_name) in enumerate(curves.items()):
+    for i, (group, by_name) in enumerate(curves.items() if training_plots else ()):
         suffix = "" if i == 0 else f"_{folder_name(group)}"
         of_run = runs_of[group]  # the curves are each run's; pool_seeds pools them
         neural = {k: v for k, v in by_name.items() if v and of_run[k].get("agents") == "neural"}

@@ -68,9 +68,13 @@ class Player:
         return entry
 
 
-def read_player(name: str, path: Path, env_id: str, n_agents: int) -> Player:
-    """The player a run directory holds; one line when it holds none, or was trained on
-    another env or team size than the cross-play's."""
+def read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str | None = None,
+                model: str | None = None) -> Player:
+    """The player a run directory holds; one line when it holds none (no committed update, or a
+    static run), or was trained on another env, team size, ``protocol`` or ``model`` (spec) than
+    the cross-play's (None: not checked)."""
+    from marlang.config import ModelConfig, ProtocolConfig
+
     config_file = path / "config.yaml"
     if not config_file.is_file():
         raise ConfigError(f"--players {name}={path}: not a run directory (no config.yaml); give a run "
@@ -87,6 +91,16 @@ def read_player(name: str, path: Path, env_id: str, n_agents: int) -> Player:
     method = str(learning.get("method", "reflexion"))
     if agents.get("kind") == "neural":
         return Player(name, f"neural {method}", str(path))
+    if method in ("none", "static"):
+        raise ConfigError(f"--players {name}={path}: a static run (learning.method {method}) commits no update, "
+                          "so it holds no trained player; give a trained run, or base for the untrained model")
+    played = {"protocol": (protocol, (saved.get("protocol") or {}).get("name", ProtocolConfig().name)),
+              "model": (model, (saved.get("model") or {}).get("spec", ModelConfig().spec))}
+    for key, (here, there) in played.items():
+        if here is not None and str(there) != here:
+            raise ConfigError(f"--players {name}={path}: trained with {key} {there}; this cross-play plays "
+                              f"{key} {here} (give players trained with it, or --set {key}"
+                              f"{'.name' if key == 'protocol' else '.spec'}={there})")
     state_file = path / "learner_state.json"
     try:
         state = json.loads(state_file.read_text(encoding="utf-8")) if state_file.is_file() else None
@@ -104,8 +118,10 @@ def read_player(name: str, path: Path, env_id: str, n_agents: int) -> Player:
     return Player(name, what, str(path), policies=policies, memories=memories or None)
 
 
-def parse_players(items: list[str], env_id: str, n_agents: int) -> list[Player]:
-    """``NAME=RUN_DIR``, ``scripted`` or ``base`` each; names are unique."""
+def parse_players(items: list[str], env_id: str, n_agents: int, protocol: str | None = None,
+                  model: str | None = None) -> list[Player]:
+    """``NAME=RUN_DIR``, ``scripted`` or ``base`` each; names are unique; a run trained on another
+    ``protocol`` or ``model`` than the cross-play's is refused (None: not checked)."""
     players: list[Player] = []
     for item in items:
         name, sep, path = item.partition("=")
@@ -117,7 +133,7 @@ def parse_players(items: list[str], env_id: str, n_agents: int) -> list[Player]:
             continue
         if not name or not path or "/" in name or "|" in name:
             raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR (a name without '/' or '|')")
-        players.append(read_player(name, Path(path).expanduser(), env_id, n_agents))
+        players.append(read_player(name, Path(path).expanduser(), env_id, n_agents, protocol, model))
     names = [p.name for p in players]
     if len(players) < 2:
         raise ConfigError("--players: cross-play needs at least two players")
@@ -164,7 +180,7 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
                           "give a config with agents.kind llm")
     if config.env.n_agents < 2:
         raise ConfigError(f"crossplay needs a team of two or more slots; env.n_agents is {config.env.n_agents}")
-    players = parse_players(items, config.env.id, config.env.n_agents)
+    players = parse_players(items, config.env.id, config.env.n_agents, config.protocol.name, config.model.spec)
     data, values = cells(base, players, episodes)
     folder = Path(out or f"runs/{config.run.name}-crossplay")
     if folder.is_dir() and (folder / CROSSPLAY_FILE).is_file():
@@ -226,18 +242,25 @@ def matrix(out: Path) -> dict[str, Any] | None:
             returns[i][j] = mean_interval(values)
             success[i][j] = wilson_interval(sum(solved), len(solved))
             by_level[(i, j)] = {r["seed"]: float(r["return"]) for r in found}
+    # the env's scripted agent is a fixed partner, not one trained to coordinate: its cells would
+    # pull the gap toward how well it plays, so the gap is over the other players
+    gap_players = [p["name"] for p in plan.get("players") or [] if p.get("what") != "scripted"]
     return {"players": plan.get("players"), "slots": plan.get("slots"), "return": returns,
-            "success_rate": success if knows_success else None, "gap": gap(players, by_level),
+            "success_rate": success if knows_success else None, "gap": gap(gap_players, by_level),
+            "gap_leaves_out": [p for p in players if p not in gap_players],
             "levels": len(set.intersection(*(set(v) for v in by_level.values()))) if by_level else 0}
 
 
 def gap(players: list[str], by_level: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any]:
-    """Self-play minus cross-play return, level by level over the levels every cell played,
-    with the bootstrap interval over levels; each player's own gap too (its self-play against
-    its cells with others, in either slot)."""
-    if len(by_level) < len(players) ** 2:
+    """Self-play minus cross-play return of ``players``' cells, level by level over the levels
+    every cell played, with the bootstrap interval over levels; each player's own gap too (its
+    self-play against its cells with others, in either slot)."""
+    if len(players) < 2:
+        return {"mean": None, "low": None, "high": None, "n": 0, "interval": "fewer than two players besides scripted"}
+    mine = [(i, j) for i in players for j in players]
+    if not all(c in by_level for c in mine):
         return {"mean": None, "low": None, "high": None, "n": 0, "interval": "cells missing"}
-    levels = sorted(set.intersection(*(set(v) for v in by_level.values())))
+    levels = sorted(set.intersection(*(set(by_level[c]) for c in mine)))
     cross = [(i, j) for i in players for j in players if i != j]
     overall = [round(_mean([by_level[(i, i)][lv] for i in players]) - _mean([by_level[c][lv] for c in cross]), 12)
                for lv in levels]
@@ -266,8 +289,11 @@ def matrix_table(found: dict[str, Any]) -> str:
             parts.append(f"| {i} | " + " | ".join(show(found[key][i][j], digits) for j in names) + " |")
         parts.append("")
     g = found["gap"]
+    left_out = found.get("gap_leaves_out") or []
+    apart = (f"; {', '.join(left_out)} left out: the env's scripted agent is a fixed partner, not one trained "
+             "to coordinate, so its row and column above show it apart" if left_out else "")
     parts.append(f"Cross-play gap (self-play minus cross-play return, paired by level, {BOOTSTRAP} interval "
-                 f"over levels): {show(g, 3)}")
+                 f"over levels{apart}): {show(g, 3)}")
     for p, stat in (g.get("players") or {}).items():
         parts.append(f"- {p}: {show(stat, 3)}")
     return "\n".join(parts) + "\n"
@@ -294,9 +320,9 @@ def write_matrix(out: Path) -> dict[str, Any] | None:
     from marlang.plots import plot_crossplay
 
     names = [p["name"] for p in found["players"]]
-    key = "success_rate" if found.get("success_rate") else "return"
-    grid = [[(found[key][i][j] or {}).get("mean") for j in names] for i in names]
-    plot_crossplay(grid, names, out / "crossplay.png", title=f"cross-play: {key.replace('_', ' ')}",
+    # the return, the measure the gap is computed on (the success rate is in the table)
+    grid = [[(found["return"][i][j] or {}).get("mean") for j in names] for i in names]
+    plot_crossplay(grid, names, out / "crossplay.png", title="cross-play: mean return (the gap's measure)",
                    slots=found.get("slots"))
     return found
 

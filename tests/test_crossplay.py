@@ -64,7 +64,10 @@ def test_a_pool_plays_every_pairing_on_the_held_out_levels(trained, tmp_path, mo
     assert [p["what"] for p in found["players"]] == ["ppo adapters", "ppo adapters", "scripted", "base"]
     assert all(found["return"][i][j]["n"] == 2 for i in names for j in names)
     assert found["levels"] == 2 and found["gap"]["interval"].startswith("n too small")
-    assert set(found["gap"]["players"]) == set(names)
+    assert set(found["gap"]["players"]) == {"A", "B", "base"} and found["gap_leaves_out"] == ["scripted"]
+    # the folder holds the matrix, not a training comparison's curve or cost front
+    assert not (out / "learning_curve.png").exists() and not (out / "score_vs_cost.png").exists()
+    assert "cross-play directory" in capsys.readouterr().out
     # every cell played the held-out levels (run.eval_seed's), the same ones
     held_out = {str(s) for s in env_seeds(0, "test", range(2))}
     for cell in out.glob("*/metrics.csv"):
@@ -133,6 +136,16 @@ def test_players_that_do_not_fit_are_refused_in_one_line(tmp_path):
     untrained = _run_dir(tmp_path, "untrained")
     with pytest.raises(ConfigError, match="holds no trained player"):
         parse_players([f"X={untrained}", "scripted"], ENV["id"], 2)
+    static = _run_dir(tmp_path, "static", method="none", state={"policies": {"agent_0": "p"}, "memories": {}})
+    with pytest.raises(ConfigError, match=r"a static run \(learning.method none\) commits no update"):
+        parse_players([f"X={static}", "scripted"], ENV["id"], 2)
+    memory = _run_dir(tmp_path, "memory", state={"policies": {"agent_0": "p"}, "memories": {}})
+    with pytest.raises(ConfigError, match="trained with protocol none; this cross-play plays protocol alternating-2"):
+        parse_players([f"X={memory}", "scripted"], ENV["id"], 2, protocol="alternating-2", model="local:smollm2")
+    with pytest.raises(ConfigError, match="trained with model local:smollm2; this cross-play plays model hf:other"):
+        parse_players([f"X={memory}", "scripted"], ENV["id"], 2, protocol="none", model="hf:other")
+    assert parse_players([f"X={memory}", "scripted"], ENV["id"], 2, "none", "local:smollm2")[0].what == \
+        "reflexion policy"
     with pytest.raises(ConfigError, match="not a run directory"):
         parse_players([f"X={tmp_path / 'nowhere'}", "scripted"], ENV["id"], 2)
     with pytest.raises(ConfigError, match="give NAME=RUN_DIR, or one of scripted, base"):
@@ -218,3 +231,41 @@ def test_the_swapped_seed_check_plays_the_learners_held_out_size_by_default(tmp_
     assert "2 setting(s) x 3^2 = 9 cells x 8 held-out episodes = 144 episodes" in line
     static = {**base, "learning": {"method": "none"}}
     assert swapped_seed_outline(static, []) is None  # nothing trained: no check
+
+
+def _crossplay_folder(out, players, returns, success):
+    """A cross-play folder whose cells are played: ``returns[(i, j)]`` per level, ``success`` alike."""
+    from marlang.compare import folder_name
+    from marlang.crossplay import CROSSPLAY_FILE, cell_name
+
+    out.mkdir()
+    (out / CROSSPLAY_FILE).write_text(yaml.safe_dump({"players": [{"name": n, "what": w} for n, w in players],
+                                                      "slots": ["agent_0", "agent_1"]}))
+    for (i, j), values in returns.items():
+        cell = out / folder_name(cell_name(i, j))
+        cell.mkdir()
+        (cell / "summary.json").write_text(json.dumps({"success_defined": True}))
+        rows = ["episode,return,success,seed"] + [f"{k},{v},{success[(i, j)][k]},{k}" for k, v in enumerate(values)]
+        (cell / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_measures(tmp_path, monkeypatch):
+    import marlang.plots
+    from marlang.crossplay import write_matrix
+
+    players = [("a", "ppo adapters"), ("b", "ppo adapters"), ("scripted", "scripted")]
+    # a and b score 1 with themselves, 0 with each other; everything beside scripted scores 5
+    returns = {(i, j): [1.0, 1.0] if i == j else [0.0, 0.0] for i in "ab" for j in "ab"}
+    returns.update({(i, j): [5.0, 5.0] for i in ("a", "b", "scripted") for j in ("a", "b", "scripted")
+                    if "scripted" in (i, j)})
+    # success is the opposite of the return: a heat map of it would not show what the gap measures
+    success = {c: [v == 0.0 for v in r] for c, r in returns.items()}
+    _crossplay_folder(tmp_path / "xp", players, returns, success)
+    drawn = {}
+    monkeypatch.setattr(marlang.plots, "plot_crossplay", lambda grid, names, path, title, slots=None:
+                        drawn.update(grid=grid, title=title))
+    found = write_matrix(tmp_path / "xp")
+    assert found["gap"]["mean"] == pytest.approx(1.0)  # with scripted's cells it would be 1 - (0+0+5*4)/6
+    assert found["gap_leaves_out"] == ["scripted"] and set(found["gap"]["players"]) == {"a", "b"}
+    assert "scripted left out" in (tmp_path / "xp" / "table.md").read_text()
+    assert drawn["grid"][0] == [1.0, 0.0, 5.0] and "mean return" in drawn["title"]
