@@ -6,6 +6,7 @@ environment. See `confinement` for what each isolation level does.
 """
 
 from marlang.sandbox.confinement import LEVELS
+from marlang.sandbox.helper_probe import HelperProbe
 from marlang.sandbox.isolation import (
     IsolationInfo,
     IsolationUnavailableError,
@@ -18,6 +19,7 @@ from marlang.sandbox.results import STATUSES, SandboxResult, TestOutcome
 __all__ = [
     "LEVELS",
     "STATUSES",
+    "HelperProbe",
     "IsolationInfo",
     "IsolationUnavailableError",
     "Sandbox",

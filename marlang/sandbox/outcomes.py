@@ -102,4 +102,6 @@ def read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
             events["tests"].append(event)
         elif stage == "tests" and kind == "done" and len(events["tests"]) == n_tests:
             events["done"], stage = True, "over"
+            if isinstance(event.get("probe"), dict):
+                events["probe"] = event["probe"]
     return events, setup, report

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Self
 
+from marlang.sandbox.helper_probe import HelperProbe
 from marlang.sandbox.isolation import (
     IsolationInfo,
     hidden_packages,
@@ -184,8 +185,11 @@ class Sandbox:
             return [w.pid for w in self._all if w.proc.poll() is None]
 
     # ------------------------------------------------------------------ running
-    def run_tests(self, program: str, tests: Sequence[str], setup: str = "") -> SandboxResult:
-        """Run `setup` + `program`, then each test snippet; thread-safe."""
+    def run_tests(self, program: str, tests: Sequence[str], setup: str = "", *,
+                  probe: HelperProbe | None = None) -> SandboxResult:
+        """Run `setup` + `program`, then each test snippet; thread-safe. With `probe`, the
+        judge also watches the entry point's results and, where it names helpers, wraps them
+        (`SandboxResult.probe`)."""
         if not isinstance(program, str):
             raise ValueError(  # noqa: TRY004 - bad arguments are ValueErrors across marlang
                 f"program must be a string, got {type(program).__name__}")
@@ -195,7 +199,11 @@ class Sandbox:
         if isinstance(tests, str) or not all(isinstance(t, str) for t in tests):
             raise ValueError("tests must be a sequence of strings (one test snippet each)")
         tests = list(tests)
-        job = {"program": program, "tests": tests, "setup": setup}
+        if probe is not None and not isinstance(probe, HelperProbe):
+            raise ValueError(
+                f"probe must be a HelperProbe or None, got {type(probe).__name__}")
+        job = {"program": program, "tests": tests, "setup": setup,
+               **(probe.job_fields() if probe is not None else {})}
         reply = None
         worker = self._acquire()
         try:
@@ -228,18 +236,23 @@ class Sandbox:
                              error_type=reply.get("error_type"), message=reply.get("message"),
                              stdout=reply.get("stdout", ""), stderr=reply.get("stderr", ""),
                              wall_seconds=float(reply.get("wall_seconds", 0.0)),
-                             isolation=self.isolation.name)
+                             isolation=self.isolation.name,
+                             probe=reply.get("probe") if probe is not None else None)
 
-    def run_many(self, jobs: Sequence[tuple[str, Sequence[str], str]]) -> list[SandboxResult]:
-        """Run (program, tests, setup) jobs concurrently across the pool; results in order."""
+    def run_many(self, jobs: Sequence[tuple]) -> list[SandboxResult]:
+        """Run (program, tests[, setup[, probe]]) jobs concurrently across the pool; results
+        in order."""
         jobs = [tuple(job) for job in jobs]
         for i, job in enumerate(jobs):
-            if len(job) not in (2, 3):
-                raise ValueError(f"jobs[{i}] must be (program, tests) or (program, tests, setup)")
+            if len(job) not in (2, 3, 4):
+                raise ValueError(f"jobs[{i}] must be (program, tests), (program, tests, setup) "
+                                 "or (program, tests, setup, probe)")
         if not jobs:
             return []
         with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as pool:
-            return list(pool.map(lambda job: self.run_tests(*job), jobs))
+            return list(pool.map(
+                lambda job: self.run_tests(*job[:3], probe=job[3] if len(job) > 3 else None),
+                jobs))
 
     async def arun_tests(self, program: str, tests: Sequence[str],
                          setup: str = "") -> SandboxResult:

@@ -24,11 +24,13 @@ import traceback
 import types
 
 if __package__:
-    from . import plain_data
+    from . import helper_probe, plain_data
 else:  # imported by runner.py started as a script, with this directory on sys.path
+    import helper_probe
     import plain_data
 
 PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
+PROGRAM_FILE = helper_probe.PROGRAM_FILE
 MAX_MESSAGE = 1000
 CALL_FD, REPLY_FD = 3, 4  # G's ends of the request and reply pipes
 
@@ -62,7 +64,7 @@ def _where(exc: BaseException) -> str:
     line = None
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<program>":
+        if tb.tb_frame.f_code.co_filename == PROGRAM_FILE:
             line = tb.tb_lineno
         tb = tb.tb_next
     return f" (program line {line})" if line is not None else ""
@@ -102,16 +104,19 @@ class ProgramServer:
         self.handles: list[object] = []
         self.namespace: dict = {}
         self.requests = LineReader(CALL_FD)
+        self.watch: helper_probe.HelperWatch | None = None
 
     def send(self, message: dict) -> None:
         write_all(REPLY_FD, (json.dumps(message, ensure_ascii=True) + "\n").encode())
 
-    def _load_request(self) -> tuple[str, str] | None:
+    def _load_request(self) -> tuple[str, str, dict | None] | None:
         line = self.requests.readline()
         if line is None:
             return None
         request = json.loads(line)
-        return _str(request.get("imports", "")), _str(request["program"])
+        helpers = request.get("helpers")
+        return (_str(request.get("imports", "")), _str(request["program"]),
+                helpers if _type(helpers) is dict else None)
 
     def run(self) -> None:
         loaded = self._load_request()
@@ -123,13 +128,14 @@ class ProgramServer:
         self.namespace = namespace = module.__dict__
         try:
             codes = [compile(loaded[0], "<setup>", "exec"),
-                     compile(loaded[1], "<program>", "exec")]
+                     compile(loaded[1], PROGRAM_FILE, "exec")]
         except (SyntaxError, ValueError) as exc:
             where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
             message = exc.msg if isinstance(exc, SyntaxError) else _safe_str(exc)
             self.send({"kind": "load", "status": "syntax_error", "error_type": type(exc).__name__,
                        "message": f"{message}{where}"})
             return
+        helpers = loaded[2]
         del loaded
         try:
             for code in codes:
@@ -141,6 +147,8 @@ class ProgramServer:
             return
         finally:
             self._flush()
+        if helpers is not None:
+            self._watch(helpers)
         self.send({"kind": "load", "status": "ok"})
         signal.signal(signal.SIGALRM, self._on_alarm)
         while True:
@@ -149,6 +157,13 @@ class ProgramServer:
                 return
             request = json.loads(line)
             self.send(self._answer(request))
+
+    def _watch(self, helpers: dict) -> None:
+        """Wrap the helpers (`helper_probe`) now that the program's own code has run."""
+        try:
+            self.watch = helper_probe.HelperWatch(self.namespace, helpers)
+        except BaseException:
+            self.watch = None  # the judge then gets no report: the helpers count as unused
 
     @staticmethod
     def _on_alarm(signum, frame) -> None:
@@ -193,6 +208,10 @@ class ProgramServer:
         ident = request.get("id")
         if request.get("op") == "get":
             return {"id": ident, **self._lookup(request["name"])}
+        if request.get("op") == "helpers":
+            if self.watch is None:
+                return {"id": ident, "missing": True}
+            return {"id": ident, "nonce": request.get("nonce"), **self.watch.report()}
         signal.setitimer(signal.ITIMER_REAL, float(request["timeout"]))
         try:
             try:
@@ -227,7 +246,16 @@ class ProgramServer:
             args = [plain_data.decode(a, self._resolve) for a in request["args"]]
             kwargs = {k: plain_data.decode(v, self._resolve)
                       for k, v in request["kwargs"].items()}
-            result = function(*args, **kwargs)
+            watch = self.watch
+            if watch is not None and watch.serve(target.get("name")):
+                watch.serving = True
+                try:
+                    result = function(*args, **kwargs)
+                finally:
+                    watch.serving = False
+                    watch.check()
+            else:
+                result = function(*args, **kwargs)
         except _CallTimeout:
             raise
         except BaseException as exc:

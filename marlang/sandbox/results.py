@@ -55,6 +55,11 @@ class SandboxResult:
     stderr: str = ""
     wall_seconds: float = 0.0
     isolation: str = ""
+    probe: dict | None = None
+    """What a run with a `HelperProbe` saw, when every test ran: ``outputs`` (a digest of the
+    entry point's results) and, where it wrapped the helpers, ``helpers`` (``calls`` and
+    ``raised`` while the entry point ran, ``intact``: still the functions their agents
+    wrote; None when the program process gave no trustworthy count)."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

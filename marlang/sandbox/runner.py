@@ -377,9 +377,10 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
     n_tests = int(header.get("tests") or 0)
     events, setup, report = outcomes.read_events(bytes(raw), n_tests)
     verdict = outcomes.classify(limits, n_tests, events, report, killed_by_worker)
+    probe = events.get("probe") if verdict["status"] == "ok" else None
     return {**verdict, "id": header.get("id"), "tests": events["tests"],
             "stdout": captures["out"].text(), "stderr": captures["err"].text(),
-            "wall_seconds": wall, "setup": setup}
+            "wall_seconds": wall, "setup": setup, "probe": probe}
 
 
 def python_paths() -> list[str]:

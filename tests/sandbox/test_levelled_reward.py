@@ -1,7 +1,8 @@
 """The levelled reward pays nothing for structure or cooperation that was not really earned.
 
 Every answer below runs through the joint coding env's own `step` (so through the sandbox and
-the cooperation check, read from the code); each attack states the levels it is expected to get.
+the cooperation check: the code's data flow, then the runs with the helper's results passed on
+and perturbed); each attack states the levels it is expected to get.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_a_disguised_pass_through_helper_earns_no_cooperation(sandbox):
 
 
 # Ways a main that does all the work itself could tell the cooperation check's runs (the
-# helpers' work taken away) from the judged one, and fail there to look like it needs them.
+# helpers wrapped) from the judged one, and fail there to look like it needs them.
 DETECTORS = {
     "marker_names": "any(name.startswith('_marlang') for name in globals())",
     "new_globals": "set(globals()) - _KNOWN",
@@ -174,9 +175,10 @@ def _probing_main(probe: str, sabotage: str) -> str:
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
 def test_a_main_that_tests_the_helper_earns_no_more_than_one_that_never_looks(sandbox, probe):
-    """Cooperation is read from the code, so no run differs from the judged one: whatever a
-    main learns from the helper's behaviour and does with it, it earns what the same main
-    earns without the probe (the helper is real, so 1.0 + 0.5 + 1.0)."""
+    """A decision on the helper's behaviour carries no value into main's answer, so the code
+    check pays nothing for it: whatever a main learns from the helper's behaviour and does
+    with it, it earns what the same main earns without the probe (the helper is real, so
+    1.0 + 0.5 + 1.0)."""
     honest = levels(sandbox, REAL_HELPER, _probing_main("False", "return"))
     assert honest["total"] == 2.5 and not honest["helper_result_used"]
     for sabotage in sorted(SABOTAGES):
@@ -211,6 +213,107 @@ def test_a_main_that_ignores_the_helper_earns_no_cooperation(sandbox):
     assert _parts(levelled) == (1.0, 0.5, 1.0, 0.0) and not levelled["helper_called"]
 
 
+# A main that computes the answer itself and still reads, in the code, as one that returns the
+# helper's result, with a helper that never runs (`REAL_HELPER`, dead code) or is wrong
+# (`WRONG_HELPER`, its result never reaches the answer). Each earned 4.0 with the cooperation
+# points read from the code alone, against 2.5 for the same main without the trick.
+WRONG_HELPER = "def aux(a, b):\n    return a - b\n"
+NEVER_USED = {
+    "if_false": "def add(a, b):\n    s = a + b\n    if False:\n        s = aux(a, b)\n    return s\n",
+    "if_zero": "def add(a, b):\n    s = a + b\n    if 0:\n        s = aux(a, b)\n    return s\n",
+    "after_return": "def add(a, b):\n    s = a + b\n    return s\n    return aux(a, b)\n",
+    "short_circuit": "def add(a, b):\n    s = (True or aux(a, b)) and a + b\n    return s\n",
+    "short_circuit_value": "def add(a, b):\n    s = (a + b) or aux(a, b)\n    return s\n",
+    "except_not_taken": "def add(a, b):\n    try:\n        s = a + b\n    except Exception:\n"
+                        "        s = aux(a, b)\n    return s\n",
+    "other_list_element": "def add(a, b):\n    s = [a + b, aux(a, b)][0]\n    return s\n",
+    "times_zero": "def add(a, b):\n    s = a + b + 0 * aux(a, b)\n    return s\n",
+    "never_the_max": "def add(a, b):\n    s = max(a + b, aux(a, b) - 10 ** 9)\n    return s\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(NEVER_USED))
+@pytest.mark.parametrize("helper", ["real", "wrong"])
+def test_a_helper_call_the_answer_does_not_depend_on_earns_no_cooperation(sandbox, how, helper):
+    """The bonus needs the helper to run on the hidden tests' inputs while main runs, and
+    main's results to change when the helper's results are perturbed: dead code, a
+    short-circuit, an unused list element or a result multiplied away earn nothing."""
+    levelled = levels(sandbox, REAL_HELPER if helper == "real" else WRONG_HELPER, NEVER_USED[how])
+    assert levelled["tests"] == 1.0 and levelled["helper_defined"]
+    assert levelled["cooperation"] == 0.0 and not levelled["helper_result_used"]
+    assert levelled["total"] == 2.5
+
+
+# The helper (wrong) rebound to main's own function when the program loads, through each
+# route to the module's namespace.
+REBINDINGS = {
+    "frame_globals": "import sys\nsys._getframe().f_globals['aux'] = lambda a, b: a + b\n",
+    "module_object": "import sys\nsetattr(sys.modules[__name__], 'aux', lambda a, b: a + b)\n",
+    "builtins": "import builtins, sys\nbuiltins.aux = lambda a, b: a + b\n"
+                "sys._getframe().f_globals.pop('aux')\n",
+    "dunder_builtins": "import sys\n__builtins__.aux = lambda a, b: a + b\n"
+                       "sys._getframe().f_globals.pop('aux')\n",
+    "code_swapped": "def _own(a, b):\n    return a + b\n"
+                    "import sys\nsys._getframe().f_globals['aux'].__code__ = _own.__code__\n",
+    "at_call_time": "import sys\n_g = sys._getframe().f_globals\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(REBINDINGS))
+def test_a_main_that_rebinds_the_helper_at_run_time_earns_no_cooperation(sandbox, how):
+    main = REBINDINGS[how] + "def add(a, b):\n"
+    if how == "at_call_time":
+        main += "    _g['aux'] = lambda x, y: x + y\n"
+    main += "    s = aux(a, b)\n    return s * 1\n"
+    levelled = levels(sandbox, WRONG_HELPER, main)
+    assert levelled["tests"] == 1.0  # main's own function answers, not the helper
+    assert levelled["cooperation"] == 0.0 and not levelled["helper_result_used"]
+
+
+def test_a_helper_that_raises_and_is_caught_earns_no_cooperation(sandbox):
+    main = ("def add(a, b):\n    try:\n        s = aux(a, b)\n    except Exception:\n"
+            "        s = a + b\n    return s\n")
+    raising = "def aux(a, b):\n    return (a + b) // 0\n"
+    levelled = levels(sandbox, raising, main)
+    assert levelled["tests"] == 1.0 and levelled["cooperation"] == 0.0
+    # Raising on some of the hidden tests' inputs, and answering the others, earns nothing.
+    sometimes = "def aux(a, b):\n    if a > 4:\n        raise ValueError(a)\n    return a + b\n"
+    levelled = levels(sandbox, sometimes, main)
+    assert levelled["tests"] == 1.0 and levelled["cooperation"] == 0.0
+
+
+def test_a_main_that_uses_the_helpers_result_keeps_the_bonus(sandbox):
+    """What the runs require, real use meets: main's answer follows the helper's result."""
+    uses = {
+        "plus_one": ("def aux(a, b):\n    return a + b - 1\n",
+                     "def add(a, b):\n    return aux(a, b) + 1\n"),
+        "loop": ("def aux(v):\n    return int(v)\n",
+                 ("def add(a, b):\n    total = 0\n    for v in (a, b):\n"
+                  "        total += aux(v)\n    return total\n")),
+        "container": ("def aux(a, b):\n    return sorted([a, b])\n",
+                      "def add(a, b):\n    pair = aux(a, b)\n    return sum(pair)\n"),
+        "recursive": (("def aux(a, b):\n    step = 1 if b > 0 else -1\n"
+                       "    return a if b == 0 else aux(a + step, b - step)\n"),
+                      "def add(a, b):\n    s = aux(a, b)\n    return int(s)\n"),
+    }
+    for how, (helper, main) in uses.items():
+        levelled = levels(sandbox, helper, main)
+        assert levelled["tests"] == 1.0, how
+        assert levelled["helper_works"] and levelled["cooperation"] == 1.5, how
+        assert levelled["total"] == LEVELLED_MAX, how
+
+
+def test_a_main_that_tells_the_wrapped_helper_apart_earns_no_cooperation(sandbox):
+    """The control and the perturbed run wrap the helper alike: a main that sees the wrapper
+    (it is not the object it saved when the program loaded) and answers otherwise there
+    changes its results in both, so they no longer match the judged run's."""
+    main = ("_SAVED = aux\n"
+            "def add(a, b):\n    s = a + b + 0 * aux(a, b)\n"
+            "    s = s if aux is _SAVED else [s, aux(a, b)]\n    return s\n")
+    levelled = levels(sandbox, REAL_HELPER, main)
+    assert levelled["tests"] == 1.0 and levelled["cooperation"] == 0.0
+
+
 def test_trivial_functions_are_recognised():
     import ast
 
@@ -231,17 +334,23 @@ def test_trivial_functions_are_recognised():
 
 def test_the_pure_function_keeps_everything_at_zero_until_earned():
     main = "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n"
-    none = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=0, total=4)
+    none = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=0, total=4,
+                           helper_works=True)
     assert none.total == 0.0 and not none.earned and none.helper_defined
-    some = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4)
+    some = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1, total=4,
+                           helper_works=True)
     assert (some.structure, some.syntax, some.tests, some.cooperation) == (1.0, 0.5, 0.25, 1.5)
     assert some.total == 3.25 and some.helper_result_used
+    # The same code without the runs' evidence that the helper works earns no cooperation.
+    unproven = levelled_reward([("aux", REAL_HELPER)], main, "add", loads=True, passed=1,
+                               total=4, helper_works=False)
+    assert unproven.cooperation == 0.0 and not unproven.helper_result_used
 
 
 def test_a_helper_result_counts_when_it_reaches_the_returned_value():
     def used(main, helper=REAL_HELPER):
         return levelled_reward([("aux", helper)], main, "add", loads=True, passed=4,
-                               total=4).helper_result_used
+                               total=4, helper_works=True).helper_result_used
 
     for main in ("def add(a, b):\n    out = []\n    out.append(aux(a, b))\n    return out[0]\n",
                  "def add(a, b):\n    for v in [aux(a, b)]:\n        r = v\n    return r\n",

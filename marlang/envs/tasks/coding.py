@@ -27,7 +27,14 @@ from marlang.envs.tasks.feedback import (
     expert_prompt,
     fenced,
 )
-from marlang.envs.tasks.levelled import analyze_code, helper_usage, levelled_reward
+from marlang.envs.tasks.levelled import (
+    analyze_code,
+    claims_cooperation,
+    helper_does_work,
+    helper_usage,
+    levelled_reward,
+    real_helpers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +103,12 @@ class CodeTaskEnv(CooperativeTaskEnv):
     the improvement of the levelled reward (0..4, see ``feedback.LevelledReward``),
     which joint teams always get in ``infos[agent]["levelled_reward"]``.
 
-    The levelled reward's cooperation points are read from the team's code (the main
-    function's returned value computed from a real helper's result), never from runs with the
-    helpers taken away: a main that computes the answer itself can test the helper and fail
-    only in such runs, and no stand-in for the helper passes every test it can make. So the
-    program runs once, and nothing differs for a main to detect.
+    The levelled reward's cooperation points need the team's code (the main function's
+    returned value computed from a real helper's result) and, when it reads so, two more runs
+    of the hidden tests with the helpers wrapped: one passing their results on, one passing on
+    a different value of the same type (``marlang.sandbox.HelperProbe``). The helper must
+    have run without raising while main ran, and main's results must match the judged run's
+    in the first and change in the second (``levelled.helper_does_work``).
 
     Judged steps' infos: ``passed``, ``total``, ``pass_rate``, ``solved``, ``status``,
     ``report`` (the sandbox's full report: hidden test sources included, so narrators and
@@ -319,7 +327,11 @@ class CodeTaskEnv(CooperativeTaskEnv):
             )
             report = None
         else:
-            result = self.sandbox.run_tests(program, tests, setup=problem.test_setup or "")
+            from marlang.sandbox import HelperProbe
+
+            # A joint team's judged run also records main's results, for the helper runs.
+            probe = {"probe": HelperProbe(problem.entry_point)} if self.structure == "joint" else {}
+            result = self.sandbox.run_tests(program, tests, setup=problem.test_setup or "", **probe)
             diagnostics = diagnose_tests(result, tests)
             status = str(result.status)
             check = CodeCheck(
@@ -347,9 +359,12 @@ class CodeTaskEnv(CooperativeTaskEnv):
         }
         basis = pass_rate
         if self.structure == "joint":
+            works = report is not None and claims_cooperation(
+                helpers, main, problem.entry_point, loads=check.loads, passed=check.passed
+            ) and self._helper_works(helpers, main, result)
             levelled = levelled_reward(
                 helpers, main, problem.entry_point, loads=check.loads,
-                passed=check.passed, total=check.total,
+                passed=check.passed, total=check.total, helper_works=works,
             )
             info["levelled_reward"] = levelled.to_dict()
             if self.reward == "levelled":
@@ -362,9 +377,44 @@ class CodeTaskEnv(CooperativeTaskEnv):
     def _program(self, helper_codes: list[str], main: str) -> str:
         """The program the sandbox runs: the prompt's prefix, then the helpers' code, then
         the main function's, each answer that is not blank."""
-        team_code = [code for code in [*helper_codes, main] if code.strip()]
+        return self._layout(helper_codes, main)[0]
+
+    def _layout(
+        self, helper_codes: list[str], main: str
+    ) -> tuple[str, list[tuple[int, int] | None]]:
+        """The program (see ``_program``) and the (first, last) line of each helper answer in
+        it (None for a blank one)."""
         prefix = program_prefix(self.current_problem.prompt)
-        return "\n\n\n".join([p for p in [prefix] if p] + team_code)
+        chunks = [prefix] if prefix else []
+        lines: list[tuple[int, int] | None] = []
+        for code in [*helper_codes, main]:
+            if not code.strip():
+                lines.append(None)
+                continue
+            first = 1 + sum(chunk.count("\n") + 3 for chunk in chunks)
+            lines.append((first, first + code.count("\n")))
+            chunks.append(code)
+        return "\n\n\n".join(chunks), lines[: len(helper_codes)]
+
+    def _helper_works(self, helpers: list[tuple[str, str]], main: str, judged: Any) -> bool:
+        """Run the hidden tests twice more with the real helpers wrapped, passing their
+        results on and then changing them (``HelperProbe``), and judge the three runs."""
+        from marlang.sandbox import HelperProbe
+
+        program, lines = self._layout([code for _, code in helpers], main)
+        real = set(real_helpers(helpers))
+        names = {name: span for (name, _), span in zip(helpers, lines, strict=True)
+                 if span is not None and name in real}
+        if not names:
+            return False
+        problem = self.current_problem
+        setup = problem.test_setup or ""
+        control, perturbed = self.sandbox.run_many([
+            (program, list(problem.tests), setup, HelperProbe(problem.entry_point, names)),
+            (program, list(problem.tests), setup,
+             HelperProbe(problem.entry_point, names, perturb=True)),
+        ])
+        return helper_does_work(judged, control, perturbed)
 
     def _facts(self, program: str, answers: dict[str, str]) -> CodeFacts:
         """The combined program's static facts; a syntax error is placed in the code of the

@@ -15,8 +15,15 @@ Source = Callable[[ast.expr], bool]
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 NAMESPACE_REACHERS = frozenset({"globals", "vars", "locals", "exec", "eval", "compile", "setattr",
-                                "delattr", "__import__"})
-"""Builtins that read or rebind names at run time, out of the syntax tree's sight."""
+                                "delattr", "__import__", "__builtins__", "__loader__", "__spec__"})
+"""Names that read or rebind names at run time, out of the syntax tree's sight."""
+FRAME_ATTRIBUTES = frozenset({"_getframe", "_current_frames", "f_globals", "f_locals", "f_back",
+                              "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
+                              "get_objects", "get_referrers", "get_referents", "modules"})
+"""Attributes that reach running frames, the interpreter's objects or its loaded modules."""
+INTROSPECTING_MODULES = frozenset({"builtins", "inspect", "gc", "ctypes", "importlib",
+                                   "traceback"})
+"""Modules whose import gives code the frames, the builtins or every live object."""
 
 
 def carries(node: ast.AST, tainted: set[str], source: Source) -> bool:
@@ -141,14 +148,33 @@ def bindings(tree: ast.AST) -> Counter[str]:
 
 
 def reaches_namespaces(tree: ast.AST) -> bool:
-    """Whether code could rebind a function behind the syntax tree's back: it calls one of
-    ``NAMESPACE_REACHERS``, touches a dunder attribute (``f.__code__``, ``__globals__``,
-    ``__dict__``) or ``sys.modules``."""
+    """Whether code could rebind a function behind the syntax tree's back, or read the
+    sandbox's own frames: it names one of ``NAMESPACE_REACHERS`` (``__builtins__`` among
+    them), touches a dunder attribute (``f.__code__``, ``__globals__``,
+    ``__dict__``) or one of ``FRAME_ATTRIBUTES`` (``sys._getframe().f_globals``,
+    ``sys.modules``), imports one of ``INTROSPECTING_MODULES`` (or such an attribute by name),
+    or calls ``getattr``/
+    ``hasattr`` with a name that is not a plain string."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in NAMESPACE_REACHERS:
             return True
-        if isinstance(node, ast.Attribute) and (
-            node.attr == "modules" or (node.attr.startswith("__") and node.attr.endswith("__"))
-        ):
+        if isinstance(node, ast.Attribute) and (node.attr in FRAME_ATTRIBUTES
+                                                or _dunder(node.attr)):
             return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                       else [alias.name for alias in node.names])
+            if any(m.split(".")[0] in INTROSPECTING_MODULES for m in modules) or any(
+                    alias.name in FRAME_ATTRIBUTES or _dunder(alias.name) for alias in node.names):
+                return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")):
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)
+                    and not name.value.startswith("_")):
+                return True
     return False
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and len(name) > 4

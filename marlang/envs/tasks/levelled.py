@@ -1,5 +1,6 @@
 """The levelled reward of a code answer: what its code does (functions, returns, calls) and how
-it uses the helpers it was given, scored in levels from parsing up to passing the tests.
+it uses the helpers it was given, scored in levels from parsing up to passing the tests; the
+cooperation points need both the code's data flow and runs in which the helpers' results change.
 """
 
 from __future__ import annotations
@@ -240,6 +241,45 @@ def helper_result_used(helpers: Sequence[tuple[str, str]], main_code: str, entry
     return bool(usable) and returns_from(main, helper_call)
 
 
+def claims_cooperation(helpers: Sequence[tuple[str, str]], main_code: str, entry_point: str,
+                       *, loads: bool, passed: int) -> bool:
+    """Whether the code, read and never run, is in line for the cooperation points: the
+    program loaded, a hidden test passed, the main answer defines the entry point with a
+    return, calls a real helper, and returns a value computed from its result. Only then are
+    the helper runs (`helper_does_work`) worth making."""
+    real = real_helpers(helpers)
+    return (loads and passed > 0 and bool(real)
+            and entry_point in analyze_code(main_code).returning
+            and bool(helper_usage(main_code, entry_point, real).called)
+            and helper_result_used(helpers, main_code, entry_point))
+
+
+def helper_does_work(judged: Any, control: Any, perturbed: Any) -> bool:
+    """Whether the helpers did work the main's answer depends on, from three runs of one
+    program on the hidden tests (``SandboxResult``s of runs with a
+    ``marlang.sandbox.HelperProbe``): the judged run (nothing wrapped), a control run (the
+    helpers wrapped, their results passed on unchanged) and a perturbed run (wrapped, a
+    different value of the same type passed on).
+
+    True when, in the control run, a helper was called while the entry point ran and no such
+    call raised, every helper is still the function its agent wrote (not rebound, its code
+    and defaults unchanged), and the entry point's results are the judged run's (wrapping
+    changes nothing, and they do not vary by chance); and the perturbed run's results differ
+    from the control's (or it did not finish). Every run must have run every test."""
+    if judged.status != "ok" or control.status != "ok" or not judged.probe or not control.probe:
+        return False
+    seen = control.probe.get("helpers") or {}
+    if not (seen.get("calls", 0) > 0 and seen.get("raised") == 0 and seen.get("intact") is True):
+        return False
+    if control.probe.get("outputs") != judged.probe.get("outputs"):
+        return False
+    if perturbed.status != "ok":
+        return perturbed.status in ("timeout", "killed", "error")
+    changed = perturbed.probe or {}
+    return ((changed.get("helpers") or {}).get("intact") is True
+            and changed.get("outputs") != control.probe.get("outputs"))
+
+
 @dataclass(frozen=True)
 class LevelledReward:
     """The levelled reward of a helper + main program (max ``LEVELLED_MAX`` = 4.0).
@@ -254,15 +294,17 @@ class LevelledReward:
     - syntax: +0.5 (the combined program compiles and loads).
     - tests: + the share of hidden tests passed (0..1).
     - cooperation (only when the value the main function returns is computed from a real
-      helper's result, ``helper_result_used``, see ``helper_result_used``): +0.5, then +1.0 if
-      the main function is not a thin wrapper around it, and -0.5 if it throws a helper's
-      result away.
+      helper's result, read from the code (``helper_result_used``), and the helper does work
+      the answer depends on when the hidden tests run (``helper_does_work``)): +0.5, then
+      +1.0 if the main function is not a thin wrapper around it, and -0.5 if it throws a
+      helper's result away.
 
-    Cooperation is read from the code, never from extra runs with the helpers taken away: a
-    main that computes the answer itself can test the helper (call it twice and compare, ask
-    whether ``aux(x) is x``) and fail only when the helper is taken away, and no substitute
-    that takes the helper's work away passes every such test. With no other run there is
-    nothing to tell apart, and a decision on a helper's result earns nothing.
+    The code alone is not enough: a call in dead code, a result folded in where it changes
+    nothing, a helper rebound at run time or one that raises and is caught all read as use.
+    The runs are not enough alone either: a decision on the helper's result (``if aux(x) !=
+    mine: fail``) makes the answer depend on it, so decisions still earn nothing. The runs
+    never take the helper's work away (a main that knows the answer could tell): they pass
+    its result on, once unchanged and once changed, and the answer must follow the change.
     """
 
     structure: float = 0.0
@@ -277,7 +319,11 @@ class LevelledReward:
     """The program loaded and at least one hidden test passed."""
     helper_called: bool = False
     helper_result_used: bool = False
-    """The main function's returned value is computed from a real helper's result."""
+    """The main function's returned value is computed from a real helper's result (read from
+    the code) and the helper does work that value depends on (``helper_works``)."""
+    helper_works: bool = False
+    """In the runs on the hidden tests, a helper ran without raising while the main ran, and
+    the main's results changed when the helper's results did (``helper_does_work``)."""
     thin_wrapper: bool = False
     ignored_helper_call: bool = False
 
@@ -297,10 +343,12 @@ def levelled_reward(
     loads: bool,
     passed: int,
     total: int,
+    helper_works: bool,
 ) -> LevelledReward:
     """Score one joint answer. ``helpers`` are (helper function name, that agent's code);
     ``loads`` says whether the combined program compiled and loaded in the sandbox, and
-    ``passed`` of ``total`` hidden tests passed there."""
+    ``passed`` of ``total`` hidden tests passed there; ``helper_works`` is what the helper
+    runs showed (``helper_does_work``; False when they were not made)."""
     real = real_helpers(helpers)
     helper_defined = bool(real)
     main_defined = entry_point in analyze_code(main_code).returning
@@ -315,7 +363,8 @@ def levelled_reward(
     structure += 0.6
     cooperation = 0.0
     usage = helper_usage(main_code, entry_point, real) if real else HelperUsage()
-    used = bool(usage.called) and helper_result_used(helpers, main_code, entry_point)
+    used = (bool(usage.called) and helper_result_used(helpers, main_code, entry_point)
+            and helper_works)
     if used:
         cooperation += 0.5
         if not usage.thin_wrapper:
@@ -329,6 +378,7 @@ def levelled_reward(
         cooperation=cooperation,
         helper_called=bool(usage.called),
         helper_result_used=used,
+        helper_works=helper_works,
         thin_wrapper=usage.thin_wrapper,
         ignored_helper_call=usage.ignored_calls > 0,
         **flags,

@@ -375,7 +375,7 @@ def test_levelled_reward_as_reward_and_its_levels():
     assert trajectory.steps[0].rewards["agent_0"] == 0.0
     assert trajectory.team_return == 0.0
 
-    facts = {"loads": True, "passed": 2, "total": 4}
+    facts = {"loads": True, "passed": 2, "total": 4, "helper_works": True}
     thin = levelled_reward([("aux", "def aux(a, b):\n    return a + b\n")], wrapper, "add", **facts)
     assert thin.thin_wrapper and thin.cooperation == 0.5 and thin.tests == 0.5
     ignored = levelled_reward(
@@ -386,7 +386,7 @@ def test_levelled_reward_as_reward_and_its_levels():
     no_main = levelled_reward([("aux", "def aux(a):\n    return a * 2\n")], "x = 1", "add", **facts)
     assert (no_main.structure, no_main.total) == (0.4, 0.4)
     broken = levelled_reward([("aux", "pass")], "def add(a, b):\n    return a\n", "add",
-                             loads=False, passed=0, total=4)
+                             loads=False, passed=0, total=4, helper_works=False)
     assert (broken.structure, broken.syntax, broken.total) == (0.0, 0.0, 0.0)
 
 
