@@ -15,6 +15,7 @@ from typing import Any
 
 from marlang.intervals import defined, mean_interval, pooled_interval
 from marlang.rundir import RunDirectory
+from marlang.token_counts import trusted_tokens
 
 PER_TOKENS = 1_000_000
 """``model.price`` is in USD per this many tokens."""
@@ -132,8 +133,9 @@ def cost_of(calls: Iterable[Mapping[str, Any]], episodes: Sequence[Mapping[str, 
     share = _Shares(episodes)
     for row, hit, lat, seconds in zip(rows, hits, latency, wall, strict=True):
         error = bool(str(row.get("error") or "").strip())
-        tin = 0 if error else int(_number(row.get("input_tokens")))
-        tout = 0 if error else int(_number(row.get("output_tokens")))
+        # a count no call can have (negative, absurd: a broken server's) counts as 0
+        tin = 0 if error else trusted_tokens(row.get("input_tokens")) or 0
+        tout = 0 if error else trusted_tokens(row.get("output_tokens")) or 0
         model = str(row.get("model") or "unknown")
         for group in (totals, by_model.setdefault(model, _empty()),
                       by_role.setdefault(str(row.get("role") or "unknown"), _empty())):

@@ -28,6 +28,7 @@ from marlang.intervals import (
     wilson_interval,
 )
 from marlang.plots import MARKERS, iteration_figure, plot_iteration_curves
+from marlang.token_counts import trusted_tokens
 
 __all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in marlang.plots; kept here
 
@@ -279,8 +280,8 @@ def iteration_row(
     for role in roles:
         of_role = [r for r in mine if r.get("role") == role]
         row[f"{role}_calls"] = len(of_role)
-        row[f"{role}_tokens"] = sum(int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
-                                    for r in of_role)
+        row[f"{role}_tokens"] = sum((trusted_tokens(r.get("input_tokens")) or 0)
+                                    + (trusted_tokens(r.get("output_tokens")) or 0) for r in of_role)
     return row
 
 

@@ -42,7 +42,7 @@ NOTES: dict[str, str] = {
     "model.api_key_env": "The environment variable holding the API key.",
     "model.token_limit_field": "`max_completion_tokens` is what OpenAI's reasoning models need; "
     "`both` sends both fields.",
-    "model.timeout": "Remote call timeout in seconds.",
+    "model.timeout": "Deadline in seconds for each whole remote call (connecting and the whole reply).",
     "model.max_retries": "Retries of a remote call (exponential backoff) that timed out, found no server, "
     "got a 5xx or 429, a cut or malformed body, no choices, or a connection closed mid-reply; a server "
     "still failing ends the run (exit 3) after every finished episode has been saved.",
