@@ -598,7 +598,11 @@ class Judge:
             item = ["value", reply["value"]]
         else:
             item = ["unreadable"]
-        self.outputs.update(json.dumps(item, sort_keys=True).encode() + b"\n")
+        try:
+            line = json.dumps(item, sort_keys=True)
+        except (ValueError, RecursionError):  # nested too deep to write again: fails decoding
+            line = '["unreadable"]'
+        self.outputs.update(line.encode() + b"\n")
 
     def _helper_report(self) -> dict | None:
         """The program process's count of the helpers' calls (`helper_probe.HelperWatch`),

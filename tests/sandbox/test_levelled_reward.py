@@ -13,6 +13,7 @@ from marlang.envs.tasks.coding import CodeTaskEnv
 from marlang.envs.tasks.data import CodeProblem
 from marlang.envs.tasks.levelled import (
     LEVELLED_MAX,
+    helper_result_used,
     is_trivial_function,
     levelled_reward,
     real_helpers,
@@ -365,3 +366,33 @@ def test_a_helper_result_counts_when_it_reaches_the_returned_value():
     decorated = "import functools\n@functools.lru_cache\ndef aux(a, b):\n    return a + b\n"
     assert real_helpers([("aux", decorated)]) == []
     assert not used("def add(a, b):\n    return aux(a, b) * 1\n", decorated)
+
+
+def test_code_that_reaches_frames_builtins_or_live_objects_earns_no_cooperation():
+    """Frames, a trace function, the garbage collector and the builtins reach the names the
+    code check follows and the objects of the helper runs: code that touches them is not paid
+    (the runs would catch a rebinding too, `tests/sandbox/test_helper_probe.py`)."""
+    body = "def add(a, b):\n    s = aux(a, b)\n    return s * 1\n"
+
+    def used(prelude):
+        return helper_result_used([("aux", REAL_HELPER)], prelude + body, "add")
+
+    assert used("") and used("import sys, math\nsys.setrecursionlimit(5000)\n")
+    assert used("if __name__ == '__main__':\n    print(add(1, 2))\n")
+    assert used("def size(x):\n    return getattr(x, 'real', 0)\n")
+    for prelude in ("import sys\n_f = sys._getframe()\n",
+                    "from sys import _getframe\n",
+                    "import sys\nsys.settrace(None)\n",
+                    "import sys\nsys.setprofile(None)\n",
+                    "import builtins\n",
+                    "__builtins__.aux = None\n",
+                    "import inspect\n",
+                    "import gc\n",
+                    "from gc import get_objects\n",
+                    "import traceback\n",
+                    "def _f(e):\n    return e.__traceback__.tb_frame\n",
+                    "def _f(t):\n    return t.tb_frame.f_back\n",
+                    "def _f(g):\n    return g.gi_frame.f_locals\n",
+                    "def _f(x, n):\n    return getattr(x, n)\n",
+                    "def _f(x):\n    return getattr(x, '_secret')\n"):
+        assert not used(prelude), prelude

@@ -18,9 +18,11 @@ NAMESPACE_REACHERS = frozenset({"globals", "vars", "locals", "exec", "eval", "co
                                 "delattr", "__import__", "__builtins__", "__loader__", "__spec__"})
 """Names that read or rebind names at run time, out of the syntax tree's sight."""
 FRAME_ATTRIBUTES = frozenset({"_getframe", "_current_frames", "f_globals", "f_locals", "f_back",
-                              "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
+                              "f_builtins", "f_code", "f_lasti", "f_trace", "tb_frame", "gi_frame",
+                              "cr_frame", "ag_frame", "settrace", "setprofile", "monitoring",
                               "get_objects", "get_referrers", "get_referents", "modules"})
-"""Attributes that reach running frames, the interpreter's objects or its loaded modules."""
+"""Attributes that reach running frames (directly or through a trace function), the
+interpreter's objects or its loaded modules."""
 INTROSPECTING_MODULES = frozenset({"builtins", "inspect", "gc", "ctypes", "importlib",
                                    "traceback"})
 """Modules whose import gives code the frames, the builtins or every live object."""
