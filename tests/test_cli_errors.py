@@ -444,3 +444,19 @@ def test_an_interrupted_comparison_or_cross_play_says_the_command_that_continues
     out = "runs/x y-compare" if command == "compare" else "runs/x y-crossplay"
     again = shlex.join(["marlang", command, str(config), *given, "--set", "run.name=x y", "--out", out])
     assert line.startswith("marlang: interrupted") and line.endswith(f"continue with: {again}")
+
+
+@pytest.mark.parametrize(("served", "says"), [(["qwen"], "model name is likely wrong: the server serves qwen"),
+                                              (None, "HTTP 413")])
+def test_a_refused_call_ends_the_run_in_one_line_before_any_episode(tmp_path, capsys, served, says):
+    from marlang.testing import FakeOpenAIServer
+
+    out = tmp_path / "run"
+    with FakeOpenAIServer(served_models=served, faults=lambda n: None if served else 413) as server:
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
+                       + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false}}\n")
+        assert main(["run", str(config), "--out", str(out)]) == 3
+    line = one_line(capsys.readouterr().err)
+    assert says in line and server.base_url in line and "'fake'" in line
+    assert len(server.requests) <= 2  # each agent's first call refused, none retried
+    assert not out.exists()
