@@ -506,3 +506,13 @@ def test_usage_that_cannot_be_is_distrusted_and_counted(usage, tmp_path) -> None
     with open(tmp_path / "llm_calls.csv", newline="") as fh:
         [written] = list(csv.DictReader(fh))
     assert int(written["input_tokens"]) >= 0 and len(written["output_tokens"]) < 4
+
+
+def test_one_model_serves_calls_from_one_event_loop_after_another_on_a_keep_alive_server() -> None:
+    # as a grid's settings, and a credit critic's batches, each run on an event loop of its own
+    with FakeOpenAIServer(reply="go forward", keep_alive=True) as server:
+        model = on_faulty(server, max_retries=0)
+        replies = [asyncio.run(model.ainvoke(MESSAGES)).content for _ in range(3)]
+        again = load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=0)
+        replies.append(asyncio.run(again.ainvoke(MESSAGES)).content)
+    assert replies == ["go forward"] * 4
