@@ -265,3 +265,114 @@ def test_the_loops_own_keys_are_the_loops_written_under_learning():
     again = build_config(yaml.safe_load(cfg.to_yaml()))
     assert again.learning.loop == cfg.learning.loop
     assert load_config(None, ["learning.method=reflexion"]).learning.loop == LoopConfig()
+
+
+def _number_keys(model, prefix=""):
+    """Every dotted key of a number field under ``model``, nested sections included."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from marlang.config.sections import _wants_number
+
+    for name, field in model.model_fields.items():
+        sections = [a for a in (field.annotation, *typing.get_args(field.annotation))
+                    if isinstance(a, type) and issubclass(a, BaseModel)]
+        if sections:
+            yield from _number_keys(sections[0], f"{prefix}{name}.")
+        elif _wants_number(field.annotation):
+            yield f"{prefix}{name}"
+
+
+SECTION_NUMBERS = [k for k in _number_keys(__import__("marlang.config", fromlist=["x"]).ExperimentConfig)
+                   if not k.startswith(("team.", "learning."))]
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "inf", "nan"])
+@pytest.mark.parametrize("key", SECTION_NUMBERS)
+def test_every_number_of_every_section_must_be_finite_and_the_error_names_the_key(key, value):
+    overrides = [f"{key}={value}"]
+    if key.startswith("model.price."):
+        other = "output" if key.endswith("input") else "input"
+        overrides = [f"model.price={{{key.rpartition('.')[2]}: {value}, {other}: 1}}"]
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    message = str(info.value)
+    # a whole-number key refuses the text "inf" as no integer
+    assert f"'{key}" in message, message
+    assert any(why in message for why in ("not a finite number", "valid integer", "not a size")), message
+    assert "\n" not in message
+
+
+def test_there_are_numbers_of_every_kind_to_check():
+    assert {"model.temperature", "model.price.input", "run.resources.cpus", "run.seed"} <= set(SECTION_NUMBERS)
+
+
+@pytest.mark.parametrize("method", ["langmarl", "reflexion", "mappo", "ippo", "qmix", "vdn", "ppo", "magrpo", "grpo"])
+def test_every_number_of_every_learners_options_must_be_finite(method):
+    from marlang.config.sections import learning_method
+
+    options = learning_method(method).options_model
+    keys = [k for k in _number_keys(options) if "." not in k]
+    assert keys
+    kind = "neural" if method in ("mappo", "ippo", "qmix", "vdn") else "llm"
+    for key in keys:
+        with pytest.raises(ConfigError) as info:
+            load_config(None, [f"agents.kind={kind}", f"learning.method={method}", f"learning.{key}=.inf"])
+        assert f"'learning.{key}'" in str(info.value) and "not a finite number" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["env.kwargs={size: [1, .nan]}"], "invalid value for 'env.kwargs': nan is not a finite number (at size[1])"),
+    (["run.seed=-5"], "invalid value for 'run.seed'"),
+    (["run.seed=4294967296"], "invalid value for 'run.seed'"),
+    (["run.eval_seed=-1"], "invalid value for 'run.eval_seed'"),
+    (["run.seeds=[0, -1]"], "invalid value for 'run.seeds.1'"),
+    (["run.name=a/b"], "'a/b' cannot name a folder"),
+    (["run.name=.."], "'..' cannot name a folder"),
+    (["run.name=''"], "cannot name a folder"),
+    ([f"run.name={'x' * 101}"], "cannot name a folder; give a file name of 1 to 100 characters"),
+    (['run.name="a\\0b"'], "invalid value for 'run.name': the text holds a NUL character"),
+    (['agents.policy="go\\0"'], "invalid value for 'agents.policy': the text holds a NUL character"),
+    (['model.cache_path="/tmp/a\\0b"'], "invalid value for 'model.cache_path': the text holds a NUL"),
+    (['agents.policies={"agent_0": "x\\0"}'], "NUL character (at agent_0)"),
+])
+def test_seeds_names_and_texts_a_run_cannot_use_are_refused_naming_the_key(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_in_a_short_line(tmp_path):
+    import time
+
+    from marlang.config.loading import load_yaml
+
+    assert len(BILLION_LAUGHS) < 1024
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BILLION_LAUGHS.replace("a: &a", "z: &a") + "run:\n  name: *i\n")
+    for text in (BILLION_LAUGHS, path.read_text()):
+        with pytest.raises(yaml.YAMLError, match="aliases expand to more than 100000 values"):
+            load_yaml(text)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert time.monotonic() - started < 5
+    assert len(str(info.value)) < 400 and f"{path}:" in str(info.value)
+    with pytest.raises(yaml.YAMLError, match="anchor it is inside"):
+        load_yaml("a: &a [1, *a]\n")
+    # Aliases a config may use, merges included, still load.
+    assert load_yaml("base: &b {episodes: 2}\nrun: {<<: *b, name: x}\nother: *b\n")["run"] == {"episodes": 2,
+                                                                                            "name": "x"}
+
+
+def test_an_error_that_echoes_a_long_value_is_shortened():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [f"model.price={'x' * 100_000}"])
+    assert "is no price" in str(info.value) and "characters left out" in str(info.value)
+    assert len(str(info.value)) < 1200

@@ -17,6 +17,7 @@ from marlang.config.sections import (
     ConfigError,
     _protocol_section,
     did_you_mean,
+    error_message,
     parse_protocol_label,
 )
 from marlang.config.team import SlotConfig
@@ -40,13 +41,49 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+YAML_MAX_VALUES = 100_000
+"""The most values a YAML document may hold once its aliases are expanded: a config holds a
+few hundred, and a few aliases nested in each other (a "billion laughs") expand to billions."""
+
+
 def load_yaml(text: str) -> Any:
-    """``text`` as YAML: a key given twice in one mapping is a ``yaml.YAMLError``, and so is
-    nesting too deep for the parser (which would otherwise overflow Python's stack)."""
+    """``text`` as YAML: a key given twice in one mapping is a ``yaml.YAMLError``, and so are
+    nesting too deep for the parser (which would otherwise overflow Python's stack), aliases
+    that expand past `YAML_MAX_VALUES` values, and an alias inside its own anchor."""
+    loader = _ConfigLoader(text)
     try:
-        return yaml.load(text, Loader=_ConfigLoader)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {})
+        return loader.construct_document(node)
     except RecursionError:
         raise yaml.YAMLError("nested too deeply (thousands of levels); a config is a few levels deep") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int | None]) -> int:
+    """How many values ``node`` holds with every alias expanded (each anchored node is counted
+    once, so this takes time in the document's size, not the expansion's); a
+    ``yaml.YAMLError`` past `YAML_MAX_VALUES`."""
+    if id(node) in sizes:
+        if sizes[id(node)] is None:
+            raise yaml.composer.ComposerError(None, None, "an alias refers to the anchor it is inside (a value "
+                                              "that holds itself); give the value itself", node.start_mark)
+        return sizes[id(node)]
+    sizes[id(node)] = None  # being counted: an alias back to it is a cycle
+    children = node.value if isinstance(node, yaml.SequenceNode) else \
+        [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+    size = 1
+    for child in children:
+        size += _expanded_size(child, sizes)
+        if size > YAML_MAX_VALUES:
+            raise yaml.composer.ComposerError(
+                None, None, f"its aliases expand to more than {YAML_MAX_VALUES} values (a config holds a few "
+                "hundred); give the values without nesting aliases in each other", node.start_mark)
+    sizes[id(node)] = size
+    return size
 
 
 def parse_value(text: str) -> Any:
@@ -100,8 +137,7 @@ def describe_validation_error(err: ValidationError) -> str:
         fields = list(parent_model.model_fields) if parent_model else []
         hint = did_you_mean(first["loc"][-1], fields)
         return f"unknown config key {loc!r}{hint}; valid keys here: {', '.join(fields) or '?'}"
-    msg = first["msg"]
-    msg = msg.removeprefix("Value error, ")
+    msg = error_message(_section_for(first["loc"][:-1]), first)
     if msg.startswith(("unknown config key '", "invalid value for '")):
         return msg  # already names the nested key (method-specific learning keys)
     if kind == "literal_error":

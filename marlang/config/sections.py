@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import re
 import types
 import typing
@@ -73,8 +74,12 @@ def _wants_number(annotation: Any) -> bool:
 
 
 class NumbersNotBooleans(BaseModel):
-    """A config model whose number keys refuse booleans: YAML reads ``episodes: true`` as a
-    boolean, which pydantic would take as the count 1. Every config model derives from it."""
+    """A config model whose number keys refuse booleans (YAML reads ``episodes: true`` as a
+    boolean, which pydantic would take as the count 1) and whose values hold no infinite or NaN
+    number (``.inf``, ``.nan``; also inside free-form keys such as ``env.kwargs``) and no NUL
+    character, which no file name, path or prompt may hold. Every config model derives from it."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -82,7 +87,76 @@ class NumbersNotBooleans(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if isinstance(value, bool) and field is not None and _wants_number(field.annotation):
             raise ValueError(f"{str(value).lower()} is a boolean, not a number; give a number")
+        if field is not None and not _holds_model(field.annotation):  # a section checks its own keys
+            problem = _unusable(value)
+            if problem is not None:
+                raise ValueError(problem + (f"; give {valid_range(cls, info.field_name)}"
+                                            if _wants_number(field.annotation) else ""))
         return value
+
+
+def _holds_model(annotation: Any) -> bool:
+    """Whether a field typed ``annotation`` holds config models (sections), which check their
+    own values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_model(a) for a in typing.get_args(annotation))
+
+
+def _unusable(value: Any, where: str = "", depth: int = 0) -> str | None:
+    """Why ``value`` (or a value inside it, named by its place) cannot be used: a number that
+    is not finite, or text holding a NUL character; None if it can."""
+    at = f" (at {where})" if where else ""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number{at}"
+    if isinstance(value, str) and "\0" in value:
+        return f"the text holds a NUL character{at}, which no file name, path or prompt may hold"
+    if depth < 50 and isinstance(value, dict):
+        for key, item in value.items():
+            found = _unusable(key, where, depth + 1) or _unusable(item, f"{where}.{key}".lstrip("."), depth + 1)
+            if found is not None:
+                return found
+    if depth < 50 and isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _unusable(item, f"{where}[{i}]", depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+MESSAGE_LIMIT = 1000
+"""Characters kept of what a config error says about a value (it may echo the value: a long
+string, a list expanded from YAML aliases)."""
+
+
+def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut to about ``limit`` characters in its middle (where an echoed value is; the
+    advice at its end stays), noting how many were left out."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}...({len(text) - 2 * keep} characters left out)...{text[-keep:]}"
+
+
+def error_message(model: type[BaseModel] | None, error: Any) -> str:
+    """What one pydantic error of a field of ``model`` says, shortened; a number that is not
+    finite also says which numbers the field takes."""
+    msg = shorten(error["msg"].removeprefix("Value error, "))
+    if error["type"] == "finite_number" and error["loc"]:
+        msg = f"{shorten(str(error.get('input')), 40)} is not a finite number; give " \
+              f"{valid_range(model, str(error['loc'][-1]))}"
+    return msg
+
+
+def valid_range(model: type[BaseModel] | None, name: str | None) -> str:
+    """The numbers the field ``name`` of ``model`` takes, in words: ``a finite number >= 0``."""
+    field = model.model_fields.get(name or "") if model is not None else None
+    bounds = [f"{sign} {getattr(m, attr)}" for m in (field.metadata if field is not None else ())
+              for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+              if getattr(m, attr, None) is not None]
+    whole = field is not None and int in (field.annotation, *typing.get_args(field.annotation)) \
+        and float not in typing.get_args(field.annotation)
+    return ("a whole number" if whole else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
 
 
 class _Section(NumbersNotBooleans):
@@ -262,7 +336,7 @@ def _validated_keys(model: type[BaseModel], keys: dict[str, Any]) -> Any:
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        msg = first["msg"].removeprefix("Value error, ")
+        msg = error_message(model, first)
         if not loc:  # a check of several keys together
             raise ValueError(msg) from None
         raise ValueError(f"invalid value for 'learning.{loc}': {msg}") from None
@@ -386,21 +460,31 @@ class ResourcesConfig(_Section):
         return parse_size(v)
 
 
+SEED_MAX = 2**32 - 1
+"""The largest run seed: env and sampling seeds are unsigned 32-bit numbers in most libraries."""
+
+Seed = Annotated[StrictInt, Field(ge=0, le=SEED_MAX)]
+
+NAME_MAX = 100
+"""The longest ``run.name``: it names folders (``runs/NAME-TIME``), under the file system's 255."""
+
+
 class RunConfig(_Section):
     """How many episodes, how many at once, seeds and naming."""
 
-    name: str = "run"
+    name: str = Field("run", description="Names the run's folder (runs/NAME-TIME): a file name, at most "
+                      f"{NAME_MAX} characters, without '/'.")
     episodes: int = Field(10, ge=1)
     parallel: int = Field(1, ge=1, description="Episodes run at once (their LLM calls are batched).")
-    seed: StrictInt = Field(0, description="Derives the run's env seeds (its own stream per phase: "
-                            "two run seeds share no level; marlang.seeds) and its LLM sampling seeds.")
-    eval_seed: StrictInt = Field(0, description="Derives the held-out evaluation's env seeds: one fixed "
-                                 "set for every run.seed unless changed.")
+    seed: Seed = Field(0, description="Derives the run's env seeds (its own stream per phase: "
+                       "two run seeds share no level; marlang.seeds) and its LLM sampling seeds.")
+    eval_seed: Seed = Field(0, description="Derives the held-out evaluation's env seeds: one fixed "
+                            "set for every run.seed unless changed.")
     levels: Literal["train", "held_out"] = Field(
         "train", description="Which levels the run's episodes play: train (run.seed's own stream) or held_out "
         "(the held-out set of run.eval_seed that learners evaluate on, greedily; for a run that trains "
         "nothing: learning.method none, or a trained team played back, as marlang crossplay plays).")
-    seeds: list[StrictInt] | None = Field(
+    seeds: list[Seed] | None = Field(
         None,
         description="Run every setting once per seed, each run with run.seed set to one of them "
         "(one run directory per seed; tables pool the seeds). None: run.seed alone.",
@@ -421,6 +505,14 @@ class RunConfig(_Section):
         default_factory=ResourcesConfig,
         description="CPUs, GPUs and memory the run reserves on a Ray cluster (compare --executor ray).",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, v: str) -> str:
+        if not v.strip() or v in (".", "..") or "/" in v or "\\" in v or len(v) > NAME_MAX:
+            raise ValueError(f"{shorten(v, 40)!r} cannot name a folder; give a file name of 1 to {NAME_MAX} "
+                             "characters, without '/' or '\\', other than '.' and '..'")
+        return v
 
     @field_validator("loggers")
     @classmethod
