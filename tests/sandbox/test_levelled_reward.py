@@ -380,6 +380,7 @@ def test_code_that_reaches_frames_builtins_or_live_objects_earns_no_cooperation(
     assert used("") and used("import sys, math\nsys.setrecursionlimit(5000)\n")
     assert used("if __name__ == '__main__':\n    print(add(1, 2))\n")
     assert used("def size(x):\n    return getattr(x, 'real', 0)\n")
+    assert used("def size(x):\n    'Sizes of modules, by monitoring f_locals.'\n    return x\n")
     for prelude in ("import sys\n_f = sys._getframe()\n",
                     "from sys import _getframe\n",
                     "import sys\nsys.settrace(None)\n",
@@ -394,5 +395,12 @@ def test_code_that_reaches_frames_builtins_or_live_objects_earns_no_cooperation(
                     "def _f(t):\n    return t.tb_frame.f_back\n",
                     "def _f(g):\n    return g.gi_frame.f_locals\n",
                     "def _f(x, n):\n    return getattr(x, n)\n",
-                    "def _f(x):\n    return getattr(x, '_secret')\n"):
+                    "def _f(x):\n    return getattr(x, '_secret')\n",
+                    "import operator\n_c = operator.attrgetter('__closure__')\n",
+                    "from operator import attrgetter\n",
+                    "_NAME = '__closure__'\n",
+                    "_NAME = 'f_locals'\n",
+                    "_read = getattr\n",
+                    "_SHOW = '{0.__closure__[0].cell_contents}'\n",
+                    "_SHOW = '{0.gi_frame.f_back}'\n"):
         assert not used(prelude), prelude

@@ -6,6 +6,7 @@ and whether the team's code rebinds a name or reaches into namespaces at run tim
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -23,6 +24,8 @@ FRAME_ATTRIBUTES = frozenset({"_getframe", "_current_frames", "f_globals", "f_lo
                               "get_objects", "get_referrers", "get_referents", "modules"})
 """Attributes that reach running frames (directly or through a trace function), the
 interpreter's objects or its loaded modules."""
+ATTRIBUTE_READERS = frozenset({"getattr", "hasattr", "attrgetter", "methodcaller"})
+"""Functions that read an attribute named by a value rather than by the code."""
 INTROSPECTING_MODULES = frozenset({"builtins", "inspect", "gc", "ctypes", "importlib",
                                    "traceback"})
 """Modules whose import gives code the frames, the builtins or every live object."""
@@ -155,8 +158,16 @@ def reaches_namespaces(tree: ast.AST) -> bool:
     them), touches a dunder attribute (``f.__code__``, ``__globals__``,
     ``__dict__``) or one of ``FRAME_ATTRIBUTES`` (``sys._getframe().f_globals``,
     ``sys.modules``), imports one of ``INTROSPECTING_MODULES`` (or such an attribute by name),
-    or calls ``getattr``/
-    ``hasattr`` with a name that is not a plain string."""
+    names one of ``ATTRIBUTE_READERS`` (``operator.attrgetter``; ``getattr``/``hasattr``
+    other than called with a plain string), or spells a dunder or frame attribute in a
+    string (``"{0.__closure__}".format(f)`` reads it)."""
+    # getattr(x, "name") and hasattr(x, "name") read one attribute the code names.
+    plain_reads = {id(node.func) for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in ("getattr", "hasattr") and len(node.args) > 1
+                   and isinstance(node.args[1], ast.Constant)
+                   and isinstance(node.args[1].value, str)
+                   and not node.args[1].value.startswith("_")}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in NAMESPACE_REACHERS:
             return True
@@ -167,15 +178,22 @@ def reaches_namespaces(tree: ast.AST) -> bool:
             modules = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                        else [alias.name for alias in node.names])
             if any(m.split(".")[0] in INTROSPECTING_MODULES for m in modules) or any(
-                    alias.name in FRAME_ATTRIBUTES or _dunder(alias.name) for alias in node.names):
+                    alias.name in FRAME_ATTRIBUTES | ATTRIBUTE_READERS or _dunder(alias.name)
+                    for alias in node.names):
                 return True
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr")):
-            name = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)
-                    and not name.value.startswith("_")):
-                return True
+        if (isinstance(node, ast.Name) and node.id in ATTRIBUTE_READERS
+                and id(node) not in plain_reads) or (
+                isinstance(node, ast.Attribute) and node.attr in ATTRIBUTE_READERS):
+            return True
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.value != "__main__" and _NAMES_AN_ATTRIBUTE.search(node.value)):
+            return True  # for a reader to use: getattr, or str.format's "{0.__closure__}"
     return False
+
+
+# A dunder anywhere; a frame attribute alone or after a dot (a docstring may say "modules").
+_NAMES_AN_ATTRIBUTE = re.compile(
+    r"__\w+__|(?:^|\.)(?:" + "|".join(sorted(FRAME_ATTRIBUTES)) + r")(?:$|\W)")
 
 
 def _dunder(name: str) -> bool:
