@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -54,29 +53,35 @@ class LoopPooledTransport(httpx.AsyncBaseTransport):
     """Sends each request with a connection pool of the running event loop's own (an
     `httpx.AsyncClient` per loop, which honours the proxy environment), and ends it with
     `CallDeadlineError` when the whole reply has not come ``deadline_s`` seconds after it was
-    sent. Pools of loops that are gone go with them."""
+    sent. A loop's pool is closed as the loop shuts down (`asyncio.run` ends by closing the
+    loop's async generators, one of which holds the pool), so no connection outlives its loop."""
 
     def __init__(self, deadline_s: float, limits: httpx.Limits | None = None) -> None:
         self.deadline_s = deadline_s
         self._limits = limits or httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary())
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
         self._lock = threading.Lock()
 
-    def _client(self) -> httpx.AsyncClient:
+    async def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                client = self._clients[loop] = httpx.AsyncClient(limits=self._limits, follow_redirects=False)
-            return client
+            for gone in [other for other in self._clients if other.is_closed()]:
+                del self._clients[gone]
+            held = self._clients.get(loop)
+            new = held is None
+            if held is None:
+                client = httpx.AsyncClient(limits=self._limits, follow_redirects=False)
+                held = self._clients[loop] = (client, _closed_with_the_loop(client))
+        if new:
+            await anext(held[1])  # runs to its yield at once: no other task sees it unstarted
+        return held[0]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.deadline_s
         try:
             async with asyncio.timeout_at(deadline):
-                response = await self._client().send(request, stream=True)
+                response = await (await self._client()).send(request, stream=True)
         except TimeoutError:
             raise _late(request, self.deadline_s) from None
         return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
@@ -85,9 +90,18 @@ class LoopPooledTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         """Close the pool of the running loop (the others close with their loops)."""
         with self._lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+            held = self._clients.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held[0].aclose()
+
+
+async def _closed_with_the_loop(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    """Started once on a loop, this generator waits there; the loop's shutdown closes it, and
+    with it ``client``'s connections."""
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 class _AsyncDeadlineStream(httpx.AsyncByteStream):
