@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from marlang.intervals import defined, mean_interval, pooled_interval
+from marlang.intervals import UNDEFINED, defined, mean_interval, pooled_interval
 from marlang.rundir import RunDirectory
 from marlang.token_counts import trusted_tokens
 
@@ -305,7 +305,7 @@ def called_a_model(cost: Any) -> bool:
 
 def pool_costs(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """One setting's cost over its seeds: totals summed, ``by_model``/``by_role`` summed,
-    ``pooled``: each per-episode mean with the stratified interval over the seeds' episodes.
+    ``pooled``: each per-episode mean with its interval over all the seeds' episodes together.
     None unless every seed has a cost."""
     if not costs or not all(isinstance(c, Mapping) for c in costs):
         return None
@@ -343,9 +343,37 @@ def pool_costs(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
+EVERY_CALL = ("every model call that made the row (acting, speaking, learner roles such as reflector, critic "
+              "and optimizer, candidate checks, the held-out evaluation, and a tree learner's sampled completions) "
+              "per training episode, each episode's own calls plus an even share of the others")
+"""What the per-episode costs count, in the table (LLM calls/ep, tokens/ep, model s/ep, USD/ep)
+and on the score-against-cost plot alike."""
+
+
+def calls_per_episode(summary: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A row's ``llm_calls`` or ``tokens`` per training episode as :data:`EVERY_CALL` counts
+    them (its cost's, what the score-against-cost plot draws); a summary without a cost (one
+    written before runs kept it) gives its episodes' own calls."""
+    found = per_episode(summary.get("cost"), key) if isinstance(summary.get("cost"), Mapping) else None
+    if found is not None:
+        return found
+    return summary.get({"llm_calls": "llm_calls_per_episode", "tokens": "tokens_per_episode"}[key])
+
+
+def all_cached(cost: Any) -> bool:
+    """Whether every model call of a row's cost was a cache hit: its model seconds were not
+    measured (a cache hit takes no model time), so they read as such, not as 0."""
+    return isinstance(cost, Mapping) and bool(cost.get("llm_calls")) and not cost.get("sampled") \
+        and _number(cost.get("cached_calls")) >= _number(cost.get("llm_calls"))
+
+
+CACHED = "cached, not measured"
+"""Model seconds of a row whose every call was a cache hit."""
+
+
 # score against cost -----------------------------------------------------------------------------
-COST_AXES = (("usd", "price, USD per episode"), ("tokens", "tokens per episode"),
-             ("model_seconds", "model seconds per episode"))
+COST_AXES = (("usd", "price, USD per episode"), ("tokens", "tokens per episode (every model call)"),
+             ("model_seconds", "model seconds per episode (every model call)"))
 """The cost axis: the first every plotted row has (price only where every row is priced)."""
 
 
@@ -408,7 +436,7 @@ NEURAL_HEADER = "frames (train s)"
 def _significant(stat: Mapping[str, Any] | None, digits: int = 3) -> str:
     """A mean and its interval to ``digits`` significant digits (prices are small numbers)."""
     if not stat or not defined(stat.get("mean")):
-        return "-"
+        return UNDEFINED
     shown = f"{stat['mean']:.{digits}g}"
     if defined(stat.get("low"), stat.get("high")):
         return shown + f" [{stat['low']:.{digits}g}, {stat['high']:.{digits}g}]"
@@ -425,7 +453,7 @@ def _neural_cell(summary: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
     frames, seconds = cost.get("frames") or summary.get("frames"), cost.get("train_seconds") or summary.get(
         "train_seconds")
     if frames is None:
-        return "-"
+        return UNDEFINED
     return f"{int(frames)}" + (f" ({float(seconds):.0f} s)" if defined(seconds) else "")
 
 
@@ -436,31 +464,28 @@ def cost_columns(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str],
     costs = [s.get("cost") if isinstance(s.get("cost"), Mapping) else {} for s in summaries.values()]
     columns: list[tuple[str, Any]] = []
     if any(c.get("llm_calls") for c in costs):
-        columns.append((MODEL_SECONDS_HEADER, lambda s, c: _significant(per_episode(c, "model_seconds"))
-                        if called_a_model(c) else "-"))
+        columns.append((MODEL_SECONDS_HEADER, lambda s, c: (CACHED if all_cached(c) else _significant(
+            per_episode(c, "model_seconds"))) if called_a_model(c) else UNDEFINED))
     if any(defined(c.get("gpu_seconds")) for c in costs):
         columns.append((GPU_HEADER, lambda s, c: _significant(per_episode(c, "gpu_seconds"))))
     if any(c.get("price_usd") is not None or c.get("priced") == "part" for c in costs if c.get("llm_calls")):
-        columns.append((PRICE_HEADER, lambda s, c: _price_cell(c) if called_a_model(c) else "-"))
+        columns.append((PRICE_HEADER, lambda s, c: _price_cell(c) if called_a_model(c) else UNDEFINED))
     if any(s.get("agents") == "neural" for s in summaries.values()):
         columns.append((NEURAL_HEADER, _neural_cell))
-    rows = [[cell(s, c) if c or header == NEURAL_HEADER else "-" for header, cell in columns]
+    rows = [[cell(s, c) if c or header == NEURAL_HEADER else UNDEFINED for header, cell in columns]
             for s, c in zip(summaries.values(), costs, strict=True)]
     headers = [h for h, _ in columns]
     note = ""
     if any(h in headers for h in (MODEL_SECONDS_HEADER, GPU_HEADER, PRICE_HEADER)):
-        note = (" Cost: " + ", ".join(h for h in headers if h != NEURAL_HEADER) + " count every model call that "
-                "made the row (acting, speaking, learner roles such as critic and optimizer, candidate checks, "
-                "the held-out evaluation, and a tree learner's sampled completions) per training episode, "
-                "each episode's own calls plus an even share of the others; model s: wall seconds a model was "
-                "busy answering (concurrent calls share their time; cache hits apart; a tree learner's "
-                "sampling is not timed); ")
+        note = (" Cost: " + ", ".join(h for h in headers if h != NEURAL_HEADER) + f" count {EVERY_CALL}; "
+                "model s: wall seconds a model was busy answering (concurrent calls share their time; cache "
+                f"hits apart, and '{CACHED}' where every call was one; a tree learner's sampling is not timed); ")
         if GPU_HEADER in headers:
             note += "GPU s: those model seconds where the model ran on a GPU, and a neural learner's training "
-            note += "seconds there ('-' where no GPU ran); "
+            note += f"seconds there ('{UNDEFINED}' where no GPU ran); "
         if PRICE_HEADER in headers:
-            note += ("USD: tokens in and out at each model's model.price (per million tokens), '-' where "
-                     "none is given; ")
+            note += ("USD: tokens in and out at each model's model.price (per million tokens), "
+                     f"'{UNDEFINED}' where none is given; ")
         note += "summary.json's cost has the totals by model and role, tokens in and out, and cached calls."
     if NEURAL_HEADER in headers:
         note += f" {NEURAL_HEADER}: a neural learner's training frames and seconds."

@@ -27,6 +27,9 @@ BOOTSTRAP_SEED = 0
 BOOTSTRAP = "bootstrap percentile"
 WILSON = "Wilson"
 TOO_FEW = "n too small"
+UNDEFINED = "-"
+"""How tables, the view and the command line write an undefined value (a statistic of no
+values, a column that does not apply to the row); JSON holds null."""
 NO_SPREAD = "no spread"
 """Every value equal: a bootstrap would give the interval [x, x], as if the mean were known
 exactly from a handful of episodes; no interval is given instead."""
@@ -147,9 +150,9 @@ def wilson_interval(successes: int, n: int) -> dict[str, Any]:
 
 
 def show(stat: dict[str, Any] | None, digits: int = 1) -> str:
-    """``mean [low, high]``, ``mean (n too small, n=N)`` (or ``no spread``), or ``-`` when undefined."""
+    """``mean [low, high]``, ``mean (n too small, n=N)`` (or ``no spread``), or :data:`UNDEFINED`."""
     if not isinstance(stat, dict) or not defined(stat.get("mean")):
-        return "-"
+        return UNDEFINED
     mean = f"{stat['mean']:.{digits}f}"
     if defined(stat.get("low"), stat.get("high")):
         return f"{mean} [{stat['low']:.{digits}f}, {stat['high']:.{digits}f}]"

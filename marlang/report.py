@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marlang.cost import MODEL_SECONDS_HEADER, PRICE_HEADER, cost_columns, pool_costs
+from marlang.cost import EVERY_CALL, MODEL_SECONDS_HEADER, PRICE_HEADER, calls_per_episode, cost_columns, pool_costs
 from marlang.intervals import (
     BOOTSTRAP,
     MIN_N,
     NO_SPREAD,
     TOO_FEW,
+    UNDEFINED,
     WILSON,
     defined,
     mean_interval,
@@ -120,8 +121,8 @@ def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
             show(s["steps_when_solved"]),
             _return(s["return"]),
             f"{100 * s['invalid_action_rate']['mean']:.1f}%",
-            show(s["llm_calls_per_episode"]),
-            show(s["tokens_per_episode"], 0),
+            show(calls_per_episode(s, "llm_calls")),
+            show(calls_per_episode(s, "tokens"), 0),
         ])
     return rows
 
@@ -144,7 +145,7 @@ def _evaluation(summary: dict[str, Any], display: Callable[[dict[str, Any]], str
     display = display or (lambda evaluation: show(evaluation["return"], 3))
     last, first = _held_out(summary, "evaluation"), _held_out(summary, "evaluation_initial")
     if last is None:
-        return "-"
+        return UNDEFINED
     after = display(last)
     if first is None or first.get("iteration") == last.get("iteration"):
         return after
@@ -155,7 +156,7 @@ def _eval_success(evaluation: dict[str, Any]) -> str:
     rate = evaluation.get("success_rate")
     episodes = evaluation.get("episodes")
     if not isinstance(rate, dict) or not defined(rate.get("mean")) or not episodes:
-        return "-"
+        return UNDEFINED
     return f"{round(rate['mean'] * episodes)}/{episodes} ({rate['mean']:.2f})"
 
 
@@ -197,7 +198,7 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
         headers.append(EVAL_HEADER)
         rows = [[*r, _evaluation(s)] for r, s in zip(rows, summaries.values(), strict=True)]
         if "success rate (95% CI)" in headers and any(
-                (e := _held_out(s, "evaluation")) and _eval_success(e) != "-" for s in summaries.values()):
+                (e := _held_out(s, "evaluation")) and _eval_success(e) != UNDEFINED for s in summaries.values()):
             headers.append(EVAL_SUCCESS_HEADER)
             rows = [[*r, _eval_success_change(s)] for r, s in zip(rows, summaries.values(), strict=True)]
     cost_headers, cost_cells, cost_note = cost_columns(summaries)
@@ -231,6 +232,8 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                  "return column adds the interquartile mean (IQM); episodes and levels: of all its "
                  "seeds. These intervals are over episodes, not seeds: each seed's own mean is in "
                  "summary.json (seeds).")
+    if "tokens/ep" in headers:
+        note += f" LLM calls/ep and tokens/ep count {EVERY_CALL} (as score_vs_cost.png's tokens per episode)."
     note += cost_note
     held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
     if evaluated and held:

@@ -149,7 +149,7 @@ def test_score_against_cost_picks_its_axes_and_names_the_front():
             "scripted": {"model": "scripted", "return": {"mean": 1.0}}}
     found = score_and_cost(rows)
     assert found["score"] == "held-out evaluation return after training"
-    assert found["cost"] == "tokens per episode" and found["frontier"] == ["a", "b"]
+    assert found["cost"] == "tokens per episode (every model call)" and found["frontier"] == ["a", "b"]
     assert set(found["points"]) == {"a", "b", "c"} and found["points"]["a"]["score_low"] == 0.4
     priced = score_and_cost({"a": _row(0.5, 0.4, 0.6, 100, usd=0.002), "b": _row(0.7, 0.6, 0.8, 300, usd=0.001)})
     assert priced["cost"] == "price, USD per episode" and priced["frontier"] == ["b"]
@@ -198,3 +198,47 @@ def test_a_neural_learners_cost_is_its_frames_and_seconds_over_its_training_epis
     assert (cost["frames"], cost["train_seconds"], cost["episodes"]) == (4000, 20.0, 50)
     assert cost["gpu_seconds"] == 20.0 and cost["llm_calls"] == 0
     assert per_episode(cost, "gpu_seconds")["mean"] == pytest.approx(0.4)
+
+
+REFLECTOR_CALLS = CALLS.splitlines()[0] + """
+2026-01-01T00:00:00.000+00:00,local:a,actor,agent_0,0,0,100,10,1.0,False,,0,0
+2026-01-01T00:00:02.000+00:00,local:a,actor,agent_0,1,0,100,10,1.0,False,,0,0
+2026-01-01T00:00:04.000+00:00,local:a,reflector,agent_0,,,400,40,1.0,False,,0,0
+"""
+"""Two episodes of one acting call each, and a reflector call of no episode (shared by both)."""
+
+
+def test_the_table_and_the_score_against_cost_plot_count_tokens_per_episode_alike():
+    from marlang.report import markdown_table, summarize_episodes
+
+    rows = [{"episode": e, "iteration": 0, "success": True, "steps": 1, "return": 1.0, "llm_calls": 1,
+             "tokens_in": 100, "tokens_out": 10, "decisions": 1, "invalid_actions": 0, "seed": e} for e in (0, 1)]
+    summary = {**summarize_episodes(rows), "setting": "reflexion", "model": "local:a"}
+    summary["cost"] = cost_of(list(csv_rows(REFLECTOR_CALLS)), rows)
+    plotted = score_and_cost({"reflexion": summary})
+    assert plotted["cost"] == "tokens per episode (every model call)"
+    assert plotted["points"]["reflexion"]["cost"] == 110 + 440 / 2  # the reflector's call shared by both episodes
+    table = markdown_table({"reflexion": summary})
+    cells = [c.strip() for c in table.splitlines()[2].split("|")]
+    headers = [c.strip() for c in table.splitlines()[0].split("|")]
+    assert cells[headers.index("tokens/ep")].startswith("330")  # the same count, not the acting calls' 110
+    assert cells[headers.index("LLM calls/ep")].startswith("1.5")
+    assert "LLM calls/ep and tokens/ep count every model call that made the row (acting, speaking, learner roles " \
+           "such as reflector" in table
+
+
+def csv_rows(text):
+    import csv
+    import io
+
+    return csv.DictReader(io.StringIO(text))
+
+
+def test_model_seconds_of_a_row_answered_from_the_cache_read_as_cached_not_zero():
+    cached = CALLS.replace(",False,", ",True,")
+    cost = cost_of(list(csv_rows(cached)), [{"episode": 0, "iteration": 0}, {"episode": 1, "iteration": 0}])
+    assert cost["model_seconds"] == 0 and cost["cached_calls"] == cost["llm_calls"]
+    headers, cells, note = cost_columns({"cached": {"cost": cost}})
+    assert cells[0][headers.index("model s/ep")] == "cached, not measured" and "'cached, not measured'" in note
+    measured = cost_of(list(csv_rows(CALLS)), [{"episode": 0, "iteration": 0}, {"episode": 1, "iteration": 0}])
+    assert cost_columns({"measured": {"cost": measured}})[1][0][0] != "cached, not measured"

@@ -32,7 +32,7 @@ from marlang.creditcheck.oracle import (
     restorable,
     step_credit,
 )
-from marlang.intervals import show
+from marlang.intervals import UNDEFINED, show
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -284,11 +284,11 @@ def credit_table(result: dict[str, Any]) -> str:
             "| malformed | calls | seconds |")
     lines = [title, "", head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["critics"]:
-        chance = r["top_agent_chance"]
         rho = show(r["spearman"], 2)
         rho += "" if "n=" in rho else f" n={r['spearman']['n']}"
-        lines.append(f"| {r['critic']} | {r['model'] or '-'} | {r['unit']} | {rho} | "
-                     f"{show(r['top_agent'], 2)} | {'-' if chance is None else f'{chance:.2f}'} | {r['graded']} | "
+        chance = UNDEFINED if r["top_agent_chance"] is None else f"{r['top_agent_chance']:.2f}"
+        lines.append(f"| {r['critic']} | {r['model'] or UNDEFINED} | {r['unit']} | {rho} | "
+                     f"{show(r['top_agent'], 2)} | {chance} | {r['graded']} | "
                      f"{r['oracle_ties']} | {r['malformed']}/{r['asked']} | {r['cost']['calls']} | "
                      f"{r['cost']['seconds']} |")
     return "\n".join(lines)

@@ -23,14 +23,16 @@ function svgEl(tag, attrs) {
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
   return node;
 }
+// how an undefined value is written: marlang.intervals.UNDEFINED, as in marlang's tables
+const UNDEFINED = "-";
 function num(x, digits) {
-  if (x === null || x === undefined || Number.isNaN(x)) return "–";
+  if (x === null || x === undefined || Number.isNaN(x)) return UNDEFINED;
   if (typeof x !== "number") return String(x);
   return x.toFixed(digits === undefined ? 2 : digits);
 }
 function pm(stat, digits) {
   // the interval the statistic carries (inside its quantity's range), or why it has none
-  if (!stat || stat.mean === null || stat.mean === undefined) return "–";
+  if (!stat || stat.mean === null || stat.mean === undefined) return UNDEFINED;
   if (stat.low !== null && stat.low !== undefined && stat.high !== null && stat.high !== undefined)
     return `${num(stat.mean, digits)} [${num(stat.low, digits)}, ${num(stat.high, digits)}]`;
   return stat.interval ? `${num(stat.mean, digits)} (${stat.interval})` : num(stat.mean, digits);
@@ -41,7 +43,7 @@ function bandOf(row, x) {
   return [x, ok(row.return_low) ? row.return_low : null, ok(row.return_high) ? row.return_high : null];
 }
 function rate(stat) {
-  if (!stat || stat.mean === null || stat.mean === undefined) return "–";
+  if (!stat || stat.mean === null || stat.mean === undefined) return UNDEFINED;
   return `${num(stat.mean)} [${num(stat.low)}, ${num(stat.high)}]`;
 }
 function text(value) { return el("div", {class: "text"}, value === null || value === undefined ? "" : String(value)); }
@@ -52,31 +54,40 @@ function costPerEpisode(cost, key) {
   const values = cost && cost.per_episode ? cost.per_episode[key] : null;
   return values && values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
 }
+// calls and tokens per episode as the cost counts them (every model call), as marlang's table does
+function callsPerEpisode(s, key, digits) {
+  const own = costPerEpisode(s.cost, key);
+  return own === null ? pm(s[`${key}_per_episode`], digits) : num(own, digits);
+}
+// a row whose every call was a cache hit spent no model time: not measured, not 0 (marlang.cost.CACHED)
+const CACHED = "cached, not measured";
+function allCached(cost) { return !!(cost && cost.llm_calls && !cost.sampled && cost.cached_calls >= cost.llm_calls); }
 function renderTable() {
   const body = document.getElementById("table-body");
   const head = ["setting", "environment", "learner", "episodes", "success rate [95% CI]", "return (mean ± 95% CI)",
     "steps", "invalid actions", "LLM calls / episode", "tokens / episode", "model s / episode", "USD / episode"];
   const rows = RUNS.map((r, i) => {
     const s = r.summary || {};
-    const success = s.success_defined === false ? "n/a" : rate(s.success_rate);
+    const success = s.success_defined === false ? UNDEFINED : rate(s.success_rate);
     return el("tr", {},
       el("td", {}, markerIcon(i), " ", r.name, r.finished ? "" : el("span", {class: "muted"}, " (in progress)"),
         r.team ? el("div", {class: "muted"}, Object.entries(r.team).map(([a, p]) => `${a}: ${p}`).join(", ")) : ""),
-      el("td", {}, r.env_id || "–"), el("td", {}, r.learner || "–"),
+      el("td", {}, r.env_id || UNDEFINED), el("td", {}, r.learner || UNDEFINED),
       el("td", {class: "num"}, s.episodes === undefined ? r.episodes_total : s.episodes),
       el("td", {class: "num"}, success), el("td", {class: "num"}, pm(s.return)),
       el("td", {class: "num"}, pm(s.steps, 1)),
-      el("td", {class: "num"}, s.invalid_action_rate ? num(s.invalid_action_rate.mean, 3) : "–"),
-      el("td", {class: "num"}, r.neural ? "–" : pm(s.llm_calls_per_episode, 1)),
-      el("td", {class: "num"}, r.neural ? "–" : pm(s.tokens_per_episode, 0)),
-      el("td", {class: "num"}, num(costPerEpisode(s.cost, "model_seconds"), 2)),
+      el("td", {class: "num"}, s.invalid_action_rate ? num(s.invalid_action_rate.mean, 3) : UNDEFINED),
+      el("td", {class: "num"}, r.neural ? UNDEFINED : callsPerEpisode(s, "llm_calls", 1)),
+      el("td", {class: "num"}, r.neural ? UNDEFINED : callsPerEpisode(s, "tokens", 0)),
+      el("td", {class: "num"}, allCached(s.cost) ? CACHED : num(costPerEpisode(s.cost, "model_seconds"), 2)),
       el("td", {class: "num"}, s.cost && s.cost.priced === "part" ? "partly priced"
         : num(costPerEpisode(s.cost, "usd"), 6)));
   });
   body.append(el("table", {}, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))), el("tbody", {}, rows)));
   body.append(el("p", {class: "muted"}, "Success rates with Wilson intervals; returns with 95% confidence " +
-    "intervals; neural runs report their final greedy evaluation. Model seconds and USD per episode count " +
-    "every model call of the run (learner roles, checks and held-out evaluation too) per training episode."));
+    "intervals; neural runs report their final greedy evaluation. LLM calls, tokens, model seconds and USD per " +
+    "episode count every model call of the run (learner roles, checks and held-out evaluation too) per training " +
+    "episode."));
   for (const t of DATA.tables) {
     if (t.crossplay) body.append(crossplayMap(t.crossplay, t.path));
     body.append(el("details", {}, el("summary", {}, `table.md of ${t.path}`), el("pre", {}, t.markdown)));
@@ -90,7 +101,7 @@ function creditCheckTable(x, name) {
   const head = ["critic", "model", "unit", "Spearman", "top-agent agreement", "chance", "graded", "oracle ties",
     "malformed", "calls", "seconds"];
   const rows = (x.critics || []).map(r => el("tr", {},
-    el("td", {}, r.critic), el("td", {}, r.model || "–"), el("td", {}, r.unit),
+    el("td", {}, r.critic), el("td", {}, r.model || UNDEFINED), el("td", {}, r.unit),
     el("td", {class: "num"}, pm(r.spearman, 2)), el("td", {class: "num"}, pm(r.top_agent, 2)),
     el("td", {class: "num"}, num(r.top_agent_chance, 2)), el("td", {class: "num"}, r.graded),
     el("td", {class: "num"}, r.oracle_ties), el("td", {class: "num"}, `${r.malformed}/${r.asked}`),
@@ -106,15 +117,15 @@ function creditCheckTable(x, name) {
 
 // A cross-play matrix as a heat map: the player in the first slot by row, its partner by column.
 function crossplayMap(x, path) {
-  const key = x.success_rate ? "success_rate" : "return";
+  const key = "return";  // the measure the gap is computed on, as crossplay.png shows
   const names = (x.players || []).map(p => p.name);
   const means = names.flatMap(i => names.map(j => ((x[key][i] || {})[j] || {}).mean)).filter(v => v !== null && v !== undefined);
   const lo = Math.min(...means), hi = Math.max(...means);
   const shade = v => {
     if (v === null || v === undefined) return "";
-    // a success rate on its own scale (0 red, 1 green); returns between the matrix's extremes,
-    // and a matrix whose cells are all equal in one neutral shade (equal is not best)
-    const t = key === "success_rate" ? Math.max(0, Math.min(1, v)) : hi > lo ? (v - lo) / (hi - lo) : 0.5;
+    // returns between the matrix's extremes, and a matrix whose cells are all equal in one
+    // neutral shade (equal is not best)
+    const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
     return `background: hsl(${Math.round(10 + 110 * t)}, 60%, ${Math.round(88 - 28 * t)}%)`;
   };
   const slots = x.slots || ["slot 0", "slot 1"];
@@ -122,14 +133,16 @@ function crossplayMap(x, path) {
     names.map(n => el("th", {}, n)));
   const rows = names.map(i => el("tr", {}, el("th", {}, i), names.map(j => {
     const s = (x[key][i] || {})[j];
-    const cell = s && s.mean !== null && s.mean !== undefined ? num(s.mean, key === "return" ? 3 : 2) : "–";
+    const cell = s && s.mean !== null && s.mean !== undefined ? num(s.mean, 3) : UNDEFINED;
     return el("td", {class: "num", style: shade(s && s.mean), title: s ? pm(s) : ""}, cell);
   })));
   const g = x.gap || {};
   return el("div", {}, el("h3", {}, `Cross-play (${key.replace("_", " ")}) of ${path}`),
     el("table", {}, el("thead", {}, head), el("tbody", {}, rows)),
     el("p", {class: "muted"}, `Self-play on the diagonal; ${x.levels} held-out levels per cell. Cross-play ` +
-      `gap (self-play minus cross-play return, paired by level): ${pm(g)}`));
+      `gap (self-play minus cross-play return, paired by level` +
+      ((x.gap_leaves_out || []).length ? `; ${x.gap_leaves_out.join(", ")} left out, a fixed partner` : "") +
+      `): ${pm(g)}`));
 }
 
 // --------------------------------------------------------------------------------------- charts
@@ -417,7 +430,7 @@ function renderStep(s, agents) {
     const lp = d.logprob !== null && d.logprob !== undefined ? ` (log π ${num(d.logprob)})` : "";
     return el("tr", {class: "agent-row", "data-agent": a},
       el("td", {}, el("b", {}, a)), el("td", {}, text(s.observations[a])), el("td", {}, text(d.thought)),
-      el("td", {}, el("span", {class: d.valid === false ? "bad" : ""}, d.action === undefined ? "–" : d.action), lp,
+      el("td", {}, el("span", {class: d.valid === false ? "bad" : ""}, d.action === undefined ? UNDEFINED : d.action), lp,
         flags ? el("div", {class: "muted"}, flags) : null),
       el("td", {class: "num"}, num((s.rewards || {})[a], 3)));
   });
