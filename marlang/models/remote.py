@@ -389,8 +389,9 @@ def _one_line(exc: BaseException | None) -> str:
 
 def fault_kind(exc: BaseException, kwargs: dict[str, Any] | None = None) -> str | None:
     """What went wrong, when retrying may mend it (as it may a timeout): ``unreachable``,
-    ``the connection closed mid-reply``, ``HTTP <status>``, ``a malformed reply``; None for
-    errors that retrying cannot fix (a bad request, a refused key). A 500 to a request that
+    ``the connection closed mid-reply``, a reset, a stall, a missed deadline (`CallDeadlineError`
+    says how far the reply got), ``HTTP <status>``, ``a malformed reply``; None for errors that
+    retrying cannot fix (a bad request, a refused key, 501, a redirect loop). A 500 to a request that
     asked for a ``json_schema`` reply is how llama-cpp-python's server refuses that format:
     None, so the caller can ask again in a form the server takes (`StructuredReplies.fall_back`)."""
     if isinstance(exc, ModelServerError):
