@@ -713,6 +713,12 @@ class Judge:
         self.emit(event)
         if status != "ok":
             return
+        if self.outputs is not None:
+            # Runs whose results are compared draw the same test inputs: tests that pick them
+            # with `random` (HumanEval/53's 100 random pairs) see one seeded sequence.
+            import random
+
+            random.seed(0)
         self._run_setup()
         for index, source in enumerate(self.job["tests"]):
             if time.monotonic() >= self.wall_deadline:

@@ -304,6 +304,26 @@ def test_a_main_that_uses_the_helpers_result_keeps_the_bonus(sandbox):
         assert levelled["total"] == LEVELLED_MAX, how
 
 
+def test_hidden_tests_with_random_inputs_draw_the_same_ones_in_every_run(sandbox):
+    """The judged and the control run must give main the same results; tests that draw their
+    inputs with `random` (as HumanEval/53 does) draw the same ones in both."""
+    drawn = CodeProblem(
+        task_id="Toy/add_random", prompt=ADD.prompt, entry_point="add",
+        test_setup="import random\n",
+        tests=tuple("a, b = random.randint(0, 10 ** 6), random.randint(0, 10 ** 6)\n"
+                    "assert add(a, b) == a + b" for _ in range(3)),
+        canonical_solution=ADD.canonical_solution,
+    )
+    env = CodeTaskEnv([drawn], env_id="toy/add_random", structure="joint", reward="levelled",
+                      max_steps=1, sandbox=sandbox)
+    env.reset(seed=0)
+    main = "def add(a, b):\n    total = aux(a, b)\n    return int(total)\n"
+    _, _, _, _, infos = env.step({"agent_0": REAL_HELPER, "agent_1": main})
+    levelled = infos["agent_0"]["levelled_reward"]
+    assert levelled["tests"] == 1.0 and levelled["helper_works"]
+    assert levelled["total"] == LEVELLED_MAX
+
+
 def test_a_main_that_tells_the_wrapped_helper_apart_earns_no_cooperation(sandbox):
     """The control and the perturbed run wrap the helper alike: a main that sees the wrapper
     (it is not the object it saved when the program loaded) and answers otherwise there
