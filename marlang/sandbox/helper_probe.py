@@ -40,7 +40,9 @@ class HelperProbe:
     call to it gets, in `SandboxResult.probe["outputs"]`). helpers: helper name -> (first,
     last) line of the program that hold its agent's code; empty for the judged run, which
     wraps nothing. perturb: the wrapped helpers return a different value of the same type
-    (a `Substitute` where there is none) instead of their result.
+    (a `Substitute` where there is none) instead of their result. In every watched run the
+    judge seeds its `random` with 0 before the test setup, so tests that draw their inputs
+    draw the same ones in each.
     """
 
     entry_point: str
