@@ -303,11 +303,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_out(path: Path) -> None:
-    """Refuse an output directory that is a file, before anything is loaded or written."""
-    from marlang.config import ConfigError
+    """Refuse an output directory that is a file or a link to nothing, before anything is
+    loaded or written."""
+    from marlang.rundir.untrusted import check_output_folder
 
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {path} is a file, not a directory; give a directory to write the run into")
+    check_output_folder(path)
 
 
 def _how_to_go_on(config: Any) -> str:

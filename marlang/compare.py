@@ -30,6 +30,7 @@ from marlang.config import (
     parse_value,
     trains_weights,
 )
+from marlang.config.loading import load_yaml
 from marlang.cost import run_cost, score_and_cost
 from marlang.plots import plot_iteration_curves, plot_score_vs_cost
 from marlang.report import (
@@ -41,6 +42,7 @@ from marlang.report import (
     seed_groups,
 )
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
+from marlang.rundir.untrusted import check_output_folder
 
 logger = logging.getLogger(__name__)
 
@@ -275,18 +277,25 @@ COMPARISON_FILE = "comparison.yaml"
 """What makes a folder a comparison's: its base config, grid and runs."""
 
 
+RUN_MARKS = ("config.yaml", "manifest.json", "episodes.jsonl", "metrics.csv", "checkpoints.sqlite", ".lock")
+"""Files only a run directory holds (a comparison's folder holds its runs one level down)."""
+
+
 def check_comparison_folder(out: Path, base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> None:
     """Refuse to write a comparison into a folder that holds a run, or another comparison:
     one on another base config (its grids may differ: a new grid on the same base adds its
-    runs beside the earlier ones, and a rerun resumes them)."""
-    if (out / "config.yaml").is_file():
-        raise ConfigError(f"--out {out} holds a run (config.yaml), not a comparison; give the comparison a "
+    runs beside the earlier ones, and a rerun resumes them). A run is known by any of its own
+    files, so one that lost its config.yaml is not written over either."""
+    check_output_folder(out)
+    held = next((n for n in RUN_MARKS if (out / n).exists() or (out / n).is_symlink()), None)
+    if held is not None:
+        raise ConfigError(f"--out {out} holds a run ({held}), not a comparison; give the comparison a "
                           "folder of its own (--out)")
     saved_file = out / COMPARISON_FILE
     if not saved_file.is_file():
         return
     try:
-        saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
+        saved = load_yaml(saved_file.read_text(encoding="utf-8"))  # its aliases bounded
         saved_base, saved_grid = saved["base"], [next(iter(g.items())) for g in saved["grid"]]
         saved_config = build_config(copy.deepcopy(saved_base))
     except (OSError, ValueError, yaml.YAMLError, RecursionError, KeyError, TypeError, AttributeError,

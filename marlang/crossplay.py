@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from marlang.compare import expand_grid, folder_name
+from marlang.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.config import ConfigError, build_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json
@@ -183,16 +183,17 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
     players = parse_players(items, config.env.id, config.env.n_agents, config.protocol.name, config.model.spec)
     data, values = cells(base, players, episodes)
     folder = Path(out or f"runs/{config.run.name}-crossplay")
+    # Every refusal of the folder comes before crossplay.yaml is written into it.
+    check_comparison_folder(folder, data, [("setting", values)])
     if folder.is_dir() and (folder / CROSSPLAY_FILE).is_file():
         saved = yaml.safe_load((folder / CROSSPLAY_FILE).read_text(encoding="utf-8")) or {}
         if [p.get("name") for p in saved.get("players") or []] != [p.name for p in players]:
             raise ConfigError(f"--out {folder} holds a cross-play of other players; choose another --out, or "
                               "give the same --players to continue it")
-    if not (folder.exists() and not folder.is_dir()):
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / CROSSPLAY_FILE, yaml.safe_dump(
-            {"players": [{"name": p.name, "what": p.what, "source": p.source} for p in players],
-             "slots": config.agent_names(), "episodes": episodes}, sort_keys=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / CROSSPLAY_FILE, yaml.safe_dump(
+        {"players": [{"name": p.name, "what": p.what, "source": p.source} for p in players],
+         "slots": config.agent_names(), "episodes": episodes}, sort_keys=False))
     return data, [("setting", values)], folder
 
 

@@ -198,6 +198,16 @@ def check_config_unedited(run_path: Path, manifest: dict[str, Any] | None) -> No
                           "a new run with the edited config (marlang run CONFIG --out NEW_DIR)")
 
 
+def check_output_folder(path: Path) -> None:
+    """Refuse a folder to write into (``--out``) that cannot be one: a file, or a symbolic link
+    to nothing (a write would create what it points at, wherever that is)."""
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"--out {path} is a symbolic link to {os.readlink(path)}, which does not exist; give a "
+                          "directory (or remove the link)")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a directory; give a directory to write into")
+
+
 def refuse_links(run_path: Path, names: tuple[str, ...]) -> None:
     """A run directory's files are never symbolic links: a write through one would change the
     file it points at."""
