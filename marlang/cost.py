@@ -457,10 +457,13 @@ def _neural_cell(summary: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
     return f"{int(frames)}" + (f" ({float(seconds):.0f} s)" if defined(seconds) else "")
 
 
-def cost_columns(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]], str]:
+def cost_columns(summaries: Mapping[str, Mapping[str, Any]], counted: Sequence[str] = ()
+                 ) -> tuple[list[str], list[list[str]], str]:
     """The cost columns of a table (headers, one row of cells per summary, the footnote): model
     seconds per episode where any row called a model, GPU seconds where any ran on a GPU, the
-    price where any is priced, frames and training seconds where any row is a neural learner."""
+    price where any is priced, frames and training seconds where any row is a neural learner.
+    ``counted``: the table's other columns that count calls as :data:`EVERY_CALL` does (LLM
+    calls/ep, tokens/ep: :func:`calls_per_episode`), which the footnote names with them."""
     costs = [s.get("cost") if isinstance(s.get("cost"), Mapping) else {} for s in summaries.values()]
     columns: list[tuple[str, Any]] = []
     if any(c.get("llm_calls") for c in costs):
@@ -476,16 +479,19 @@ def cost_columns(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[list[str],
             for s, c in zip(summaries.values(), costs, strict=True)]
     headers = [h for h, _ in columns]
     note = ""
-    if any(h in headers for h in (MODEL_SECONDS_HEADER, GPU_HEADER, PRICE_HEADER)):
-        note = (" Cost: " + ", ".join(h for h in headers if h != NEURAL_HEADER) + f" count {EVERY_CALL}; "
-                "model s: wall seconds a model was busy answering (concurrent calls share their time; cache "
-                f"hits apart, and '{CACHED}' where every call was one; a tree learner's sampling is not timed); ")
-        if GPU_HEADER in headers:
-            note += "GPU s: those model seconds where the model ran on a GPU, and a neural learner's training "
-            note += f"seconds there ('{UNDEFINED}' where no GPU ran); "
-        if PRICE_HEADER in headers:
-            note += ("USD: tokens in and out at each model's model.price (per million tokens), "
-                     f"'{UNDEFINED}' where none is given; ")
+    if counted or any(h in headers for h in (MODEL_SECONDS_HEADER, GPU_HEADER, PRICE_HEADER)):
+        note = " Cost: " + ", ".join([*counted, *(h for h in headers if h != NEURAL_HEADER)]) + f" count {EVERY_CALL}"
+        note += "; the score-against-cost plot's tokens per episode too; "
+    if MODEL_SECONDS_HEADER in headers:
+        note += ("model s: wall seconds a model was busy answering (concurrent calls share their time; cache "
+                 f"hits apart, and '{CACHED}' where every call was one; a tree learner's sampling is not timed); ")
+    if GPU_HEADER in headers:
+        note += "GPU s: those model seconds where the model ran on a GPU, and a neural learner's training "
+        note += f"seconds there ('{UNDEFINED}' where no GPU ran); "
+    if PRICE_HEADER in headers:
+        note += ("USD: tokens in and out at each model's model.price (per million tokens), "
+                 f"'{UNDEFINED}' where none is given; ")
+    if note:
         note += "summary.json's cost has the totals by model and role, tokens in and out, and cached calls."
     if NEURAL_HEADER in headers:
         note += f" {NEURAL_HEADER}: a neural learner's training frames and seconds."

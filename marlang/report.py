@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marlang.cost import EVERY_CALL, MODEL_SECONDS_HEADER, PRICE_HEADER, calls_per_episode, cost_columns, pool_costs
+from marlang.cost import MODEL_SECONDS_HEADER, PRICE_HEADER, calls_per_episode, cost_columns, pool_costs
 from marlang.intervals import (
     BOOTSTRAP,
     MIN_N,
@@ -201,7 +201,8 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                 (e := _held_out(s, "evaluation")) and _eval_success(e) != UNDEFINED for s in summaries.values()):
             headers.append(EVAL_SUCCESS_HEADER)
             rows = [[*r, _eval_success_change(s)] for r, s in zip(rows, summaries.values(), strict=True)]
-    cost_headers, cost_cells, cost_note = cost_columns(summaries)
+    cost_headers, cost_cells, cost_note = cost_columns(
+        summaries, counted=[h for h in ("LLM calls/ep", "tokens/ep") if h in headers])
     headers, rows = [*headers, *cost_headers], [[*r, *c] for r, c in zip(rows, cost_cells, strict=True)]
     body = tabulate(rows, headers=headers, tablefmt="github")
     pooled = any("seeds" in s for s in summaries.values())
@@ -232,8 +233,6 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                  "return column adds the interquartile mean (IQM); episodes and levels: of all its "
                  "seeds. These intervals are over episodes, not seeds: each seed's own mean is in "
                  "summary.json (seeds).")
-    if "tokens/ep" in headers:
-        note += f" LLM calls/ep and tokens/ep count {EVERY_CALL} (as score_vs_cost.png's tokens per episode)."
     note += cost_note
     held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
     if evaluated and held:

@@ -223,8 +223,9 @@ def test_the_table_and_the_score_against_cost_plot_count_tokens_per_episode_alik
     headers = [c.strip() for c in table.splitlines()[0].split("|")]
     assert cells[headers.index("tokens/ep")].startswith("330")  # the same count, not the acting calls' 110
     assert cells[headers.index("LLM calls/ep")].startswith("1.5")
-    assert "LLM calls/ep and tokens/ep count every model call that made the row (acting, speaking, learner roles " \
-           "such as reflector" in table
+    assert "Cost: LLM calls/ep, tokens/ep, model s/ep count every model call that made the row (acting, speaking, " \
+           "learner roles such as reflector" in table
+    assert "the score-against-cost plot's tokens per episode too" in table
 
 
 def csv_rows(text):
