@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol
 from marlang.config import ConfigError, ExperimentConfig, redact_secrets
 from marlang.report import SUMMARY_INPUTS
 from marlang.rundir import RunDirectory
+from marlang.rundir.untrusted import read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ def finished_run(path: Path, config: ExperimentConfig) -> bool:
     A run cut short, or resumed and extended since, has files newer than its summary."""
     summary = path / "summary.json"
     try:
-        if (path / "config.yaml").read_text() != redact_secrets(config.to_yaml()):
+        saved = read_regular(path / "config.yaml")  # a FIFO there is refused in one line, never waited on
+        if saved is None or saved.decode(errors="replace") != redact_secrets(config.to_yaml()):
             return False
         written = summary.stat().st_mtime_ns
     except OSError:

@@ -134,7 +134,15 @@ class RunDirectory:
     config_file = _RunFile("config.yaml")
 
     def exists(self) -> bool:
-        return self.config_file.is_file()
+        """Whether the directory holds a run (its ``config.yaml``); one that is no regular file
+        (a FIFO, a directory) is a `DamagedRunFile`, not a run to start afresh over."""
+        try:
+            kind = irregular(os.stat(self.config_file).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if kind is not None:
+            raise damaged_file(self.config_file, f"{kind}, not a regular file")
+        return True
 
     LOCK_FILE = ".lock"
 

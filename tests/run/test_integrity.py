@@ -287,3 +287,17 @@ def test_a_fifo_or_directory_in_place_of_a_run_file_is_one_line_and_never_blocks
         assert f"{run / name} is damaged" in line and "not a regular file" in line
     else:
         assert code == 0, err
+
+
+def test_a_fifo_config_in_a_comparisons_run_stops_its_rerun_in_one_line(tmp_path, capsys, deadline):
+    out = tmp_path / "cmp"
+    grid = write(tmp_path / "grid.yaml", RUN + "grid: {env.max_steps: [1, 2]}\n")
+    command = ["compare", str(grid), "--out", str(out), "--no-reference", "--no-crossplay"]
+    assert main(command) == 0
+    capsys.readouterr()
+    config = next(out.glob("*/config.yaml"))
+    config.unlink()
+    os.mkfifo(config)
+    assert main(command) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"{config} is damaged" in line and "FIFO" in line
