@@ -99,9 +99,23 @@ def seeds_axis(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[
     return [*grid, ("run.seed", list(seeds))]
 
 
+FOLDER_NAME_BYTES = 200
+"""The longest run folder name, in bytes (file systems allow 255)."""
+
+
 def folder_name(text: str) -> str:
-    """A setting's run folder: its name with every character but letters, digits, - _ . as -."""
-    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
+    """A setting's run folder: its name with every character but letters, digits, - _ . as -;
+    never ``.`` or ``..`` (the folder itself, or the one above), and a name longer than
+    `FOLDER_NAME_BYTES` cut, ending in a hash of the whole, so settings stay apart."""
+    import hashlib
+
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
+    if set(name) <= {"."}:
+        name = name.replace(".", "-") or "-"
+    if len(name.encode()) > FOLDER_NAME_BYTES:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        name = name.encode()[: FOLDER_NAME_BYTES - 17].decode(errors="ignore") + "-" + digest
+    return name
 
 
 def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], reference: bool = True) -> list[Setting]:

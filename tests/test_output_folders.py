@@ -60,3 +60,22 @@ def test_a_refused_crossplay_folder_gets_no_crossplay_file(run, capsys, lost):
     with pytest.raises(ConfigError, match="holds a run"):
         plan_crossplay(_base(), ["scripted", "base"], 1, str(run))
     assert not (run / CROSSPLAY_FILE).exists()
+
+
+@pytest.mark.parametrize("name", [".", "..", "...", ""])
+def test_a_setting_named_like_the_folder_itself_or_its_parent_gets_a_folder_of_its_own(name):
+    from marlang.compare import folder_name
+
+    assert folder_name(name) not in ("", ".", "..") and "/" not in folder_name(name)
+
+
+def test_a_long_setting_name_is_cut_to_a_folder_name_the_file_system_takes(tmp_path):
+    from marlang.compare import folder_name
+
+    names = ["x" * 1000 + "a", "x" * 1000 + "b", "é" * 300]
+    folders = [folder_name(n) for n in names]
+    assert len(set(folders)) == 3  # still apart
+    for folder in folders:
+        assert len(folder.encode()) <= 200
+        (tmp_path / folder).mkdir()
+    assert folder_name("plain-name_1.5") == "plain-name_1.5"
