@@ -49,9 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_redact_record)
     from marlang.config import ConfigError
+    from marlang.registry import trusting_imports
 
     try:
-        code = _dispatch(args)
+        with trusting_imports(getattr(args, "trust_imports", False)):
+            code = _dispatch(args)
     except BrokenPipeError:
         # The reader went away (`marlang envs | head`): stop quietly, as Unix tools do. A run
         # stopped this way keeps its finished episodes and resumes with --resume.
@@ -230,7 +232,7 @@ def _print_table(rows: list[list[str]], headers: list[str]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from marlang.config import ConfigError, check_resume_compatible, load_config
+    from marlang.config import ConfigError, check_resume_compatible, load_config, load_saved_config
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -240,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
                               "that ran them, with --out, to continue it")
         if not saved.is_file():
             raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a marlang run directory?")
-        config = load_config(saved, args.overrides, args.unset)
+        config = load_saved_config(saved, args.overrides, args.unset)
         if config.run.seeds is not None:
             raise ConfigError(f"--resume {run_dir} continues one run, which has one seed (run.seed); "
                               "for run.seeds, rerun the command that ran them (marlang run CONFIG --out DIR)")
@@ -248,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
             # The config named with --resume must be the run's (up to what a resume may change).
             given = load_config(args.config, args.overrides, args.unset)
             try:
-                check_resume_compatible(load_config(saved), given)
+                check_resume_compatible(load_saved_config(saved), given)
             except ConfigError as err:
                 raise ConfigError(f"{args.config} is not the config of {run_dir}: {err}") from None
             config = given
@@ -512,7 +514,7 @@ def _with_crossplay(out: Path, table: str) -> str:
 
 
 def _report(path: Path) -> int:
-    from marlang.config import ConfigError, load_config
+    from marlang.config import ConfigError, load_saved_config
     from marlang.report import markdown_table
 
     if (path / "config.yaml").is_file():
@@ -522,7 +524,7 @@ def _report(path: Path) -> int:
         if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files
             from marlang.run import Experiment
 
-            config = load_config(path / "config.yaml")
+            config = load_saved_config(path / "config.yaml")
             if _kept(path, config.agents.kind == "neural") is None:
                 what = "trained batch" if config.agents.kind == "neural" else "episode"
                 raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; "

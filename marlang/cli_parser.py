@@ -110,6 +110,13 @@ def parser(version: str) -> argparse.ArgumentParser:
                     help="the oracle credit the critics are graded against (default difference)")
     cc.add_argument("--no-shapley", action="store_true", help="skip the Shapley values (2^n counterfactuals per step)")
 
+    for reads_directories in (r, c, x, rev, rep, cc):  # those that validate configs of directories
+        reads_directories.add_argument(
+            "--trust-imports", action="store_true",
+            help="let the configs of the run and comparison directories it reads import the plugins they name "
+                 "by import path (package.module:attr); without it they are refused, as a directory may be a "
+                 "stranger's")
+
     sub.add_parser("envs", help="list the registered environments")
     sub.add_parser("models", help="list the supported model specs")
     sub.add_parser("protocols", help="list the registered conversation protocols")

@@ -22,8 +22,10 @@ import yaml
 from marlang.config import (
     ConfigError,
     ExperimentConfig,
+    UntrustedImportError,
     apply_override,
     build_config,
+    build_saved_config,
     config_difference,
     learning_method,
     method_keys,
@@ -311,7 +313,9 @@ def check_comparison_folder(out: Path, base: dict[str, Any], grid: list[tuple[st
     try:
         saved = load_yaml(saved_file.read_text(encoding="utf-8"))  # its aliases bounded
         saved_base, saved_grid = saved["base"], [next(iter(g.items())) for g in saved["grid"]]
-        saved_config = build_config(copy.deepcopy(saved_base))
+        saved_config = build_saved_config(copy.deepcopy(saved_base), saved_file)
+    except UntrustedImportError:
+        raise
     except (OSError, ValueError, yaml.YAMLError, RecursionError, KeyError, TypeError, AttributeError,
             StopIteration) as err:
         raise ConfigError(f"--out {out}: its {COMPARISON_FILE} is damaged or unreadable ({type(err).__name__}); "

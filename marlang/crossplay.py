@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from marlang.compare import check_comparison_folder, expand_grid, folder_name
-from marlang.config import ConfigError, build_config
+from marlang.config import ConfigError, build_config, build_saved_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json
 
@@ -385,7 +385,7 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
             if not all((path / "learner_state.json").is_file() for _, path in runs):
                 continue  # a learner that commits nothing trained no player
             base = yaml.safe_load((runs[0][1] / "config.yaml").read_text(encoding="utf-8")) or {}
-            config = build_config(copy.deepcopy(base))
+            config = build_saved_config(copy.deepcopy(base), runs[0][1] / "config.yaml")
             if not trains_a_team(config):
                 continue  # nothing trained an LLM team: its seeds hold no players
             folder = out / "crossplay" / folder_name(setting)

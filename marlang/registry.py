@@ -42,6 +42,14 @@ A plugin's metadata (``agents_kind``, ``default_agents``) comes from attributes 
 object of the same names. A builtin or runtime registration keeps its name when a plugin
 declares the same one.
 
+**A config read from a directory imports no code.** A run directory's ``config.yaml`` (or a
+comparison's) may be a stranger's: while one is validated (:func:`untrusted_config`), an import
+path it names is refused before anything is imported (:class:`ImportRefused`), unless the user
+allows it for the command (:func:`trusting_imports`, ``--trust-imports``). Registered names and
+installed distributions' entry points stay valid: they are code the user installed. Whoever
+names a plugin, its loaded object must be of the kind the registry holds (``plugin_check``,
+e.g. an env factory, not ``subprocess:run``), checked before it is called or read.
+
 The upper layers' public functions are views of these registries, so what a user registers
 at runtime validates in configs too: ``marlang.learners.register_learner/list_learners/
 learner_entry`` (:data:`LEARNERS`), ``marlang.graphs.register_protocol/list_protocols/
@@ -64,9 +72,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,6 +114,100 @@ def load_entry_point(entry_point: str) -> Any:
     return found
 
 
+# ------------------------------------------------------------- import paths a config names
+
+TRUST_IMPORTS_FLAG = "--trust-imports"
+"""The option of every command that reads configs from directories that lets them import."""
+
+
+class ImportRefused(EntryPointError):
+    """An import path named by a config read from a directory, refused before it was imported."""
+
+    def __init__(self, entry_point: str, source: str) -> None:
+        self.entry_point, self.source = entry_point, source
+        super().__init__(f"{entry_point!r} is an import path in {source}, a config read from a directory, "
+                         f"which imports no code (add {TRUST_IMPORTS_FLAG} to the command to allow it)")
+
+
+@dataclass
+class _UntrustedConfig:
+    source: str
+    allowed: frozenset[str]
+    refused: list[str] = field(default_factory=list)
+
+
+# Context variables, not globals: the state is the validating call's own (threads and asyncio
+# tasks each start from the defaults: imports allowed, nothing read from a directory).
+_READING: ContextVar[_UntrustedConfig | None] = ContextVar("marlang_untrusted_config", default=None)
+_TRUSTED: ContextVar[bool] = ContextVar("marlang_trust_imports", default=False)
+
+
+@contextmanager
+def untrusted_config(source: str, allowed: Iterable[str] = ()) -> Iterator[list[str]]:
+    """While a config read from a directory (``source``: its file, for messages) is validated,
+    an import path is refused (:class:`ImportRefused`) unless :func:`trusting_imports` is on or
+    it is one of ``allowed`` (those a config the user gave names); yields the list the refused
+    import paths are appended to."""
+    reading = _UntrustedConfig(str(source), frozenset(allowed))
+    token = _READING.set(reading)
+    try:
+        yield reading.refused
+    finally:
+        _READING.reset(token)
+
+
+@contextmanager
+def trusting_imports(trust: bool = True) -> Iterator[None]:
+    """Let configs read from directories import the plugins they name (``--trust-imports``)."""
+    token = _TRUSTED.set(trust or _TRUSTED.get())
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
+def check_import_allowed(entry_point: str) -> None:
+    """Raise :class:`ImportRefused` if ``entry_point``, named by a config, may not be imported
+    now: while a config read from a directory is validated, without :func:`trusting_imports`."""
+    reading = _READING.get()
+    if reading is not None and not _TRUSTED.get() and entry_point not in reading.allowed:
+        reading.refused.append(entry_point)
+        raise ImportRefused(entry_point, reading.source)
+
+
+def describe_object(value: Any) -> str:
+    """``value`` in a message: its kind and where it is defined (``function subprocess.run``)."""
+    kind = "class" if isinstance(value, type) else type(value).__name__
+    where = getattr(value, "__module__", None) or type(value).__module__
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    return f"{kind} {where}.{name}"
+
+
+def plugin_function_problem(value: Any, entry_point: str, *, positional: int = 0,
+                            keywords: tuple[str, ...] = ()) -> str | None:
+    """Why ``value`` (loaded from ``entry_point``) is not a plugin's function, or None: it must
+    be a Python function defined in the module the entry point names, outside Python's standard
+    library, that takes ``positional`` arguments by position and ``keywords`` by name. So an
+    import path names code written as a plugin, never a library callable (``subprocess:run``)
+    that would be called with a config's values."""
+    module = entry_point.partition(":")[0]
+    if not inspect.isfunction(value):
+        return "not a Python function"
+    if value.__module__ != module:
+        return f"defined in {value.__module__}, not in {module} (name it where it is defined)"
+    if module.partition(".")[0] in sys.stdlib_module_names:
+        return "a function of Python's standard library"
+    parameters = inspect.signature(value).parameters.values()
+    by_position = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    by_name = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if len(by_position) < positional:
+        return f"a function of {len(by_position)} positional parameters, not {positional}"
+    missing = [k for k in keywords if k not in by_name]
+    if missing:
+        return f"a function without the parameter {missing[0]}"
+    return None
+
+
 @dataclass
 class Entry:
     """One registered name: its description, metadata, and target (loaded on first use)."""
@@ -120,11 +225,20 @@ class Entry:
     def loaded(self) -> bool:
         return self._value is not _UNLOADED
 
-    def load(self) -> Any:
-        """The target; an entry point is imported the first time."""
+    def load(self, check: Callable[[Any, str], str | None] | None = None) -> Any:
+        """The target; an entry point is imported the first time. ``check(value, entry_point)``
+        says why a plugin's object is not of the registry's kind (:class:`EntryPointError`),
+        before anything of it is read or called."""
         if self._value is _UNLOADED:
             assert self.entry_point is not None
-            self._value = load_entry_point(self.entry_point)
+            if self.plugin == "import path":
+                check_import_allowed(self.entry_point)
+            value = load_entry_point(self.entry_point)
+            problem = check(value, self.entry_point) if check is not None and self.plugin else None
+            if problem is not None:
+                raise EntryPointError(f"{self.entry_point!r} is {describe_object(value)}: {problem}; "
+                                      "refused before it was called")
+            self._value = value
             if self.plugin is not None:
                 found = {k: getattr(self._value, k) for k in PLUGIN_METADATA
                          if hasattr(self._value, k)}
@@ -147,16 +261,20 @@ class Registry:
     registered on its first lookup, and ``group`` names the ``importlib.metadata`` entry-point
     group whose entries are plugins (both described in the module docstring). A plugin's
     metadata is ``plugin_defaults`` updated by its object's attributes of the same names.
+    ``plugin_check`` is the entry point of ``check(value, entry_point) -> str | None``, the
+    reason a plugin's loaded object is not of this registry's kind (None: it is).
     """
 
     def __init__(
         self, kind: str, *, sources: tuple[str, ...] = (), group: str | None = None,
         plugins: bool = False, plugin_defaults: Mapping[str, Any] | None = None,
+        plugin_check: str | None = None,
     ) -> None:
         self.kind = kind
         self.group = group
         self.plugins = plugins or group is not None
         self.plugin_defaults = dict(plugin_defaults or {})
+        self.plugin_check = plugin_check
         self._entries: dict[str, Entry] = {}
         self._pending = list(sources)
         self._loading = False
@@ -204,11 +322,14 @@ class Registry:
         if found is None and self.plugins and is_entry_point(name):
             found = Entry(name, metadata=dict(self.plugin_defaults), entry_point=name,
                           plugin="import path")
-            found.load()
+            found.load(self._check)
             self._entries[name] = found
         if found is not None and found.plugin is not None:
-            found.load()  # a plugin's metadata comes from its object: import it on lookup
+            found.load(self._check)  # a plugin's metadata comes from its object: import it on lookup
         return found
+
+    def _check(self, value: Any, entry_point: str) -> str | None:
+        return None if self.plugin_check is None else load_entry_point(self.plugin_check)(value, entry_point)
 
     # writing --------------------------------------------------------------------------------
     def register(self, name: str, target: Any, description: str = "", **metadata: Any) -> None:
@@ -310,11 +431,13 @@ PLUGIN_GROUPS = {
 """The ``importlib.metadata`` entry-point groups whose entries are user plugins."""
 
 LEARNERS = Registry(
-    "learning method", group=PLUGIN_GROUPS["learners"], plugin_defaults={"agents_kind": "llm"}
+    "learning method", group=PLUGIN_GROUPS["learners"], plugin_defaults={"agents_kind": "llm"},
+    plugin_check="marlang.learners.base:learner_plugin_problem",
 )
 """``learning.method`` -> a ``Learner`` subclass or ``LearnerEntry``; metadata ``agents_kind``."""
 
-PROTOCOLS = Registry("protocol", group=PLUGIN_GROUPS["protocols"])
+PROTOCOLS = Registry("protocol", group=PLUGIN_GROUPS["protocols"],
+                     plugin_check="marlang.registry:protocol_plugin_problem")
 """``protocol.name`` -> ``builder(agents, protocol_config)`` of the conversation graph."""
 
 ENVS = Registry(
@@ -324,9 +447,16 @@ ENVS = Registry(
     ),
     group=PLUGIN_GROUPS["envs"],
     plugin_defaults={"default_agents": 2},
+    plugin_check="marlang.envs.registry:env_plugin_problem",
 )
 """``env.id`` -> an ``EnvSpec`` (a plugin: its ``factory(n_agents=..., **kwargs)``); metadata
 ``default_agents``."""
+
+def protocol_plugin_problem(value: Any, entry_point: str) -> str | None:
+    """Why a protocol plugin is not a builder ``builder(agents, protocol_config)``, or None."""
+    problem = plugin_function_problem(value, entry_point, positional=2)
+    return None if problem is None else f"{problem}, not a protocol builder(agents, protocol_config)"
+
 
 CONFIG_CHECKS = Registry("config check")
 """Checks of a whole ``ExperimentConfig`` owned by higher layers, run when it is validated."""

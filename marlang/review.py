@@ -13,7 +13,7 @@ from typing import Any
 def review_command(args: argparse.Namespace, print_result: Callable[[Any, Any], None]) -> int:
     """``marlang review RUN``: show the update waiting for review, then apply the decisions
     (from --accept / --reject / --edit or asked at the prompt) and continue the run."""
-    from marlang.config import ConfigError, load_config
+    from marlang.config import ConfigError, load_saved_config
     from marlang.run import Experiment
 
     run_dir = Path(args.run_dir)
@@ -23,7 +23,7 @@ def review_command(args: argparse.Namespace, print_result: Callable[[Any, Any], 
         raise ConfigError("review: --show only shows the update; drop --accept, --reject and --edit, or --show")
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: not a run directory (no config.yaml)")
-    config = load_config(run_dir / "config.yaml")
+    config = load_saved_config(run_dir / "config.yaml")
     exp = Experiment(config, run_dir, resume=True)
     pending = exp.pending_review()
     if pending is None:

@@ -8,19 +8,24 @@ and overrides in ``loading``, masking secrets in ``secrets``.
 Names that higher layers implement (``env.id``, ``protocol.name``, ``learning.method`` and a
 method's own ``learning.*`` keys) are checked against the registries of :mod:`marlang.registry`,
 the one layer below this package: config never imports envs, graphs, learners or trainers. A
-learning method given as an entry point is imported when a config names it.
+learning method given as an entry point is imported when a config names it, but not when the
+config was read from a directory (:func:`load_saved_config`: a run's ``config.yaml`` may be a
+stranger's) unless the command runs with ``--trust-imports``.
 """
 
 from marlang.config.experiment import ExperimentConfig
 from marlang.config.loading import (
     RESUME_MAY_CHANGE,
+    UntrustedImportError,
     apply_override,
     apply_overrides,
     build_config,
+    build_saved_config,
     check_resume_compatible,
     config_difference,
     describe_validation_error,
     load_config,
+    load_saved_config,
     parse_value,
     read_config_file,
     remove_key,
@@ -69,9 +74,11 @@ __all__ = [
     "SandboxConfig",
     "Slot",
     "SlotConfig",
+    "UntrustedImportError",
     "apply_override",
     "apply_overrides",
     "build_config",
+    "build_saved_config",
     "check_name",
     "check_resume_compatible",
     "config_difference",
@@ -79,6 +86,7 @@ __all__ = [
     "did_you_mean",
     "learning_method",
     "load_config",
+    "load_saved_config",
     "method_keys",
     "parse_protocol_label",
     "parse_value",

@@ -21,6 +21,7 @@ from marlang.config.sections import (
     parse_protocol_label,
 )
 from marlang.config.team import SlotConfig
+from marlang.registry import TRUST_IMPORTS_FLAG, untrusted_config
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -237,6 +238,65 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     and apply ``a.b=v`` overrides."""
     data = copy.deepcopy(read_config_file(path)) if path is not None else {}
     return build_config(apply_overrides(data, overrides, unset))
+
+
+# ---------------------------------------------------------------------------------------
+# Configs read from directories
+
+class UntrustedImportError(ConfigError):
+    """A config read from a directory names a plugin by import path, refused (one line)."""
+
+
+def load_saved_config(path: str | Path, overrides: list[str] | None = None,
+                      unset: list[str] | None = None, *, beside: ExperimentConfig | None = None) -> ExperimentConfig:
+    """:func:`load_config` of a config marlang finds in a directory (a run's ``config.yaml``),
+    not one the user names: its import paths are refused (see :func:`build_saved_config`)."""
+    data = apply_overrides(copy.deepcopy(read_config_file(path)), overrides, unset)
+    return build_saved_config(data, path, beside=beside)
+
+
+def build_saved_config(data: dict[str, Any], source: str | Path, *,
+                       beside: ExperimentConfig | None = None) -> ExperimentConfig:
+    """:func:`build_config` of a config read from a directory (``source``: its file), which may
+    be a stranger's: a plugin it names by import path is refused, in one line naming the key
+    and the path, before anything is imported, unless the command runs with --trust-imports
+    (:func:`marlang.registry.trusting_imports`) or the config the user gave (``beside``: the
+    one a resumed run is checked against) names the same path. Registered and installed
+    plugins' names load."""
+    allowed = _texts(beside.model_dump(mode="json")) if beside is not None else set()
+    with untrusted_config(str(source), allowed) as refused:
+        try:
+            return build_config(data)
+        except Exception:  # whatever a refusal became on its way up, the refusal is the cause
+            if not refused:
+                raise
+    path = refused[0]
+    raise UntrustedImportError(
+        f"{source}: {_key_holding(data, path) or 'a key'} is the import path {path!r}, and marlang imports "
+        "no code named by a config it reads from a directory (a run directory is data, never code): refused, "
+        f"nothing was imported; if you trust the code it names, add {TRUST_IMPORTS_FLAG} to the command")
+
+
+def _texts(data: Any) -> set[str]:
+    """Every string among the values of ``data``, nested ones too."""
+    if isinstance(data, dict):
+        return set().union(*(_texts(v) for v in data.values()))
+    if isinstance(data, list):
+        return set().union(*(_texts(v) for v in data))
+    return {data} if isinstance(data, str) else set()
+
+
+def _key_holding(data: Any, value: str, prefix: str = "") -> str | None:
+    """The dotted key of ``data`` whose value is ``value`` (``protocol.name``), or None."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, found in items:
+        path = f"{prefix}[{key}]" if isinstance(data, list) else f"{prefix}{'.' if prefix else ''}{key}"
+        if found == value:
+            return path
+        inner = _key_holding(found, value, path)
+        if inner is not None:
+            return inner
+    return None
 
 
 # ---------------------------------------------------------------------------------------

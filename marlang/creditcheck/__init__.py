@@ -89,13 +89,13 @@ def _check_options(o: CreditCheckOptions) -> None:
 def load_run(run_dir: Path, episodes: int | None = None) -> tuple[Any, list[Trajectory]]:
     """The run's config and recorded episodes; one line where it is no run, an env the oracle
     cannot restore, or holds no episode."""
-    from marlang.config import load_config
+    from marlang.config import load_saved_config
     from marlang.rundir import RunDirectory
 
     if not (run_dir / "config.yaml").is_file():
         hint = "; give one of its runs" if any(run_dir.glob("*/config.yaml")) else ""
         raise ConfigError(f"credit-check {run_dir}: not a run directory (no config.yaml){hint}")
-    config = load_config(run_dir / "config.yaml")
+    config = load_saved_config(run_dir / "config.yaml")
     env_id = config.env.id
     if not restorable(env_id):
         raise ConfigError(f"credit-check: env {env_id} cannot restore its state for counterfactuals (its episodes "

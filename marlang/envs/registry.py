@@ -24,7 +24,7 @@ from pettingzoo import ParallelEnv
 
 from marlang.envs.builtin import BUILTIN_ENVS, MARL_ENVS
 from marlang.envs.core.spec import EnvFactory, EnvSpec, check_spec
-from marlang.registry import ENVS, Registry
+from marlang.registry import ENVS, Registry, plugin_function_problem
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,17 @@ class EnvRegistry:
 
 DEFAULT_REGISTRY = EnvRegistry(ENVS)
 """The registry behind ``make``, ``register_env`` and ``list_envs`` (its ids: ``ENVS``)."""
+
+
+def env_plugin_problem(value: Any, entry_point: str) -> str | None:
+    """Why an env plugin is not an env (an ``EnvSpec``, a ``ParallelEnv`` subclass or a factory
+    function taking ``n_agents``), or None; checked before it is called with ``env.kwargs``."""
+    if isinstance(value, EnvSpec) or (isinstance(value, type) and issubclass(value, ParallelEnv)):
+        return None
+    problem = plugin_function_problem(value, entry_point, keywords=("n_agents",))
+    if problem is None:
+        return None
+    return f"{problem}, not an env factory(n_agents=..., **kwargs), an EnvSpec or a pettingzoo ParallelEnv subclass"
 
 
 def register_builtin_envs(registry: EnvRegistry | None = None) -> None:

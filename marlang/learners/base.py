@@ -245,6 +245,13 @@ def register_learner(
         LEARNERS.register(name, entry, description, agents_kind="llm")
 
 
+def learner_plugin_problem(value: Any, entry_point: str) -> str | None:
+    """Why a learner plugin is not a `Learner` subclass or `LearnerEntry`, or None."""
+    if isinstance(value, LearnerEntry) or (isinstance(value, type) and issubclass(value, Learner)):
+        return None
+    return "not a Learner subclass (see marlang.learners.Learner)"
+
+
 def list_learners() -> dict[str, str]:
     return LEARNERS.describe()
 

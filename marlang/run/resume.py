@@ -8,7 +8,7 @@ import enum
 import logging
 from typing import Any
 
-from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_config
+from marlang.config import ConfigError, ExperimentConfig, check_resume_compatible, load_saved_config
 from marlang.rundir import RunDirectory
 from marlang.rundir.untrusted import check_config_unedited
 from marlang.types import Candidate, PolicyState, RolloutPlan
@@ -76,7 +76,7 @@ def check_directory(rd: RunDirectory, config: ExperimentConfig, resume: bool) ->
             rd.read_json(name)
         rd.read_iterations(), rd.read_llm_calls()
         check_config_unedited(rd.path, rd.read_json("manifest.json"))
-        check_resume_compatible(load_config(rd.config_file), config)
+        check_resume_compatible(load_saved_config(rd.config_file, beside=config), config)
         if rd.episodes_file.exists():
             rd.repair_episodes()
             dicts = rd.load_episode_dicts()

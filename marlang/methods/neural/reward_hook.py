@@ -26,6 +26,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from marlang.registry import ImportRefused, check_import_allowed, describe_object, plugin_function_problem
+
 if TYPE_CHECKING:
     import torch
     from tensordict import TensorDictBase
@@ -44,6 +46,10 @@ def load_reward_hook(spec: str) -> RewardHook:
     if not sep or not module_name or not attr:
         raise ValueError(f"reward_hook {spec!r} must look like 'package.module:function'")
     try:
+        check_import_allowed(spec)  # not from a config read from a directory, unless trusted
+    except ImportRefused as err:
+        raise ValueError(f"reward_hook {err}") from None
+    try:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise ValueError(f"reward_hook {spec!r}: cannot import module {module_name!r} ({err})") from None
@@ -52,9 +58,10 @@ def load_reward_hook(spec: str) -> RewardHook:
         target = getattr(target, part, None)
         if target is None:
             raise ValueError(f"reward_hook {spec!r}: module {module_name!r} has no attribute {attr!r}")
-    if not callable(target):
-        # ValueError, not TypeError: config validation reports ValueErrors as one-line errors.
-        raise ValueError(f"reward_hook {spec!r} is not callable")  # noqa: TRY004
+    # A function written as a hook, never a library callable handed the batch.
+    problem = plugin_function_problem(target, spec, positional=1)
+    if problem is not None:
+        raise ValueError(f"reward_hook {spec!r} is {describe_object(target)}: {problem}, not a reward hook")
     return target
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from marlang.config import ConfigError, ExperimentConfig, load_config
+from marlang.config import ConfigError, ExperimentConfig, load_saved_config
 from marlang.methods.neural.learner import (
     BENCHMARL_DIR,
     RestoredExperiment,
@@ -81,7 +81,7 @@ class NeuralPolicy:
         """The policy ``spec`` names (see `resolve_checkpoint`), checked against ``config``'s
         env: the same env id and number of agents as the run that trained it."""
         run_dir, checkpoint = resolve_checkpoint(spec, key)
-        trained = load_config(run_dir / "config.yaml")
+        trained = load_saved_config(run_dir / "config.yaml")
         if trained.agents.kind != "neural":
             raise ConfigError(f"{key}: {run_dir} is not a neural run (its agents.kind is {trained.agents.kind!r})")
         ours, theirs = (config.env.id, config.env.n_agents), (trained.env.id, trained.env.n_agents)
