@@ -242,15 +242,16 @@ def _run(args: argparse.Namespace) -> int:
                               "that ran them, with --out, to continue it")
         if not saved.is_file():
             raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a marlang run directory?")
-        config = load_saved_config(saved, args.overrides, args.unset)
+        # The directory's config may import what the config named with it names, nothing else.
+        given = load_config(args.config, args.overrides, args.unset) if args.config else None
+        config = load_saved_config(saved, args.overrides, args.unset, beside=given)
         if config.run.seeds is not None:
             raise ConfigError(f"--resume {run_dir} continues one run, which has one seed (run.seed); "
                               "for run.seeds, rerun the command that ran them (marlang run CONFIG --out DIR)")
-        if args.config:
+        if given is not None:
             # The config named with --resume must be the run's (up to what a resume may change).
-            given = load_config(args.config, args.overrides, args.unset)
             try:
-                check_resume_compatible(load_saved_config(saved), given)
+                check_resume_compatible(load_saved_config(saved, beside=given), given)
             except ConfigError as err:
                 raise ConfigError(f"{args.config} is not the config of {run_dir}: {err}") from None
             config = given

@@ -192,6 +192,9 @@ def test_your_own_import_path_plugin_runs_and_resumes_with_the_allowance(tmp_pat
     assert main(["run", "--resume", str(run), "--set", "run.episodes=2", "--trust-imports"]) == 0
     assert len((run / "episodes.jsonl").read_text().splitlines()) == 2
     assert sys.modules[plugin].built
+    forget(plugin)  # resumed with your config named too, the run may import what it names
+    assert main(["run", str(config), "--resume", str(run), "--set", "run.episodes=3"]) == 0
+    assert len((run / "episodes.jsonl").read_text().splitlines()) == 3
 
 
 @pytest.mark.parametrize("key", ["env.id", "protocol.name", "learning.method"])
