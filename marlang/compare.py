@@ -34,7 +34,7 @@ from marlang.config import (
 )
 from marlang.config.loading import load_yaml
 from marlang.cost import run_cost, score_and_cost
-from marlang.plots import plot_iteration_curves, plot_score_vs_cost
+from marlang.plots import iteration_figure, score_vs_cost_figure
 from marlang.report import (
     SEED_PART,
     markdown_table,
@@ -43,7 +43,7 @@ from marlang.report import (
     pool_summaries,
     seed_groups,
 )
-from marlang.rundir import RunDirectory, atomic_write_text, dumps_json
+from marlang.rundir import RunDirectory, atomic_write_text, dumps_json, save_figure
 from marlang.rundir.untrusted import check_output_folder
 
 logger = logging.getLogger(__name__)
@@ -433,10 +433,10 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
                and of_run[k]["return"].get("mean") is not None} or None
         # Seeds of one setting are drawn as one curve (their mean, with the interval over seeds).
         if llm:
-            plot_iteration_curves(pool_seeds(llm)[0], out / f"learning_curve{suffix}.png", reference=ref)
+            save_figure(iteration_figure(pool_seeds(llm)[0], reference=ref), out / f"learning_curve{suffix}.png")
         elif not neural and any(by_name.values()):
-            plot_iteration_curves(pool_seeds({k: v for k, v in by_name.items() if v})[0],
-                                  out / f"learning_curve{suffix}.png")
+            save_figure(iteration_figure(pool_seeds({k: v for k, v in by_name.items() if v})[0]),
+                        out / f"learning_curve{suffix}.png")
         if neural:
             # Neural learners against frames, with their closing greedy evaluation.
             final = {k: (of_run[k]["frames"], of_run[k]["return"]["mean"]) for k in neural
@@ -445,7 +445,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
             name = f"learning_curve{suffix}.png" if not llm else f"learning_curve_frames{suffix}.png"
             success = any(of_run[k].get("success_defined", True) for k in neural)
             pooled, pooled_final = pool_seeds(neural, final)
-            plot_iteration_curves(pooled, out / name, final=pooled_final, success=success)
+            save_figure(iteration_figure(pooled, final=pooled_final, success=success), out / name)
     return ComparisonResult(out, summaries, table, dict(failed or {}))
 
 
@@ -500,9 +500,10 @@ def _score_vs_cost(out: Path, summaries: dict[str, dict[str, dict[str, Any]]]) -
             caps = {rows[n].get("max_steps") for n in found["points"]}
             ref = {f"{n}: mean return": s["return"]["mean"] for n, s in rows.items() if _is_scripted(n)
                    and s.get("max_steps") in caps and (s.get("return") or {}).get("mean") is not None}
-            plot_score_vs_cost(found["points"], found["frontier"], out / found["figure"],
-                               score_label=found["score"], cost_label=found["cost"], reference=ref or None,
-                               title=f"{group}: score against cost (filled: Pareto front)")
+            save_figure(score_vs_cost_figure(found["points"], found["frontier"], score_label=found["score"],
+                                             cost_label=found["cost"], reference=ref or None,
+                                             title=f"{group}: score against cost (filled: Pareto front)"),
+                        out / found["figure"])
         fronts[group] = found
     return fronts
 

@@ -30,7 +30,7 @@ import yaml
 from marlang.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.config import ConfigError, build_config, build_saved_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
-from marlang.rundir import atomic_write_text, dumps_json
+from marlang.rundir import atomic_write_text, dumps_json, save_figure
 
 CROSSPLAY_FILE = "crossplay.yaml"
 """What makes a comparison folder a cross-play's: its players (written before its first cell)."""
@@ -318,13 +318,13 @@ def write_matrix(out: Path) -> dict[str, Any] | None:
         summary = {}
     summary["crossplay"] = found
     atomic_write_text(summary_file, dumps_json(summary, indent=2) + "\n")
-    from marlang.plots import plot_crossplay
+    from marlang.plots import crossplay_figure
 
     names = [p["name"] for p in found["players"]]
     # the return, the measure the gap is computed on (the success rate is in the table)
     grid = [[(found["return"][i][j] or {}).get("mean") for j in names] for i in names]
-    plot_crossplay(grid, names, out / "crossplay.png", title="cross-play: mean return (the gap's measure)",
-                   slots=found.get("slots"))
+    save_figure(crossplay_figure(grid, names, title="cross-play: mean return (the gap's measure)",
+                                 slots=found.get("slots")), out / "crossplay.png")
     return found
 
 

@@ -1,36 +1,15 @@
-"""Learning curves: a run's or a comparison's iterations (or frames) against return, success
-and held-out evaluation, one marker shape per setting."""
+"""Figures of runs and comparisons: learning curves (iterations or frames against return, success
+and held-out evaluation, one marker shape per setting), score against cost, cross-play heat maps.
+Each function returns a matplotlib figure; `marlang.rundir.files.save_figure` writes it."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 from typing import Any
-
-
-def save_figure(fig: Any, path: str | Path) -> None:
-    """Write ``fig`` to ``path`` atomically (`marlang.rundir.files.atomic_write`): a link planted
-    where the figure goes is replaced, never written through."""
-    from marlang.rundir.files import atomic_write
-
-    path = Path(path)
-    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png"))
-
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 """One marker shape per setting, so settings whose curves coincide stay distinguishable."""
-
-
-def plot_iteration_curves(curves: dict[str, list[dict[str, Any]]], path: str | Path,
-                          reference: dict[str, float] | None = None,
-                          final: dict[str, tuple[float, float]] | None = None, success: bool = True) -> None:
-    """Write :func:`iteration_figure` to ``path``."""
-    import matplotlib.pyplot as plt
-
-    fig = iteration_figure(curves, reference=reference, final=final, success=success)
-    save_figure(fig, path)
-    plt.close(fig)
 
 
 def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[str, float] | None = None,
@@ -117,9 +96,9 @@ def iteration_figure(curves: dict[str, list[dict[str, Any]]], reference: dict[st
     return fig
 
 
-def plot_score_vs_cost(points: dict[str, dict[str, Any]], frontier: list[str], path: str | Path, *,
-                       score_label: str, cost_label: str, reference: dict[str, float] | None = None,
-                       title: str = "") -> None:
+def score_vs_cost_figure(points: dict[str, dict[str, Any]], frontier: list[str], *,
+                         score_label: str, cost_label: str, reference: dict[str, float] | None = None,
+                         title: str = "") -> Any:
     """Score against cost, one point (marker shape) per setting with its intervals as error bars
     where it has them; the Pareto front (higher score, lower cost) joined by a line and its
     settings named; ``reference``: horizontal lines (a scripted team's return)."""
@@ -155,12 +134,11 @@ def plot_score_vs_cost(points: dict[str, dict[str, Any]], frontier: list[str], p
     ax.set_title(title or "Score against cost (filled: on the Pareto front)", fontsize=10)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    return fig
 
 
-def plot_crossplay(grid: list[list[float | None]], names: list[str], path: str | Path, title: str,
-                   slots: list[str] | None = None) -> None:
+def crossplay_figure(grid: list[list[float | None]], names: list[str], title: str,
+                     slots: list[str] | None = None) -> Any:
     """A cross-play matrix as a heat map: the player in the first slot by row, its partner by
     column, each cell's mean written in it (blank: not played)."""
     import matplotlib
@@ -187,5 +165,4 @@ def plot_crossplay(grid: list[list[float | None]], names: list[str], path: str |
     fig.colorbar(image, ax=ax)
     ax.set_title(title)
     fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    return fig

@@ -28,10 +28,10 @@ from marlang.intervals import (
     show,
     wilson_interval,
 )
-from marlang.plots import MARKERS, iteration_figure, plot_iteration_curves
+from marlang.plots import MARKERS, iteration_figure
 from marlang.token_counts import trusted_tokens
 
-__all__ = ["MARKERS", "iteration_figure", "plot_iteration_curves"]  # drawn in marlang.plots; kept here
+__all__ = ["MARKERS", "iteration_figure"]  # drawn in marlang.plots; kept here
 
 def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Aggregate per-episode metric rows into the summary of one setting: the success rate

@@ -262,8 +262,9 @@ def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_
     success = {c: [v == 0.0 for v in r] for c, r in returns.items()}
     _crossplay_folder(tmp_path / "xp", players, returns, success)
     drawn = {}
-    monkeypatch.setattr(marlang.plots, "plot_crossplay", lambda grid, names, path, title, slots=None:
-                        drawn.update(grid=grid, title=title))
+    draw = marlang.plots.crossplay_figure
+    monkeypatch.setattr(marlang.plots, "crossplay_figure", lambda grid, names, title, slots=None:
+                        drawn.update(grid=grid, title=title) or draw(grid, names, title, slots))
     found = write_matrix(tmp_path / "xp")
     assert found["gap"]["mean"] == pytest.approx(1.0)  # with scripted's cells it would be 1 - (0+0+5*4)/6
     assert found["gap_leaves_out"] == ["scripted"] and set(found["gap"]["players"]) == {"a", "b"}

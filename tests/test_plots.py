@@ -5,17 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from marlang.plots import plot_crossplay, plot_iteration_curves, plot_score_vs_cost
+from marlang.plots import crossplay_figure, iteration_figure, score_vs_cost_figure
+from marlang.rundir import save_figure
 
 ROWS = [{"iteration": i, "return_mean": m, "return_low": m - 0.1, "return_high": m + 0.1, "success_rate": m}
         for i, m in enumerate([0.2, 0.5])]
 
 FIGURES = {
-    "learning_curve.png": lambda path: plot_iteration_curves({"none": ROWS}, path),
-    "score_vs_cost.png": lambda path: plot_score_vs_cost(
-        {"a": {"cost": 1.0, "score": 0.5}, "b": {"cost": 2.0, "score": 0.7}}, ["a", "b"], path,
-        score_label="return", cost_label="tokens"),
-    "crossplay.png": lambda path: plot_crossplay([[0.5, None], [0.2, 0.9]], ["x", "y"], path, title="cross-play"),
+    "learning_curve.png": lambda path: save_figure(iteration_figure({"none": ROWS}), path),
+    "score_vs_cost.png": lambda path: save_figure(score_vs_cost_figure(
+        {"a": {"cost": 1.0, "score": 0.5}, "b": {"cost": 2.0, "score": 0.7}}, ["a", "b"],
+        score_label="return", cost_label="tokens"), path),
+    "crossplay.png": lambda path: save_figure(
+        crossplay_figure([[0.5, None], [0.2, 0.9]], ["x", "y"], title="cross-play"), path),
 }
 
 

@@ -5,12 +5,13 @@ from scipy import stats
 from marlang.intervals import mean_interval
 from marlang.intervals import wilson_interval as wilson_ci
 from marlang.report import (
+    iteration_figure,
     markdown_table,
     paired_change,
-    plot_iteration_curves,
     summarize_episodes,
     table_rows,
 )
+from marlang.rundir import save_figure
 
 
 def test_wilson_interval_bounds():
@@ -40,7 +41,7 @@ def test_summary_and_table(tmp_path):
     out = tmp_path / "curve.png"
     rows = [{"iteration": i, "return_mean": m, "return_low": m - 0.1, "return_high": m + 0.1, "success_rate": m}
             for i, m in enumerate([0.2, 0.5])]
-    plot_iteration_curves({"none": rows}, out, reference={"scripted": 0.9})
+    save_figure(iteration_figure({"none": rows}, reference={"scripted": 0.9}), out)
     assert out.stat().st_size > 1000
 
 

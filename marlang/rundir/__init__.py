@@ -30,6 +30,7 @@ from marlang.rundir.files import (
     csv_lines,
     dumps_json,
     json_safe,
+    save_figure,
 )
 from marlang.rundir.untrusted import (
     CONFIG_HASH,
@@ -265,10 +266,10 @@ class RunDirectory:
 
     def write_learning_curve(self, setting: str, iterations: list[dict[str, Any]], **options: Any) -> None:
         """``learning_curve.png``: the run's iterations as curves (``options``: those of
-        `marlang.plots.plot_iteration_curves`)."""
-        from marlang.plots import plot_iteration_curves
+        `marlang.plots.iteration_figure`)."""
+        from marlang.plots import iteration_figure
 
-        plot_iteration_curves({setting: iterations}, self.path / "learning_curve.png", **options)
+        save_figure(iteration_figure({setting: iterations}, **options), self.path / "learning_curve.png")
 
     def discard_iterations(self) -> None:
         """Remove ``iterations.csv`` and its TensorBoard scalars (a run starting over)."""
@@ -467,5 +468,5 @@ def _number(text: str | None) -> Any:
 __all__ = [
     "EPISODE_KEYS", "EVAL_EPISODE_BASE", "METRIC_FIELDS", "TEST_EPISODE_BASE", "CallRows", "RunDirectory",
     "RunDirectoryBusy", "RunResult", "append_csv", "append_lines", "appending", "atomic_write",
-    "atomic_write_text", "csv_lines", "dumps_json", "json_safe", "package_versions",
+    "atomic_write_text", "csv_lines", "dumps_json", "json_safe", "package_versions", "save_figure",
 ]

@@ -65,6 +65,18 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
             raise
 
 
+def save_figure(fig: Any, path: str | Path) -> None:
+    """Write a matplotlib figure to ``path`` atomically (its format from the suffix) and close
+    it: a link planted where the figure goes is replaced, never written through."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png"))
+    finally:
+        plt.close(fig)
+
+
 def append_lines(path: str | Path, lines: Iterable[str]) -> None:
     """Append whole lines (each ending in a newline) to ``path``, flushed and fsynced.
 
