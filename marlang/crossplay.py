@@ -19,7 +19,6 @@ minus the mean cross-play return, averaged over the levels with its bootstrap in
 from __future__ import annotations
 
 import copy
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from marlang.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.config import ConfigError, build_config, build_saved_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json, save_figure
+from marlang.rundir.untrusted import DamagedRunFile, read_csv_rows, read_json_object, read_regular
 
 CROSSPLAY_FILE = "crossplay.yaml"
 """What makes a comparison folder a cross-play's: its players (written before its first cell)."""
@@ -205,12 +205,13 @@ def _cell_rows(out: Path, names: list[str]) -> tuple[dict[tuple[str, str], list[
         for j in names:
             run = out / folder_name(cell_name(i, j))
             try:
-                summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-                with (run / "metrics.csv").open(newline="", encoding="utf-8") as f:
-                    found[(i, j)] = list(csv.DictReader(f))
+                summary = read_json_object(run / "summary.json")
+                if summary is None:
+                    continue  # not played yet
+                found[(i, j)] = read_csv_rows(run / "metrics.csv")
                 knows_success |= bool(summary.get("success_defined", True))
-            except (OSError, ValueError, AttributeError):
-                continue  # not played yet, or damaged: left out of the matrix until a rerun plays it
+            except (OSError, DamagedRunFile):
+                continue  # damaged (or a FIFO, never read): left out of the matrix until a rerun plays it
     return found, knows_success
 
 
@@ -384,7 +385,7 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
             runs = [(seed, out / folder_name(str(s.get("setting")))) for seed, s in seeds.items()]
             if not all((path / "learner_state.json").is_file() for _, path in runs):
                 continue  # a learner that commits nothing trained no player
-            base = yaml.safe_load((runs[0][1] / "config.yaml").read_text(encoding="utf-8")) or {}
+            base = yaml.safe_load(read_regular(runs[0][1] / "config.yaml") or b"") or {}
             config = build_saved_config(copy.deepcopy(base), runs[0][1] / "config.yaml")
             if not trains_a_team(config):
                 continue  # nothing trained an LLM team: its seeds hold no players

@@ -270,3 +270,21 @@ def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_
     assert found["gap_leaves_out"] == ["scripted"] and set(found["gap"]["players"]) == {"a", "b"}
     assert "scripted left out" in (tmp_path / "xp" / "table.md").read_text()
     assert drawn["grid"][0] == [1.0, 0.0, 5.0] and "mean return" in drawn["title"]
+
+
+@pytest.mark.parametrize("planted", ["summary.json", "metrics.csv"])
+def test_a_fifo_in_a_played_cell_is_left_out_of_the_matrix_never_waited_on(tmp_path, planted):
+    import os
+
+    from marlang.compare import folder_name
+    from marlang.crossplay import cell_name, matrix
+
+    players = [("a", "ppo adapters"), ("b", "ppo adapters")]
+    returns = {(i, j): [1.0, 0.0] for i in "ab" for j in "ab"}
+    _crossplay_folder(tmp_path / "xp", players, returns, {c: [True, False] for c in returns})
+    cell = tmp_path / "xp" / folder_name(cell_name("a", "b"))
+    (cell / planted).unlink()
+    os.mkfifo(cell / planted)  # a read of it would wait for a writer that never comes
+    found = matrix(tmp_path / "xp")
+    assert found is not None
+    assert found["return"]["a"]["b"] is None and found["return"]["a"]["a"]["mean"] == pytest.approx(0.5)

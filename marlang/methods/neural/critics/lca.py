@@ -28,6 +28,8 @@ from marlang.methods.neural.critics.difference import default_action, team_rewar
 from marlang.methods.neural.critics.rankers import Ranker, RankQuery, critic_usage, usage_rates
 from marlang.methods.neural.critics.records import RecordingCritic, StepRecords
 from marlang.rundir import appending, atomic_write_text
+from marlang.rundir.tensors import load_tensors
+from marlang.rundir.untrusted import read_regular
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
@@ -312,14 +314,14 @@ class LCACritic(RecordingCritic):
     def _restore(self) -> None:
         """Continue an interrupted run: its ranking data and scoring models."""
         rankings = self.dir / "rankings.jsonl"
-        if rankings.exists():
-            for line in rankings.read_text().splitlines():
+        if (text := read_regular(rankings)) is not None:
+            for line in text.decode("utf-8").splitlines():
                 row = json.loads(line)
                 if row.get("confidence") is not None and row.get("group") in self.data:
                     self.data[row["group"]].append((row["obs"], row["next_obs"], row["confidence"]))
         for name, model in self.models.items():
             path = self.dir / f"bt_{name}.pt"
             if path.exists():
-                saved = torch.load(path, weights_only=True)
+                saved = load_tensors(path)
                 model.load_state_dict(saved["state_dict"])
                 self.batches = max(self.batches, int(saved.get("batches", 0)))
