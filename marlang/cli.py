@@ -332,6 +332,9 @@ def _model_failure(exc: BaseException, config) -> str | None:
     from marlang.models import ModelNotAvailableError, ModelServerError
     from marlang.rundir.untrusted import storage_failure
 
+    if isinstance(exc, ModelServerError) and getattr(exc, "status_code", None) == 401:
+        # the model layer knows no config: name the variable this config reads the key from
+        return str(exc).replace("(OPENAI_API_KEY by default)", f"({config.model.api_key_env})")
     if isinstance(exc, (ModelServerError, ModelNotAvailableError)):
         return str(exc)
     if storage_failure(exc) is not None:  # a full or read-only disk

@@ -87,6 +87,18 @@ def test_a_refused_api_key_is_one_line_and_leaves_no_run_directory(tmp_path, cap
     assert not out.exists()  # a fixed command starts afresh
 
 
+def test_a_refused_api_key_names_the_variable_the_config_reads_it_from(tmp_path, capsys):
+    from marlang.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(fail_first=100, fail_status=401) as server:
+        config = write(tmp_path / "c.yaml", ONE_RUN.replace("kind: scripted", "kind: llm")
+                       + f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, "
+                         "max_retries: 0, api_key_env: MY_SERVER_KEY}\n")
+        assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 3
+    line = one_line(capsys.readouterr().err)
+    assert "MY_SERVER_KEY" in line and "OPENAI_API_KEY" not in line
+
+
 def test_a_server_that_breaks_mid_run_stops_it_in_one_line_and_the_run_resumes(tmp_path, capsys):
     # A cut reply in the first episode (two agents' acting calls, then a reflection each) is
     # retried and counted; once that episode is on disk (the reflections) the server answers 503
