@@ -447,7 +447,9 @@ def _compare(args: argparse.Namespace) -> int:
     for cells_base, cells, folder in swapped_seed_plans(out, summaries, crossplay_episodes):
         _notify(f"swapped-seed check: {len(cells[0][1])} cells x {cells_base['run']['episodes']} held-out episodes "
                 f"(each trained agent beside the partners trained on the other seeds), in {folder}")
-        code = code or _run_grid(cells_base, cells, folder, reference=False, executor=executor, again=again)
+        code = _run_grid(cells_base, cells, folder, reference=False, executor=executor, again=again)
+        if code:
+            break  # interrupted or failed: plan (and announce) no further check
     return code
 
 

@@ -223,6 +223,28 @@ def test_the_swapped_seed_check_is_said_before_the_runs_and_sized(trained, tmp_p
     assert len(said) == 1 and "swapped-seed" not in said[0][0]
 
 
+def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(trained, tmp_path, monkeypatch,
+                                                                             capsys):
+    import marlang.crossplay
+    from marlang import cli
+
+    ran = []
+
+    def run_grid(base, grid, out, reference, executor=None, again=""):
+        ran.append(out)
+        return 0 if len(ran) == 1 else 130  # the comparison, then its first check interrupted
+
+    plans = [({"run": {"episodes": 2}}, [("setting", ["a", "b"])], tmp_path / f"check-{k}") for k in range(2)]
+    monkeypatch.setattr(cli, "_run_grid", run_grid)
+    monkeypatch.setattr(marlang.crossplay, "swapped_seed_plans", lambda *a, **k: plans)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**_base(), "learning": PPO}))
+    out = trained[0].parent
+    assert cli.main(["compare", str(config), "--seeds", "0,1", "--out", str(out), "--no-reference"]) == 130
+    assert ran[1:] == [tmp_path / "check-0"]
+    assert "check-1" not in capsys.readouterr().err
+
+
 def test_the_swapped_seed_check_plays_the_learners_held_out_size_by_default(tmp_path):
     from marlang.crossplay import swapped_seed_outline
 
