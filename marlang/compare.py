@@ -44,7 +44,7 @@ from marlang.report import (
     seed_groups,
 )
 from marlang.rundir import RunDirectory, atomic_write_text, dumps_json, save_figure
-from marlang.rundir.untrusted import check_output_folder
+from marlang.rundir.untrusted import DamagedRunFile, check_output_folder, read_yaml_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -457,8 +457,8 @@ def planned_runs(out: Path) -> list[str] | None:
     """The run folders the comparison in ``out`` last planned (its ``comparison.yaml``'s
     ``runs``), None where it names none that can be read."""
     try:
-        runs = yaml.safe_load((out / COMPARISON_FILE).read_text(encoding="utf-8")).get("runs")
-    except (OSError, ValueError, yaml.YAMLError, RecursionError, AttributeError):
+        runs = (read_yaml_mapping(out / COMPARISON_FILE) or {}).get("runs")
+    except (OSError, DamagedRunFile):  # a FIFO there is refused, never waited on
         return None
     return [r for r in runs if isinstance(r, str)] if isinstance(runs, list) else None
 

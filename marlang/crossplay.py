@@ -30,7 +30,13 @@ from marlang.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.config import ConfigError, build_config, build_saved_config
 from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 from marlang.rundir import atomic_write_text, dumps_json, save_figure
-from marlang.rundir.untrusted import DamagedRunFile, read_csv_rows, read_json_object, read_regular
+from marlang.rundir.untrusted import (
+    DamagedRunFile,
+    damaged,
+    read_csv_rows,
+    read_json_object,
+    read_yaml_mapping,
+)
 
 CROSSPLAY_FILE = "crossplay.yaml"
 """What makes a comparison folder a cross-play's: its players (written before its first cell)."""
@@ -68,24 +74,38 @@ class Player:
         return entry
 
 
+def _section(saved: dict[str, Any], key: str, file: Path) -> dict[str, Any]:
+    """``saved[key]`` as a mapping (empty if absent); another kind of value there is damage."""
+    value = saved.get(key) or {}
+    if not isinstance(value, dict):
+        raise damaged(file, f"its {key} is a {type(value).__name__}, not a mapping")
+    return value
+
+
 def read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str | None = None,
                 model: str | None = None) -> Player:
     """The player a run directory holds; one line when it holds none (no committed update, or a
-    static run), or was trained on another env, team size, ``protocol`` or ``model`` (spec) than
-    the cross-play's (None: not checked)."""
+    static run), was trained on another env, team size, ``protocol`` or ``model`` (spec) than
+    the cross-play's (None: not checked), or its files cannot be read as what they should hold."""
+    try:
+        return _read_player(name, path, env_id, n_agents, protocol, model)
+    except (OSError, DamagedRunFile) as err:
+        raise ConfigError(f"--players {name}={path}: {str(err).splitlines()[0]}") from None
+
+
+def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str | None,
+                 model: str | None) -> Player:
     from marlang.config import ModelConfig, ProtocolConfig
 
     config_file = path / "config.yaml"
-    if not config_file.is_file():
+    saved = read_yaml_mapping(config_file)
+    if saved is None:
         raise ConfigError(f"--players {name}={path}: not a run directory (no config.yaml); give a run "
                           f"directory, or one of {', '.join(KEYWORDS)}")
-    try:
-        saved = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
-        env, agents = saved.get("env") or {}, saved.get("agents") or {}
-        learning = saved.get("learning") or {}
-    except (OSError, yaml.YAMLError, AttributeError) as err:
-        raise ConfigError(f"--players {name}={path}: its config.yaml is unreadable ({type(err).__name__})") from None
-    if env.get("id") != env_id or int(env.get("n_agents") or 0) != n_agents:
+    env, agents = _section(saved, "env", config_file), _section(saved, "agents", config_file)
+    learning = _section(saved, "learning", config_file)
+    saved_agents = env.get("n_agents")
+    if env.get("id") != env_id or not isinstance(saved_agents, int) or saved_agents != n_agents:
         raise ConfigError(f"--players {name}={path}: trained on {env.get('id')} with {env.get('n_agents')} "
                           f"agents; this cross-play plays {env_id} with {n_agents} (give players of that env)")
     method = str(learning.get("method", "reflexion"))
@@ -94,26 +114,23 @@ def read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str
     if method in ("none", "static"):
         raise ConfigError(f"--players {name}={path}: a static run (learning.method {method}) commits no update, "
                           "so it holds no trained player; give a trained run, or base for the untrained model")
-    played = {"protocol": (protocol, (saved.get("protocol") or {}).get("name", ProtocolConfig().name)),
-              "model": (model, (saved.get("model") or {}).get("spec", ModelConfig().spec))}
+    played = {"protocol": (protocol, _section(saved, "protocol", config_file).get("name", ProtocolConfig().name)),
+              "model": (model, _section(saved, "model", config_file).get("spec", ModelConfig().spec))}
     for key, (here, there) in played.items():
         if here is not None and str(there) != here:
             raise ConfigError(f"--players {name}={path}: trained with {key} {there}; this cross-play plays "
                               f"{key} {here} (give players trained with it, or --set {key}"
                               f"{'.name' if key == 'protocol' else '.spec'}={there})")
-    state_file = path / "learner_state.json"
-    try:
-        state = json.loads(state_file.read_text(encoding="utf-8")) if state_file.is_file() else None
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"--players {name}={path}: its learner_state.json is unreadable "
-                          f"({type(err).__name__})") from None
-    if not isinstance(state, dict):
+    state = read_json_object(path / "learner_state.json")
+    if state is None:
         raise ConfigError(f"--players {name}={path}: holds no trained player (no learner_state.json: the run "
                           "has not committed an update)")
     if state.get("adapters"):
         return Player(name, f"{method} adapters", str(path))
-    policies = {a: str(p) for a, p in (state.get("policies") or {}).items()}
-    memories = {a: [str(m) for m in ms] for a, ms in (state.get("memories") or {}).items() if ms}
+    state_file = path / "learner_state.json"
+    policies = {a: str(p) for a, p in _section(state, "policies", state_file).items()}
+    memories = {a: [str(m) for m in ms] for a, ms in _section(state, "memories", state_file).items()
+                if isinstance(ms, list) and ms}
     what = f"{method} memory" if memories else f"{method} policy"
     return Player(name, what, str(path), policies=policies, memories=memories or None)
 
@@ -185,16 +202,29 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
     folder = Path(out or f"runs/{config.run.name}-crossplay")
     # Every refusal of the folder comes before crossplay.yaml is written into it.
     check_comparison_folder(folder, data, [("setting", values)])
-    if folder.is_dir() and (folder / CROSSPLAY_FILE).is_file():
-        saved = yaml.safe_load((folder / CROSSPLAY_FILE).read_text(encoding="utf-8")) or {}
-        if [p.get("name") for p in saved.get("players") or []] != [p.name for p in players]:
-            raise ConfigError(f"--out {folder} holds a cross-play of other players; choose another --out, or "
-                              "give the same --players to continue it")
+    saved = _read_plan(folder) if folder.is_dir() else None
+    if saved is not None and [p["name"] for p in saved["players"]] != [p.name for p in players]:
+        raise ConfigError(f"--out {folder} holds a cross-play of other players; choose another --out, or "
+                          "give the same --players to continue it")
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / CROSSPLAY_FILE, yaml.safe_dump(
         {"players": [{"name": p.name, "what": p.what, "source": p.source} for p in players],
          "slots": config.agent_names(), "episodes": episodes}, sort_keys=False))
     return data, [("setting", values)], folder
+
+
+def _read_plan(folder: Path) -> dict[str, Any] | None:
+    """The folder's ``crossplay.yaml`` (None: no such file), its ``players`` a list of named
+    players; a file that holds anything else is one line naming it."""
+    plan_file = folder / CROSSPLAY_FILE
+    plan = read_yaml_mapping(plan_file)
+    if plan is None:
+        return None
+    players = plan.setdefault("players", []) or []
+    if not isinstance(players, list) or not all(isinstance(p, dict) and isinstance(p.get("name"), str)
+                                                for p in players):
+        raise damaged(plan_file, "its players are not a list of named players")
+    return plan
 
 
 def _cell_rows(out: Path, names: list[str]) -> tuple[dict[tuple[str, str], list[dict[str, str]]], bool]:
@@ -221,11 +251,10 @@ def _mean(values: list[float]) -> float | None:
 
 def matrix(out: Path) -> dict[str, Any] | None:
     """The cross-play matrices of the folder ``out`` (None before any cell finished)."""
-    plan_file = out / CROSSPLAY_FILE
-    if not plan_file.is_file():
+    plan = _read_plan(out)
+    if plan is None:
         return None
-    plan = yaml.safe_load(plan_file.read_text(encoding="utf-8")) or {}
-    players = [p["name"] for p in plan.get("players") or []]
+    players = [p["name"] for p in plan["players"]]
     rows, knows_success = _cell_rows(out, players)
     if not rows:
         return None
@@ -385,7 +414,7 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
             runs = [(seed, out / folder_name(str(s.get("setting")))) for seed, s in seeds.items()]
             if not all((path / "learner_state.json").is_file() for _, path in runs):
                 continue  # a learner that commits nothing trained no player
-            base = yaml.safe_load(read_regular(runs[0][1] / "config.yaml") or b"") or {}
+            base = read_yaml_mapping(runs[0][1] / "config.yaml") or {}
             config = build_saved_config(copy.deepcopy(base), runs[0][1] / "config.yaml")
             if not trains_a_team(config):
                 continue  # nothing trained an LLM team: its seeds hold no players

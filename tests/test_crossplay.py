@@ -162,6 +162,55 @@ def test_players_that_do_not_fit_are_refused_in_one_line(tmp_path):
     assert Player("base", "base").slot("agent_0") == {"kind": "llm"}
 
 
+@pytest.mark.parametrize(("config", "state"), [
+    ("env: x\n", None),                                                   # a section of the wrong kind
+    (f"env: {{id: {ENV['id']}, n_agents: two}}\nagents: {{kind: llm}}\n", None),  # a count that is text
+    (f"env: {{id: {ENV['id']}, n_agents: 2}}\nlearning: [reflexion]\n", None),
+    ("[a, list]\n", None),                                                # no mapping at all
+    ("a: &a [*a]\n", None),                                               # an alias inside its own anchor
+    (None, '{"policies": ["p"]}'),                                         # learner state of the wrong kind
+    (None, '{"memories": {"agent_0": 5}, "policies": {}}'),
+    (None, "[1, 2]"),
+])
+def test_a_players_files_of_the_wrong_kind_are_one_line_not_a_traceback(tmp_path, config, state):
+    path = _run_dir(tmp_path, "odd", state={"policies": {}})
+    if config is not None:
+        (path / "config.yaml").write_text(config)
+    if state is not None:
+        (path / "learner_state.json").write_text(state)
+    try:
+        player = parse_players([f"X={path}", "scripted"], ENV["id"], 2)
+    except ConfigError as err:
+        assert "\n" not in str(err) and f"X={path}" in str(err)
+    else:  # what is read is only what can be played
+        assert player[0].memories in (None, {}) or all(isinstance(m, list) for m in player[0].memories.values())
+
+
+def test_a_crossplay_plan_of_the_wrong_kind_or_a_fifo_is_one_line(tmp_path):
+    import os
+
+    from marlang.crossplay import CROSSPLAY_FILE, matrix
+
+    folder = tmp_path / "xp"
+    folder.mkdir()
+    (folder / CROSSPLAY_FILE).write_text("players: [a, b]\n")
+    with pytest.raises(ConfigError, match="its players are not a list of named players"):
+        matrix(folder)
+    (folder / CROSSPLAY_FILE).unlink()
+    os.mkfifo(folder / CROSSPLAY_FILE)  # a read of it would wait for a writer that never comes
+    with pytest.raises(ConfigError, match="FIFO"):
+        matrix(folder)
+
+
+def test_a_fifo_comparison_plan_is_never_waited_on(tmp_path):
+    import os
+
+    from marlang.compare import COMPARISON_FILE, planned_runs
+
+    os.mkfifo(tmp_path / COMPARISON_FILE)
+    assert planned_runs(tmp_path) is None
+
+
 def test_a_comparison_over_seeds_plans_the_swapped_seed_check(trained, tmp_path):
     from marlang.crossplay import swapped_seed_plans
 

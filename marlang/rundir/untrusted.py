@@ -123,6 +123,29 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     return value
 
 
+def read_yaml_mapping(path: Path) -> dict[str, Any] | None:
+    """The YAML mapping in ``path`` (None if there is no such file), read with its aliases
+    bounded (`marlang.config.loading.load_yaml`); anything else there is a `DamagedRunFile`."""
+    import yaml
+
+    from marlang.config.loading import load_yaml
+
+    data = read_regular(path)
+    if data is None:
+        return None
+    try:
+        value = load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise damaged(path, "not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        raise damaged(path, f"not YAML ({str(err).splitlines()[0][:200]})") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise damaged(path, f"a YAML {type(value).__name__}, not a mapping")
+    return value
+
+
 def read_manifest(path: Path) -> dict[str, Any] | None:
     """The run's ``manifest.json`` (None if absent), each field marlang reads checked for its
     kind (`MANIFEST_FIELDS`): one of another kind is a `DamagedRunFile` naming it."""
