@@ -280,14 +280,14 @@ def _run(args: argparse.Namespace) -> int:
         if kept is None and interrupted and (run_dir / "config.yaml").is_file():
             # As after a kill: the directory stays, and its next run starts it afresh.
             print(f"marlang: {message} before any episode finished; nothing was measured; start it again "
-                  f"with: marlang run --resume {run_dir}", file=sys.stderr)
+                  f"with: {_resume_command(run_dir)}", file=sys.stderr)
         elif kept is None:
             if not existed:
                 _remove_unfinished(run_dir)
             print(f"marlang: {message}", file=sys.stderr)
         else:
             print(f"marlang: {message.rstrip('.')}; {kept} are kept in {run_dir}; continue with: "
-                  f"marlang run --resume {run_dir}", file=sys.stderr)
+                  f"{_resume_command(run_dir)}", file=sys.stderr)
         return EXIT_INTERRUPTED if interrupted else EXIT_MODEL
 
     try:
@@ -453,6 +453,27 @@ def _compare(args: argparse.Namespace) -> int:
     return code
 
 
+def _resume_command(run_dir: Path) -> str:
+    """The command that continues the run in ``run_dir``: with ``--trust-imports`` where its
+    config names a plugin by import path (a resume reads the directory's config, which imports
+    nothing unasked) or this command was given it."""
+    import shlex
+
+    from marlang.config import ConfigError
+    from marlang.config.loading import UntrustedImportError, load_saved_config
+    from marlang.registry import TRUST_IMPORTS_FLAG, imports_trusted
+
+    trust = imports_trusted()
+    if not trust:
+        try:
+            load_saved_config(run_dir / "config.yaml")
+        except UntrustedImportError:
+            trust = True
+        except (ConfigError, OSError):
+            pass  # the resume itself will say what is wrong
+    return shlex.join(["marlang", "run", "--resume", str(run_dir), *([TRUST_IMPORTS_FLAG] if trust else [])])
+
+
 def _rerun_command(args: argparse.Namespace, out: Path) -> str:
     """The command that continues this one where it stopped: the same command, with its
     output folder named (a rerun resumes every run it finds there)."""
@@ -534,7 +555,7 @@ def _report(path: Path) -> int:
             if _kept(path, config.agents.kind == "neural") is None:
                 what = "trained batch" if config.agents.kind == "neural" else "episode"
                 raise ConfigError(f"{path}: no {what} has finished yet, so there is nothing to report; "
-                                  f"continue the run with: marlang run --resume {path}")
+                                  f"continue the run with: {_resume_command(path)}")
             summary = Experiment(config, path, resume=True).finalize()
         if "cost" not in summary:  # a neural run's, or one written before runs kept their cost
             from marlang.cost import run_cost

@@ -166,6 +166,11 @@ def trusting_imports(trust: bool = True) -> Iterator[None]:
         _TRUSTED.reset(token)
 
 
+def imports_trusted() -> bool:
+    """Whether this command lets configs read from directories import plugins (``--trust-imports``)."""
+    return _TRUSTED.get()
+
+
 def check_import_allowed(entry_point: str) -> None:
     """Raise :class:`ImportRefused` if ``entry_point``, named by a config, may not be imported
     now: while a config read from a directory is validated, without :func:`trusting_imports`."""

@@ -250,3 +250,15 @@ def test_a_resume_given_your_config_loads_the_import_paths_it_names(tmp_path, pl
         check_directory(RunDirectory(run), other, resume=True)
     Experiment(longer, run, resume=True).run()
     assert len((run / "episodes.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_command_that_continues_a_run_adds_the_allowance_its_config_needs(tmp_path, plugin):
+    from marlang.cli import _resume_command
+
+    mine, builtin = tmp_path / "mine", tmp_path / "builtin"
+    for run, env_id in ((mine, f"{plugin}:small_room"), (builtin, ENV["id"])):
+        run.mkdir()
+        (run / "config.yaml").write_text(yaml.safe_dump({"env": {**ENV, "id": env_id}, "run": RUN}))
+    assert _resume_command(mine) == f"marlang run --resume {mine} --trust-imports"
+    assert not imported(tmp_path)  # asking imported nothing
+    assert _resume_command(builtin) == f"marlang run --resume {builtin}"
