@@ -34,6 +34,8 @@ MAX_REPR = 300
 MAX_MESSAGE = 1000
 SETTLE_SECONDS = 1.0
 """How long a program may take to answer after its test timed out before its run is stopped."""
+MAX_VALUES = 10_000
+"""The most watched results a probe reports one by one (a run's hidden tests make far fewer)."""
 TESTS_MODULE = "sandboxed_tests"
 
 _BUILTIN_NAMES = frozenset(vars(builtins))
@@ -342,10 +344,14 @@ class Judge:
         # The entry point whose results are recorded, for the helper check (`helper_probe`).
         self.watched = job.get("watch") if type(job.get("watch")) is str else None
         self.outputs = None
+        self.values: list[str | None] = []
+        """Each watched result's own digest (None: it raised or timed out), up to `MAX_VALUES`:
+        what tells a perturbed run's different answers from its failures."""
         if self.watched is not None:
             import hashlib  # only here: the worker never imports it (it slows every fork)
 
             self.outputs = hashlib.sha256()
+            self._digest = hashlib.sha256
 
     def _reset_test(self) -> None:
         self.handles_issued: dict[int, str] = {}
@@ -603,6 +609,8 @@ class Judge:
         except (ValueError, RecursionError):  # nested too deep to write again: fails decoding
             line = '["unreadable"]'
         self.outputs.update(line.encode() + b"\n")
+        if len(self.values) < MAX_VALUES:
+            self.values.append(self._digest(line.encode()).hexdigest()[:16] if item[0] == "value" else None)
 
     def _helper_report(self) -> dict | None:
         """The program process's count of the helpers' calls (`helper_probe.HelperWatch`),
@@ -625,7 +633,7 @@ class Judge:
     def _probe(self) -> dict | None:
         if self.outputs is None:
             return None
-        probe: dict = {"outputs": self.outputs.hexdigest()}
+        probe: dict = {"outputs": self.outputs.hexdigest(), "values": self.values}
         if type(self.job.get("helpers")) is dict:
             probe["helpers"] = self._helper_report()
         return probe

@@ -57,7 +57,8 @@ class SandboxResult:
     isolation: str = ""
     probe: dict | None = None
     """What a run with a `HelperProbe` saw, when every test ran: ``outputs`` (a digest of the
-    entry point's results) and, where it wrapped the helpers, ``helpers`` (``calls`` and
+    entry point's results), ``values`` (each result's own digest, None where it raised or
+    timed out) and, where it wrapped the helpers, ``helpers`` (``calls`` and
     ``raised`` while the entry point ran, ``intact``: still the functions their agents
     wrote; None when the program process gave no trustworthy count)."""
 

@@ -283,6 +283,22 @@ def test_a_helper_that_raises_and_is_caught_earns_no_cooperation(sandbox):
     assert levelled["tests"] == 1.0 and levelled["cooperation"] == 0.0
 
 
+def test_a_helper_used_only_to_check_mains_own_answer_earns_no_cooperation(sandbox):
+    """A perturbed helper makes such a main raise (or stall), never answer differently: its
+    answer is its own, the helper only a guard."""
+    helper = "def aux(a, b):\n    return a + b\n"
+    checks = {
+        "assert": "def add(a, b):\n    r = aux(a, b)\n    s = a + b\n    assert r == s\n    return s + r * 0\n",
+        "raise": ("def add(a, b):\n    s = a + b\n    if aux(a, b) != s:\n        raise ValueError(s)\n"
+                  "    return s\n"),
+        "stall": "def add(a, b):\n    s = a + b\n    while aux(a, b) != s:\n        pass\n    return s\n",
+    }
+    for how, main in checks.items():
+        levelled = levels(sandbox, helper, main)
+        assert levelled["tests"] == 1.0, how
+        assert not levelled["helper_works"] and levelled["cooperation"] == 0.0, how
+
+
 def test_a_main_that_uses_the_helpers_result_keeps_the_bonus(sandbox):
     """What the runs require, real use meets: main's answer follows the helper's result."""
     uses = {

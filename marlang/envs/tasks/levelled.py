@@ -264,8 +264,10 @@ def helper_does_work(judged: Any, control: Any, perturbed: Any) -> bool:
     True when, in the control run, a helper was called while the entry point ran and no such
     call raised, every helper is still the function its agent wrote (not rebound, its code
     and defaults unchanged), and the entry point's results are the judged run's (wrapping
-    changes nothing, and they do not vary by chance); and the perturbed run's results differ
-    from the control's (or it did not finish). Every run must have run every test."""
+    changes nothing, and they do not vary by chance); and the perturbed run returns a different
+    value from the control's on at least one test (a perturbed run that only raises, times out
+    or dies shows a main that checks its helper, not one that uses its answer). Every run must
+    have run every test."""
     if judged.status != "ok" or control.status != "ok" or not judged.probe or not control.probe:
         return False
     seen = control.probe.get("helpers") or {}
@@ -273,11 +275,15 @@ def helper_does_work(judged: Any, control: Any, perturbed: Any) -> bool:
         return False
     if control.probe.get("outputs") != judged.probe.get("outputs"):
         return False
-    if perturbed.status != "ok":
-        return perturbed.status in ("timeout", "killed", "error")
-    changed = perturbed.probe or {}
-    return ((changed.get("helpers") or {}).get("intact") is True
-            and changed.get("outputs") != control.probe.get("outputs"))
+    if perturbed.status != "ok" or not perturbed.probe:
+        return False
+    changed = perturbed.probe
+    if (changed.get("helpers") or {}).get("intact") is not True:
+        return False
+    before, after = control.probe.get("values"), changed.get("values")
+    if not isinstance(before, list) or not isinstance(after, list) or len(before) != len(after):
+        return False
+    return any(b is not None and a is not None and b != a for b, a in zip(before, after, strict=True))
 
 
 @dataclass(frozen=True)
