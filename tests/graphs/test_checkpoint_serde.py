@@ -115,16 +115,27 @@ def _stored_types(checkpoints: Path) -> set[tuple[str, str]]:
     return found
 
 
-def test_the_allowed_types_are_what_a_training_run_stores(tmp_path):
+@pytest.mark.parametrize("learning", [{"method": "langmarl", "review": True}, {"method": "reflexion"},
+                                      {"method": "langmarl", "iterations": 2, "accept": "improved"}])
+def test_the_allowed_types_are_what_a_training_run_stores(tmp_path, learning):
     from marlang.config import build_config
     from marlang.run import Experiment
     from tests.fakes import FakeRuleChatModel, langmarl_rule
 
     config = build_config({"env": {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2}, "model": {"cache": False},
-                           "protocol": {"name": "none"}, "learning": {"method": "langmarl", "review": True},
+                           "protocol": {"name": "none"}, "learning": learning,
                            "run": {"episodes": 4, "parallel": 2, "progress": False}})
-    assert Experiment(config, tmp_path / "run", chat_model=FakeRuleChatModel(rule=langmarl_rule)).run().paused
-    assert _stored_types(tmp_path / "run" / "checkpoints.sqlite") == set(CHECKPOINT_TYPES)
+    result = Experiment(config, tmp_path / "run", chat_model=FakeRuleChatModel(rule=langmarl_rule)).run()
+    stored = _stored_types(tmp_path / "run" / "checkpoints.sqlite")
+    if learning.get("review"):  # a paused review stores every allowed type: the list is no wider
+        assert result.paused and stored == set(CHECKPOINT_TYPES)
+    assert stored <= set(CHECKPOINT_TYPES)
+    # and what it stored loads back through the strict serializer, whole
+    with sqlite3.connect(tmp_path / "run" / "checkpoints.sqlite") as db:
+        rows = [*db.execute("SELECT type, checkpoint FROM checkpoints"), *db.execute("SELECT type, value FROM writes")]
+    serde = StrictCheckpointSerializer(tmp_path / "run" / "checkpoints.sqlite")
+    for row in rows:
+        serde.loads_typed(tuple(row))
 
 
 def test_what_the_training_graph_stores_loads_back():
