@@ -30,10 +30,18 @@ def test_top_agent_agreement_counts_a_tie_at_the_top_as_a_fair_pick():
 
 
 def test_a_perfect_critic_scores_one_with_an_interval_in_range():
+    from marlang.intervals import NO_SPREAD
+
     oracle = {(e, t): {"a": float(t), "b": float(-t), "c": 0.5} for e in range(3) for t in range(1, 4)}
     out = grade(oracle, oracle, AGENTS)
     assert out["spearman"]["mean"] == pytest.approx(1.0) and out["top_agent"]["mean"] == pytest.approx(1.0)
-    assert out["top_agent"]["high"] <= 1.0 and out["spearman"]["low"] >= -1.0
+    # every unit agrees alike: no interval of no width is claimed
+    assert out["top_agent"]["interval"] == NO_SPREAD and out["top_agent"]["high"] is None
+    # one unit where the critic errs: an interval, inside each quantity's range
+    critic = {**oracle, (0, 1): {"a": -1.0, "b": 1.0, "c": 0.5}}
+    out = grade(oracle, critic, AGENTS)
+    assert 0.0 <= out["top_agent"]["low"] <= out["top_agent"]["high"] <= 1.0
+    assert -1.0 <= out["spearman"]["low"] <= out["spearman"]["high"] <= 1.0
 
 
 def test_units_the_critic_did_not_credit_are_not_graded():
