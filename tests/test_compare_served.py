@@ -10,7 +10,7 @@ from marlang.cli import main
 from marlang.testing import FakeOpenAIServer
 
 
-def test_a_grid_of_two_settings_and_two_seeds_runs_through_on_a_keep_alive_server(tmp_path, capsys):
+def test_a_grid_of_every_llm_learner_and_two_seeds_runs_through_on_a_keep_alive_server(tmp_path, capsys):
     out = tmp_path / "cmp"
     with FakeOpenAIServer(reply="Action: go forward", keep_alive=True) as server:
         config = tmp_path / "c.yaml"
@@ -19,13 +19,13 @@ def test_a_grid_of_two_settings_and_two_seeds_runs_through_on_a_keep_alive_serve
             f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n"
             "learning: {rollouts: 1, iterations: 1}\n"
             "run: {name: grid, progress: false}\n")
-        code = main(["compare", str(config), "--grid", "learning.method=none,reflexion", "--seeds", "0,1",
+        code = main(["compare", str(config), "--grid", "learning.method=none,reflexion,langmarl", "--seeds", "0,1",
                      "--no-reference", "--no-crossplay", "--out", str(out)])
         err = capsys.readouterr().err
     assert code == 0, err
     assert "Event loop is closed" not in err
     runs = sorted(p.parent.name for p in out.glob("*/summary.json"))
-    assert len(runs) == 4, runs  # two settings, two seeds each
+    assert len(runs) == 6, runs  # three learners, two seeds each
     assert all(json.loads((out / r / "summary.json").read_text()) for r in runs)
     # the connections were kept alive and reused within a setting: fewer connections than calls
     assert server.connections < len(server.requests)
@@ -72,3 +72,24 @@ def test_an_iterations_tokens_read_back_from_llm_calls_drop_impossible_counts():
              {"iteration": "0", "role": "critic", "input_tokens": "3", "output_tokens": "4", "error": ""}]
     row = iteration_row(0, [], calls)
     assert row["critic_calls"] == 3 and row["critic_tokens"] == 7 + 3 + 4
+
+
+def test_an_llm_critic_on_a_keep_alive_server_credits_batch_after_batch_across_seeds(tmp_path, capsys):
+    # the LLM-MCA critic asks once per batch, each batch on an event loop of its own
+    out = tmp_path / "cmp"
+    reply = json.dumps({"t1": {"agent_0": 0.5, "agent_1": 0.5}})
+    with FakeOpenAIServer(reply=reply, keep_alive=True) as server:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "env: {id: matrix/climbing}\nagents: {kind: neural}\n"
+            f"model: {{spec: 'openai:fake', base_url: '{server.base_url}', cache: false, max_retries: 0}}\n"
+            "learning: {method: mappo, frames: 200, frames_per_batch: 100, n_envs: 2, epochs: 1, minibatch_size: 100,\n"
+            "           hidden: [8], evaluation_episodes: 1, critic: llm_mca, critic_steps: 10}\n"
+            "run: {name: critic-grid, progress: false}\n")
+        code = main(["compare", str(config), "--seeds", "0,1", "--no-reference", "--no-crossplay",
+                     "--out", str(out)])
+        err = capsys.readouterr().err
+    assert code == 0, err
+    assert "Event loop is closed" not in err
+    assert len(list(out.glob("*/summary.json"))) == 2
+    assert len(server.requests) >= 4  # two batches credited in each seed's run
