@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from marlang.intervals import UNDEFINED, defined, mean_interval, pooled_interval
+from marlang.intervals import TOTALS_ONLY, UNDEFINED, defined, mean_interval, pooled_interval
 from marlang.rundir import RunDirectory
 from marlang.token_counts import trusted_tokens
 
@@ -294,7 +294,7 @@ def per_episode(cost: Mapping[str, Any], key: str) -> dict[str, Any] | None:
              "usd": cost.get("price_usd"),
              "tokens": _number(cost.get("tokens_in")) + _number(cost.get("tokens_out"))}.get(key)
     return {"mean": total / cost["episodes"], "low": None, "high": None, "n": cost["episodes"],
-            "interval": "totals only"} if defined(total) else None
+            "interval": TOTALS_ONLY} if defined(total) else None
 
 
 def called_a_model(cost: Any) -> bool:

@@ -33,6 +33,8 @@ values, a column that does not apply to the row); JSON holds null."""
 NO_SPREAD = "no spread"
 """Every value equal: a bootstrap would give the interval [x, x], as if the mean were known
 exactly from a handful of episodes; no interval is given instead."""
+TOTALS_ONLY = "totals only"
+"""A mean kept from totals (a neural learner's episodes keep no per-episode cost): no interval."""
 
 
 def _finite(x: float) -> float | None:
@@ -150,13 +152,14 @@ def wilson_interval(successes: int, n: int) -> dict[str, Any]:
 
 
 def show(stat: dict[str, Any] | None, digits: int = 1) -> str:
-    """``mean [low, high]``, ``mean (n too small, n=N)`` (or ``no spread``), or :data:`UNDEFINED`."""
+    """``mean [low, high]``, ``mean (n too small, n=N)`` (or ``no spread``, ``totals only``), or
+    :data:`UNDEFINED`."""
     if not isinstance(stat, dict) or not defined(stat.get("mean")):
         return UNDEFINED
     mean = f"{stat['mean']:.{digits}f}"
     if defined(stat.get("low"), stat.get("high")):
         return f"{mean} [{stat['low']:.{digits}f}, {stat['high']:.{digits}f}]"
-    why = NO_SPREAD if stat.get("interval") == NO_SPREAD else TOO_FEW
+    why = stat["interval"] if stat.get("interval") in (NO_SPREAD, TOTALS_ONLY) else TOO_FEW
     return f"{mean} ({why}, n={stat.get('n')})" if stat.get("n") else mean
 
 

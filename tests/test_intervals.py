@@ -178,3 +178,14 @@ def test_a_task_envs_levels_are_its_problems_not_its_seeds():
     env.close()
     assert summarize_episodes(rows)["levels"] == 2
     assert summarize_episodes([_row(e, False, 1, 0.0) for e in range(6)])["levels"] == 6  # no problem: seeds
+
+
+def test_a_mean_without_an_interval_says_why_whatever_its_n():
+    from marlang.cost import per_episode
+    from marlang.intervals import show
+
+    # a neural learner's cost is kept as totals: thousands of episodes, yet no interval
+    totals = per_episode({"episodes": 5066, "llm_calls": 0, "tokens_in": 0, "tokens_out": 0}, "llm_calls")
+    assert show(totals) == "0.0 (totals only, n=5066)"
+    assert show(mean_interval([2.0] * 8)) == "2.0 (no spread, n=8)"
+    assert show(mean_interval([1.0, 2.0])) == "1.5 (n too small, n=2)"
