@@ -196,10 +196,11 @@ class ScriptedChatModel(BaseChatModel):
 
 FAULTS = ("cut", "empty", "closed")
 """What `FakeOpenAIServer` can send instead of a completion, besides an HTTP status."""
-BODY_FAULTS = ("not_utf8", "deep", "reset", "stall", "trickle", "redirect", "huge")
+BODY_FAULTS = ("not_utf8", "deep", "reset", "stall", "trickle", "trickle_headers", "redirect", "huge")
 """Faults of a 200 reply's body or its connection (`FakeOpenAIServer`): bytes that are not
 UTF-8, JSON nested 100,000 deep, a connection reset after the headers, a body that stalls
-half way, a body trickled a byte at a time, a redirect to itself, 20 MB of content."""
+half way, a body trickled a byte at a time, the status line and headers trickled a byte at a
+time, a redirect to itself, 20 MB of content."""
 
 
 class FakeOpenAIServer:
@@ -407,6 +408,16 @@ class FakeOpenAIServer:
                     self.end_headers()
                     return
                 try:
+                    if fault == "trickle_headers":  # every byte of the reply, headers first, slowly
+                        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: {'x' * 200}"
+                                f"\r\nContent-Length: {len(data)}\r\n\r\n").encode()
+                        for i in range(len(head)):
+                            if server._closing.wait(server.trickle_s):
+                                return
+                            self.wfile.write(head[i:i + 1])
+                            self.wfile.flush()
+                        self.wfile.write(data)
+                        return
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))

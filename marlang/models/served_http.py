@@ -130,8 +130,9 @@ class _AsyncDeadlineStream(httpx.AsyncByteStream):
 
 
 class DeadlineTransport(httpx.BaseTransport):
-    """The synchronous counterpart of `LoopPooledTransport`: one pool, and the deadline checked
-    as the reply arrives (a reply trickled in is cut within one read of its deadline)."""
+    """The synchronous counterpart of `LoopPooledTransport`: one pool; the request is sent on a
+    thread of its own, so the wait for the status and headers ends at the deadline however
+    slowly they come, and the body is cut within one read of it."""
 
     def __init__(self, deadline_s: float, limits: httpx.Limits | None = None) -> None:
         self.deadline_s = deadline_s
@@ -140,7 +141,31 @@ class DeadlineTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         deadline = time.monotonic() + self.deadline_s
-        response = self._client.send(request, stream=True)
+        sent: dict[str, Any] = {}
+        lock = threading.Lock()
+
+        def send() -> None:
+            try:
+                response = self._client.send(request, stream=True)
+            except Exception as err:  # noqa: BLE001 - handed to the caller, who raises it
+                sent["error"] = err
+                return
+            with lock:
+                if sent.get("late"):  # the caller gave up: free the connection
+                    response.close()
+                else:
+                    sent["response"] = response
+
+        worker = threading.Thread(target=send, name="marlang-served-call", daemon=True)
+        worker.start()
+        worker.join(self.deadline_s)
+        with lock:
+            if "response" not in sent and "error" not in sent:
+                sent["late"] = True
+                raise _late(request, self.deadline_s)
+        if "error" in sent:
+            raise sent["error"]
+        response = sent["response"]
         return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
                               stream=_DeadlineStream(response, deadline, self.deadline_s))
 

@@ -449,6 +449,21 @@ def test_a_trickled_reply_is_cut_at_the_calls_deadline_and_retried_like_a_timeou
     assert rec.rows[0].retries == 1
 
 
+@pytest.mark.parametrize("invoke", ["sync", "async"])
+def test_headers_trickled_past_the_deadline_are_cut_and_retried_like_a_timeout(invoke) -> None:
+    import time
+
+    with FakeOpenAIServer(faults=["trickle_headers"], keep_alive=True, trickle_s=0.05) as server:
+        model = load_chat_model("openai:fake", base_url=server.base_url, api_key="k", max_retries=2,
+                                retry_backoff_s=0.001, timeout=0.5)
+        started = time.monotonic()
+        reply = model.invoke(MESSAGES, config=ACTOR) if invoke == "sync" else \
+            asyncio.run(model.ainvoke(MESSAGES, config=ACTOR))
+        took = time.monotonic() - started
+    # ~300 bytes of status line and headers at a byte every 0.05 s would take 15 s
+    assert reply.content == "go forward" and took < 2.0 and len(server.requests) == 2
+
+
 def test_a_429_waits_as_long_as_its_retry_after_asks() -> None:
     import time
 
