@@ -19,7 +19,6 @@ minus the mean cross-play return, averaged over the levels with its bootstrap in
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,13 +120,13 @@ def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: st
             raise ConfigError(f"--players {name}={path}: trained with {key} {there}; this cross-play plays "
                               f"{key} {here} (give players trained with it, or --set {key}"
                               f"{'.name' if key == 'protocol' else '.spec'}={there})")
-    state = read_json_object(path / "learner_state.json")
+    state_file = path / "learner_state.json"
+    state = read_json_object(state_file)
     if state is None:
         raise ConfigError(f"--players {name}={path}: holds no trained player (no learner_state.json: the run "
                           "has not committed an update)")
     if state.get("adapters"):
         return Player(name, f"{method} adapters", str(path))
-    state_file = path / "learner_state.json"
     policies = {a: str(p) for a, p in _section(state, "policies", state_file).items()}
     memories = {a: [str(m) for m in ms] for a, ms in _section(state, "memories", state_file).items()
                 if isinstance(ms, list) and ms}
@@ -275,7 +274,7 @@ def matrix(out: Path) -> dict[str, Any] | None:
             by_level[(i, j)] = {r["seed"]: float(r["return"]) for r in found}
     # the env's scripted agent is a fixed partner, not one trained to coordinate: its cells would
     # pull the gap toward how well it plays, so the gap is over the other players
-    gap_players = [p["name"] for p in plan.get("players") or [] if p.get("what") != "scripted"]
+    gap_players = [p["name"] for p in plan["players"] if p.get("what") != "scripted"]
     return {"players": plan.get("players"), "slots": plan.get("slots"), "return": returns,
             "success_rate": success if knows_success else None, "gap": gap(gap_players, by_level),
             "gap_leaves_out": [p for p in players if p not in gap_players],
@@ -343,8 +342,8 @@ def write_matrix(out: Path) -> dict[str, Any] | None:
     atomic_write_text(table, matrix_table(found) + ("\n" + text + "\n" if text else ""))
     summary_file = out / "summary.json"
     try:
-        summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.is_file() else {}
-    except (OSError, ValueError):
+        summary = read_json_object(summary_file) or {}
+    except (OSError, DamagedRunFile):  # rebuilt: a damaged one is replaced
         summary = {}
     summary["crossplay"] = found
     atomic_write_text(summary_file, dumps_json(summary, indent=2) + "\n")
