@@ -45,7 +45,7 @@ import torch
 from bench_ppo import measure
 
 from marlang.envs.tasks.data import load_task
-from marlang.lora.team import LoraOptions, TeamAdapters
+from marlang.methods.lora.team import LoraOptions, TeamAdapters
 from marlang.methods.magrpo.grpo_loss import (
     completion_logprobs,
     pack_completions,

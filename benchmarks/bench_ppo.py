@@ -52,7 +52,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 
 import torch
 
-from marlang.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.methods.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions
 from marlang.models.local_weights import load_smollm2
 from marlang.models.scoring import score_decisions
 from marlang.models.scoring_batches import packed_batch

@@ -21,10 +21,11 @@ def test_every_public_name_is_its_home_modules_object(name):
     "marlang.experiment", "marlang.runtime", "marlang._compat", "marlang.trainers.adapter_learner",
     "marlang.envs_text", "marlang.envs_text.babyai", "marlang.envs_marl.lbf", "marlang.tasks.humaneval",
     "marlang.trainers.neural.tasks",
-    # methods moved to one folder each (marlang.methods), the LoRA core to marlang.lora
+    # methods moved to one folder each (marlang.methods), the LoRA core to marlang.methods.lora
     "marlang.trainers", "marlang.trainers.ppo", "marlang.trainers.magrpo", "marlang.trainers.template",
     "marlang.trainers.adapters", "marlang.trainers.neural", "marlang.credit", "marlang.credit.lca",
     "marlang.learners.langmarl", "marlang.learners.reflexion", "marlang.learners.langmarl_parsing",
+    "marlang.lora", "marlang.lora.team",
 ])
 def test_a_module_has_one_name(old):
     try:
@@ -38,13 +39,14 @@ def test_a_module_has_one_name(old):
 def test_each_method_has_one_folder_beside_the_lora_core_and_the_seam():
     root = Path(marlang.__file__).parent
     methods = sorted(p.name for p in (root / "methods").iterdir() if (p / "__init__.py").exists())
-    assert methods == ["langmarl", "magrpo", "neural", "ppo", "reflexion"]
+    assert methods == ["langmarl", "lora", "magrpo", "neural", "ppo", "reflexion"]
     assert (root / "methods" / "neural" / "critics" / "__init__.py").exists()
     assert sorted(p.stem for p in (root / "learners").glob("*.py")) == ["__init__", "base", "context"]
     assert {"team", "files", "options", "template", "distributed", "playback"} <= {
-        p.stem for p in (root / "lora").glob("*.py")}
+        p.stem for p in (root / "methods" / "lora").glob("*.py")}
     # (a checkout may keep an old folder's __pycache__; no module is left there)
     assert not list((root / "trainers").glob("**/*.py")) and not list((root / "credit").glob("**/*.py"))
+    assert not list((root / "lora").glob("**/*.py"))
 
 
 def test_neural_ppo_options_have_one_name():

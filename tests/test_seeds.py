@@ -46,7 +46,7 @@ def test_a_learner_seed_follows_the_run_seed_unless_set():
 
 
 def test_the_held_out_set_is_one_for_every_training_seed_unless_eval_seed_says_otherwise():
-    from marlang.lora.template import AdapterLearner
+    from marlang.methods.lora.template import AdapterLearner
 
     class Options:
         eval_episodes, eval_every = 4, 1

@@ -7,7 +7,7 @@ context (``LearnerContext.local``) and reaches the torch model, the tokenizer an
 compute thread only through them.
 
 The engine serves adapters through `marlang.models.local_engine.ServedAdapters`, a protocol of
-this layer: the LoRA team (``marlang.lora.team.TeamAdapters``) implements it, and the models
+this layer: the LoRA team (``marlang.methods.lora.team.TeamAdapters``) implements it, and the models
 layer never imports it.
 """
 

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
+from marlang.envs.core.base import MultiAgentEnv
+from marlang.envs.core.numeric import NumericTextEnv
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, LearnerContext, learner_entry
+from marlang.models.capabilities import engine_of, scores_choices
 from marlang.models.local_policy import LocalPolicy, local_policies
 from marlang.prompts import PromptLibrary
 from marlang.run.loop import LoopOptions
@@ -31,10 +34,10 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.graph.state import CompiledStateGraph
 
-    from marlang.envs.core.base import MultiAgentEnv
     from marlang.graphs.episode import DecideFn
     from marlang.methods.neural.slot_policy import NeuralPolicy
     from marlang.models import SQLiteResponseCache, UsageRecorder
+    from marlang.models.local_engine import LocalLM
     from marlang.types import StopFlag, Trajectory
 
 
@@ -103,16 +106,15 @@ def sandbox_options(config: ExperimentConfig) -> dict[str, Any]:
     return options
 
 
-def start_sandbox(env: Any) -> None:
+def start_sandbox(env: MultiAgentEnv) -> None:
     """An env that runs generated code starts its sandbox now, so that a machine that cannot
     confine the code is refused in one line before anything is created."""
-    if isinstance(getattr(type(env), "sandbox", None), property):
-        from marlang.sandbox import IsolationUnavailableError
+    from marlang.sandbox import IsolationUnavailableError
 
-        try:
-            env.sandbox  # noqa: B018 - the property starts the pool
-        except IsolationUnavailableError as err:
-            raise ConfigError(str(err)) from None
+    try:
+        env.sandbox  # noqa: B018 - the property starts the pool
+    except IsolationUnavailableError as err:
+        raise ConfigError(str(err)) from None
 
 
 def world(env: Any) -> str:
@@ -136,7 +138,7 @@ def action_selection(config: ExperimentConfig, model: Any, agent: str | None = N
     settings, spec = (slot.agents, slot.model.spec) if slot is not None else (config.agents, config.model.spec)
     where = f"team.{agent}." if agent in config.team else "agents."
     mode = settings.action_selection
-    scores = getattr(model, "supports_choices", False)
+    scores = scores_choices(model)
     if mode == "auto":
         mode = "score" if scores else "generate"
     elif mode == "score" and not scores:
@@ -158,7 +160,7 @@ def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
     are loaded once per spec: sections that differ in sampling settings share the engine."""
     loaded: dict[str, Any] = {}
     out: dict[str, Any] = {}
-    engines = {e.model_id: e for e in [getattr(model, "engine", None)] if e is not None}
+    engines = {e.model_id: e for e in [engine_of(model)] if e is not None}
     top = config.model.model_copy(update={"adapters": None})
     for name, slot in config.slots().items():
         if slot.kind != "llm":
@@ -173,27 +175,27 @@ def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
                 loaded[key] = build_chat_model(section, engines.get(section.spec))[0]
             except ConfigError as err:
                 raise ConfigError(str(err).replace("'model.", f"'team.{name}.model.", 1)) from None
-            engine = getattr(loaded[key], "engine", None)
+            engine = engine_of(loaded[key])
             if engine is not None:
                 engines.setdefault(engine.model_id, engine)
         out[name] = loaded[key]
     return out
 
 
-def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, Any]:
+def neural_slots(config: ExperimentConfig, env: MultiAgentEnv) -> dict[str, NeuralPolicy]:
     """The trained policy of every neural slot (one loaded per checkpoint), checked against
     the env: a neural policy reads the numeric observations the env must have."""
     wanted = {a: s.checkpoint for a, s in config.slots().items() if s.kind == "neural" and s.checkpoint}
     if not wanted:
         return {}
     first = next(iter(wanted))
-    if not hasattr(getattr(env, "unwrapped", env), "numeric_observation"):
+    if not isinstance(env.unwrapped, NumericTextEnv):
         raise ConfigError(f"team.{first}: a neural slot reads numeric observations, and env {config.env.id!r} "
                           "has none (the envs neural runs train on have them: lbf/*, rware/*, gridworld/*, "
                           "babyai-marl/*, ...)")
     from marlang.methods.neural.slot_policy import NeuralPolicy
 
-    loaded: dict[str, Any] = {}
+    loaded: dict[str, NeuralPolicy] = {}
     for agent, spec in wanted.items():
         if spec not in loaded:
             loaded[spec] = NeuralPolicy.load(spec, config, f"team.{agent}.checkpoint")
@@ -205,7 +207,7 @@ def build_agents(config: ExperimentConfig, model: Any, prompts: PromptLibrary, w
     """One `LLMAgent` per LLM slot (a scripted slot has none), with its slot's settings and
     chat model (``models``: agent -> model, from :func:`slot_models`; default ``model``)."""
     c = config
-    memory_size = getattr(c.learning.options, "memory_size", 3)
+    memory_size = c.learning.options.memory_capacity
     agents = {}
     for name, slot in c.slots().items():
         if slot.kind != "llm":
@@ -247,15 +249,15 @@ def play_back_adapters(config: ExperimentConfig, model: Any, agents: dict[str, A
     wanted = {name: config.slot(name).model.adapters for name in agents}
     if not any(wanted.values()):
         return {}
-    from marlang.lora.playback import attach_trained_adapters
+    from marlang.methods.lora.playback import attach_trained_adapters
 
     hashes: dict[str, str] = {}
-    engines: dict[int, tuple[Any, dict[str, tuple[str, str]]]] = {}
+    engines: dict[int, tuple[LocalLM, dict[str, tuple[str, str]]]] = {}
     for name, spec in wanted.items():
         if not spec:
             continue
         key = _adapters_key(config, name)
-        engine = getattr(agents[name].model, "engine", None)
+        engine = engine_of(agents[name].model)
         if engine is None:
             raise ConfigError(f"{key} needs a local model (local:... or hf:...), not {config.slot(name).model.spec!r}")
         engines.setdefault(id(engine), (engine, {}))[1][name] = (spec, key)
@@ -292,9 +294,9 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
     method = learning_method(c)
     entry = learner_entry(method)
     options = c.learning.options if method == c.learning.method else entry.options_model()
+    own_model = options.learning_model
     if learner_model is None and chat and not c.all_scripted:
-        learning_model = getattr(options, "model", None)
-        learner_model = build_chat_model(learning_model)[0] if learning_model is not None else model
+        learner_model = build_chat_model(own_model)[0] if own_model is not None else model
     world_text = world(env) if env is not None else ""
     context = LearnerContext(
         agents=c.agent_names(),
@@ -308,7 +310,7 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         record_episode=episodes if episodes is not None else EpisodeSink(),
         run_dir=run_path,
         instructions={a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()},
-        structured=getattr(getattr(options, "model", None), "structured", None) or c.model.structured,
+        structured=(own_model.structured if own_model is not None else None) or c.model.structured,
         before_calls=checkpoint if checkpoint is not None else CheckpointBarrier(),
         stop=stop,
         config=c,
@@ -371,12 +373,11 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
         out["team"] = team_players(c, model_id, adapters if adapters else None)
     if adapters:
         out["adapters"] = dict(adapters)
-    weights = getattr(model, "weights_id", None)
-    if weights:
-        out["weights_id"] = weights
-    if getattr(model, "engine", None) is not None:  # where a local model ran (cuda: the cost's GPU seconds)
-        out["device"] = str(model.engine.device)
-    sandbox = getattr(env, "sandbox", None)
+    engine = engine_of(model)
+    if engine is not None:
+        out["weights_id"] = engine.weights_id
+        out["device"] = str(engine.device)  # where the local model ran (cuda: the cost's GPU seconds)
+    sandbox = env.sandbox if env is not None else None
     if sandbox is not None:
         # Which isolation ran the generated code: it differs between machines.
         out["sandbox"] = sandbox.isolation.to_dict()

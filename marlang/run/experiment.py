@@ -24,6 +24,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from marlang.agents import CallContext
 from marlang.config import ExperimentConfig, redact_secrets
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, learner_entry
+from marlang.models.capabilities import engine_of
 from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.run import build
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from marlang.envs.core.base import MultiAgentEnv
     from marlang.graphs.checkpoints import CheckpointDatabase
     from marlang.models import SQLiteResponseCache
+    from marlang.models.local_engine import LocalLM
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +147,7 @@ class Experiment:
         ``model.spec``)."""
         self.notify = notify or logger.warning
         """Says what the run does when it is interrupted (the CLI prints it)."""
-        from marlang.lora.distributed import launched_rank, launched_world_size
+        from marlang.methods.lora.distributed import launched_rank, launched_world_size
 
         if launched_world_size() > 1 and launched_rank() > 0:
             # Data-parallel training (accelerate launch): process r keeps its own rollouts and
@@ -280,13 +282,13 @@ class Experiment:
     def _handle_ctrl_c(self, stop: StopFlag) -> Callable[[], None]:
         return handle_ctrl_c(stop, self.notify, lambda: self._cancel, lambda: self._in_flight)
 
-    def _engines(self) -> list[Any]:
+    def _engines(self) -> list[LocalLM]:
         """The local engines of the run's models (each honours the run's `StopFlag`)."""
         learner_model = self.learner.context.model if self.learner is not None else None
-        engines: list[Any] = []
+        engines: list[LocalLM] = []
         for model in (self.model, self._learner_model, learner_model, *self.slot_models.values()):
-            engine = getattr(model, "engine", None)
-            if hasattr(engine, "watching") and all(engine is not e for e in engines):
+            engine = engine_of(model)
+            if engine is not None and all(engine is not e for e in engines):
                 engines.append(engine)
         return engines
 

@@ -10,7 +10,7 @@ import torch
 from langchain_core.messages import HumanMessage
 from scipy.stats import chisquare
 
-from marlang.lora.team import TeamAdapters, ValueHeadOptions
+from marlang.methods.lora.team import TeamAdapters, ValueHeadOptions
 from marlang.models import SQLiteResponseCache
 from marlang.models.local_engine import GenerationRequest, SamplingParams, ScoreRequest
 from marlang.testing import tiny_chat_model, tiny_local_lm

@@ -36,6 +36,10 @@ class LangMARLOptions(LearnerOptions):
     steps_tokens: int = Field(600, ge=50, description="Budget of an agent's own steps in its gradient prompt.")
     policy_max_words: int = Field(120, ge=10)
 
+    @property
+    def learning_model(self) -> ModelConfig | None:
+        return self.model
+
 
 class LangMARLLearner(Learner):
     name: ClassVar[str] = "langmarl"

@@ -23,7 +23,7 @@ import logging
 import random
 from typing import Any, ClassVar
 
-from marlang.lora.template import SEED_OFFSET, AdapterLearner
+from marlang.methods.lora.template import SEED_OFFSET, AdapterLearner
 from marlang.methods.magrpo.grpo_loss import policy_loss, shared_prompt_logprobs
 from marlang.methods.magrpo.options import MAGRPOOptions, check_config
 from marlang.methods.magrpo.sampling import TreeRequest, open_server, sample_local, sample_remote

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marlang.intervals import mean_interval
 from marlang.methods.magrpo.grpo_loss import group_advantages
 from marlang.rundir import atomic_write_text
+from marlang.statistics.intervals import mean_interval
 from marlang.types import Decision, Step, Trajectory
 
 logger = logging.getLogger(__name__)

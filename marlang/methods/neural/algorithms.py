@@ -1,13 +1,14 @@
 """The neural learning methods (``learning.method: mappo | ippo | qmix | vdn``): their learner
-classes (options models in :mod:`marlang.methods.neural.options`) (``marlang.registry`` names
-them by entry point), and the config check that pairs them with ``agents.kind: neural``
-(``check_neural_pairing``, which ``marlang.registry.CONFIG_CHECKS`` names for
-``marlang.config``). Light on purpose: nothing here imports torch or BenchMARL.
+classes, built from one table (``NEURAL_ALGORITHMS``; ``marlang.registry`` names the classes
+by entry point), and the config check that pairs them with ``agents.kind: neural``
+(``check_neural_pairing``, which ``marlang.registry.CONFIG_CHECKS`` names for ``marlang.config``).
+Light on purpose: nothing here imports torch or BenchMARL.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
@@ -23,8 +24,9 @@ from marlang.registry import LEARNERS
 from marlang.types import RolloutPlan, Trajectory
 
 __all__ = [
-    "NEURAL_LEARNERS", "IPPOLearner", "MAPPOLearner", "NeuralLearner", "NeuralOptions", "NeuralPPOOptions",
-    "QMIXLearner", "QMIXOptions", "VDNLearner", "VDNOptions", "ValueDecompositionOptions",
+    "NEURAL_ALGORITHMS", "NEURAL_LEARNERS", "IPPOLearner", "MAPPOLearner", "NeuralAlgorithm", "NeuralLearner",
+    "NeuralOptions", "NeuralPPOOptions", "QMIXLearner", "QMIXOptions", "VDNLearner", "VDNOptions",
+    "ValueDecompositionOptions",
     "check_neural_pairing", "is_neural_method", "neural_methods", "numeric_env_ids",
 ]
 
@@ -99,38 +101,44 @@ class NeuralLearner(Learner):
         return self.training.summary(setting)
 
 
-class MAPPOLearner(NeuralLearner):
-    name: ClassVar[str] = "mappo"
-    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
-    algorithm: ClassVar[str] = "MappoConfig"
+@dataclass(frozen=True)
+class NeuralAlgorithm:
+    """One neural method: the name of its learner class (what ``marlang.registry`` names by entry
+    point), BenchMARL's algorithm config class (by name: nothing here imports BenchMARL), its
+    options model, and whether its loss reads per-agent rewards (where a credit critic's reach)."""
+
+    class_name: str
+    benchmarl_config: str
+    options: type[LearnerOptions]
+    per_agent_loss: bool
 
 
-class IPPOLearner(NeuralLearner):
-    name: ClassVar[str] = "ippo"
-    options_model: ClassVar[type[LearnerOptions]] = NeuralPPOOptions
-    algorithm: ClassVar[str] = "IppoConfig"
+NEURAL_ALGORITHMS: dict[str, NeuralAlgorithm] = {
+    "mappo": NeuralAlgorithm("MAPPOLearner", "MappoConfig", NeuralPPOOptions, per_agent_loss=True),
+    "ippo": NeuralAlgorithm("IPPOLearner", "IppoConfig", NeuralPPOOptions, per_agent_loss=True),
+    "qmix": NeuralAlgorithm("QMIXLearner", "QmixConfig", QMIXOptions, per_agent_loss=False),
+    "vdn": NeuralAlgorithm("VDNLearner", "VdnConfig", VDNOptions, per_agent_loss=False),
+}
+"""The neural methods by ``learning.method``; each one's learner class is built from its row."""
 
 
-class QMIXLearner(NeuralLearner):
-    name: ClassVar[str] = "qmix"
-    options_model: ClassVar[type[LearnerOptions]] = QMIXOptions
-    algorithm: ClassVar[str] = "QmixConfig"
-
-
-class VDNLearner(NeuralLearner):
-    name: ClassVar[str] = "vdn"
-    options_model: ClassVar[type[LearnerOptions]] = VDNOptions
-    algorithm: ClassVar[str] = "VdnConfig"
+def _learner_class(method: str, algorithm: NeuralAlgorithm) -> type[NeuralLearner]:
+    return type(algorithm.class_name, (NeuralLearner,), {
+        "__module__": __name__,
+        "__qualname__": algorithm.class_name,
+        "__doc__": f"``learning.method: {method}``: BenchMARL's {algorithm.benchmarl_config}.",
+        "name": method,
+        "options_model": algorithm.options,
+        "algorithm": algorithm.benchmarl_config,
+    })
 
 
 NEURAL_LEARNERS: dict[str, type[NeuralLearner]] = {
-    "mappo": MAPPOLearner,
-    "ippo": IPPOLearner,
-    "qmix": QMIXLearner,
-    "vdn": VDNLearner,
+    method: _learner_class(method, algorithm) for method, algorithm in NEURAL_ALGORITHMS.items()
 }
-"""The neural methods; ``marlang.registry`` declares them as ``learning.method`` by entry point
-(``"marlang.methods.neural.algorithms:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
+"""The neural learner classes; ``marlang.registry`` declares them as ``learning.method`` by entry
+point (``"marlang.methods.neural.algorithms:MAPPOLearner"``, metadata ``agents_kind="neural"``)."""
+MAPPOLearner, IPPOLearner, QMIXLearner, VDNLearner = (NEURAL_LEARNERS[m] for m in ("mappo", "ippo", "qmix", "vdn"))
 
 
 def is_neural_method(method: str) -> bool:
@@ -192,8 +200,8 @@ def check_neural_pairing(config: ExperimentConfig) -> None:
                 f"learning.{key} does not apply to learning.method {method!r}: its budget is "
                 "learning.frames (and learning.frames_per_batch per iteration)"
             )
-    # Credit reaches only losses that use per-agent rewards (MAPPO, IPPO).
-    check_credit_config(config, per_agent_loss=NEURAL_LEARNERS.get(method) in (MAPPOLearner, IPPOLearner))
+    algorithm = NEURAL_ALGORITHMS.get(method)
+    check_credit_config(config, per_agent_loss=algorithm is not None and algorithm.per_agent_loss)
 
 
 def _all_methods() -> list[str]:

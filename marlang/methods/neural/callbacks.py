@@ -12,11 +12,11 @@ import torch
 from benchmarl.experiment.callback import Callback
 from tensordict import TensorDictBase
 
-from marlang.intervals import mean_interval, wilson_interval
 from marlang.methods.neural.benchmarl_task import GROUP
 from marlang.methods.neural.critics.dataset import TimestepWriter
 from marlang.methods.neural.reward_hook import REWARD_KEY, RewardHook, apply_reward_hook, hook_name
 from marlang.rundir import RunDirectory
+from marlang.statistics.intervals import mean_interval, wilson_interval
 
 
 class StopWhenAsked(Callback):

@@ -35,10 +35,10 @@ from marlang.methods.neural.critics.critic import Critic, build_critic
 from marlang.methods.neural.critics.dataset import TimestepWriter
 from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions
 from marlang.methods.neural.reward_hook import RewardHook, hook_name, load_reward_hook
-from marlang.report import summarize_episodes
 from marlang.rundir import RunDirectory, package_versions
 from marlang.rundir.tensors import load_tensors
 from marlang.seeds import env_seed
+from marlang.tables.report import summarize_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,11 @@ BENCHMARL_DIR = "benchmarl"
 _ALGORITHMS: dict[str, type[AlgorithmConfig]] = {
     "MappoConfig": MappoConfig, "IppoConfig": IppoConfig, "QmixConfig": QmixConfig, "VdnConfig": VdnConfig,
 }
+_PPO_KEYS: dict[str, str] = {
+    "share_param_critic": "share_param_critic", "clip_epsilon": "clip_coef", "entropy_coef": "ent_coef",
+    "critic_coef": "vf_coef", "lmbda": "gae_lambda",
+}
+"""BenchMARL's name of each PPO algorithm setting -> the ``learning.*`` key (CleanRL's name) that sets it."""
 
 
 def resolve_device(device: str | None, key: str) -> str:
@@ -138,8 +143,8 @@ def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file:
     method = learner_entry(config.learning.method).learner_class
     algorithm = _ALGORITHMS[getattr(method, "algorithm", "")].get_from_yaml()
     if isinstance(o, NeuralPPOOptions):
-        for key in ("share_param_critic", "clip_epsilon", "entropy_coef", "critic_coef", "lmbda"):
-            setattr(algorithm, key, getattr(o, key))
+        for theirs, ours in _PPO_KEYS.items():
+            setattr(algorithm, theirs, getattr(o, ours))
     elif hasattr(algorithm, "mixing_embed_dim"):
         algorithm.mixing_embed_dim = o.mixing_embed_dim
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[o.activation]
@@ -152,7 +157,7 @@ def benchmarl_configs(config: ExperimentConfig, save_folder: Path, restore_file:
     e.share_policy_params = o.share_policy_params
     e.prefer_continuous_actions = False
     e.gamma, e.lr = o.gamma, o.lr
-    e.clip_grad_norm, e.clip_grad_val = o.clip_grad_norm is not None, o.clip_grad_norm
+    e.clip_grad_norm, e.clip_grad_val = o.max_grad_norm is not None, o.max_grad_norm
     e.max_n_iters, e.max_n_frames = None, o.batches * o.frames_per_batch
     e.on_policy_collected_frames_per_batch = e.off_policy_collected_frames_per_batch = o.frames_per_batch
     e.on_policy_n_envs_per_worker = e.off_policy_n_envs_per_worker = o.n_envs

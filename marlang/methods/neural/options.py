@@ -64,11 +64,6 @@ class NeuralOptions(CreditOptions):
         default_factory=lambda: ["csv"], description="BenchMARL loggers writing under benchmarl/."
     )
 
-    @property
-    def clip_grad_norm(self) -> float | None:
-        """BenchMARL's name for ``max_grad_norm`` (what its experiment config reads)."""
-        return self.max_grad_norm
-
     @field_validator("frames_per_batch")
     @classmethod
     def _whole_env_steps(cls, v: int, info: ValidationInfo) -> int:
@@ -109,7 +104,8 @@ class NeuralOptions(CreditOptions):
 
 class NeuralPPOOptions(NeuralOptions):
     """MAPPO and IPPO: clipped PPO with GAE (a centralized or an independent critic). The keys
-    have CleanRL's names; BenchMARL's (``clip_epsilon``, ``lmbda``, ...) read them as properties."""
+    have CleanRL's names; ``marlang.methods.neural.learner`` hands them to BenchMARL under its own
+    (``clip_epsilon``, ``lmbda``, ...)."""
 
     epochs: int = Field(10, ge=1, description="Passes over each batch (BenchMARL's n_minibatch_iters).")
     minibatch_size: int = Field(400, ge=1, description="Frames per gradient step (at most frames_per_batch).")
@@ -118,26 +114,6 @@ class NeuralPPOOptions(NeuralOptions):
     vf_coef: float = Field(1.0, ge=0, description="Critic (value) loss coefficient.")
     gae_lambda: float = Field(0.9, ge=0, le=1, description="GAE lambda.")
     share_param_critic: bool = Field(True, description="One critic network for all agents.")
-
-    @property
-    def clip_epsilon(self) -> float:
-        """BenchMARL's name for ``clip_coef``."""
-        return self.clip_coef
-
-    @property
-    def entropy_coef(self) -> float:
-        """BenchMARL's name for ``ent_coef``."""
-        return self.ent_coef
-
-    @property
-    def critic_coef(self) -> float:
-        """BenchMARL's name for ``vf_coef``."""
-        return self.vf_coef
-
-    @property
-    def lmbda(self) -> float:
-        """BenchMARL's name for ``gae_lambda``."""
-        return self.gae_lambda
 
     @field_validator("minibatch_size")
     @classmethod

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from marlang.lora import (
+from marlang.methods.lora import (
     CENTRAL,
     INITIAL_STATE,
     AdapterLearner,

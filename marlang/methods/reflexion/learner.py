@@ -21,6 +21,14 @@ class ReflexionOptions(LearnerOptions):
     memory_size: int = Field(3, ge=1, description="Reflections kept per agent (long-term memory bound).")
     model: ModelConfig | None = Field(None, description="Model that writes reflections; default: `model`.")
 
+    @property
+    def learning_model(self) -> ModelConfig | None:
+        return self.model
+
+    @property
+    def memory_capacity(self) -> int:
+        return self.memory_size
+
 
 class ReflexionLearner(Learner):
     name: ClassVar[str] = "reflexion"

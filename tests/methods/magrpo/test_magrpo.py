@@ -223,7 +223,7 @@ def test_shared_prompt_logprobs_equal_one_row_per_completion_with_their_gradient
 
 
 def test_two_agents_trained_together_get_the_gradients_each_gets_alone():
-    from marlang.lora.team import LoraOptions, TeamAdapters
+    from marlang.methods.lora.team import LoraOptions, TeamAdapters
 
     tok = tiny_tokenizer()
     lora = LoraOptions(r=4, alpha=8, targets=["q_proj", "v_proj"], dropout=0.0)

@@ -145,8 +145,8 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
     from types import SimpleNamespace
 
     from marlang.learners.context import LearnerContext
-    from marlang.lora.team import CENTRAL
-    from marlang.lora.template import SEED_OFFSET
+    from marlang.methods.lora.team import CENTRAL
+    from marlang.methods.lora.template import SEED_OFFSET
     from marlang.methods.ppo.learner import PPOLearner, PPOOptions
     from marlang.methods.ppo.samples import CentralSample, DecisionSample, PPOSamples
     from marlang.models.local_policy import local_policies

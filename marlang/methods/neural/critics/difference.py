@@ -7,7 +7,7 @@ its immutable layout and copy its random state, so a fork given the real joint a
 replays the real step). The default action is the env's no-op where it has one ("stay",
 "wait"); otherwise the counterfactual team reward is the mean over all of i's actions.
 ``marlang credit-check`` computes this credit on recorded episodes with the same forks, beside
-its oracle (``marlang.creditcheck.oracle``), which plays each counterfactual on to the end.
+its oracle (``marlang.evaluation.creditcheck.oracle``), which plays each counterfactual on to the end.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One PPO update on fixed decisions, in one process or data-parallel under ``accelerate
 launch``: each process writes its loss (its share of the minibatch's) and its adapters.
-Run by tests/lora/test_distributed.py."""
+Run by tests/methods/lora/test_distributed.py."""
 
 import json
 import sys
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import torch
 
 from marlang.learners.context import LearnerContext
-from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.methods.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 from marlang.methods.ppo.samples import DecisionSample, PPOSamples
 from marlang.models.local_policy import local_policies

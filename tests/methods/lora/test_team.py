@@ -11,8 +11,8 @@ import pytest
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
-from marlang.lora import team as adapters_module
-from marlang.lora.team import (
+from marlang.methods.lora import team as adapters_module
+from marlang.methods.lora.team import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     MANIFEST,
@@ -498,7 +498,7 @@ def test_wrapping_the_model_raises_no_deprecation_warning_about_checkpointing() 
 def test_saved_adapters_name_their_base_by_spec_and_load_on_another_machine(tmp_path, monkeypatch):
     from peft.utils import get_peft_model_state_dict
 
-    from marlang.lora.files import adapter_base_model, load_peft_adapter
+    from marlang.methods.lora.files import adapter_base_model, load_peft_adapter
     from marlang.models import local_weights
     from marlang.testing import tiny_tokenizer
 
@@ -540,7 +540,7 @@ def test_base_model_specs_resolve_to_local_weights(tmp_path):
 
 def test_an_adapter_folder_with_pickled_weights_is_refused_before_anything_loads(tmp_path, monkeypatch):
     from marlang.config import ConfigError
-    from marlang.lora import files
+    from marlang.methods.lora import files
 
     adapter = tmp_path / "agent_0"
     adapter.mkdir()

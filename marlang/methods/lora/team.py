@@ -24,7 +24,7 @@ from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from marlang.lora.files import (
+from marlang.methods.lora.files import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     FORMAT_VERSION,
@@ -37,7 +37,7 @@ from marlang.lora.files import (
     saved_units,
     tensors_sha256,
 )
-from marlang.lora.options import (
+from marlang.methods.lora.options import (
     LoraOptions,
     ValueHeadOptions,
     build_value_head,

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from marlang.learners.base import Learner, LearnerOptions
-from marlang.lora.distributed import DataParallel
-from marlang.lora.options import AdapterOptions
-from marlang.lora.team import (
+from marlang.methods.lora.distributed import DataParallel
+from marlang.methods.lora.options import AdapterOptions
+from marlang.methods.lora.team import (
     CENTRAL,
     TeamAdapters,
     ValueHeadOptions,

@@ -4,9 +4,9 @@ the trainer template (``template``), data-parallel sums (``distributed``) and pl
 trained team back (``playback``). The names a method builds on are exported here; importing
 them loads torch and PEFT."""
 
-from marlang.lora.distributed import clip_gradients, launched_rank, launched_world_size
-from marlang.lora.team import CENTRAL, TeamAdapters, ValueHeadOptions
-from marlang.lora.template import INITIAL_STATE, SEED_OFFSET, AdapterLearner, AdapterOptions
+from marlang.methods.lora.distributed import clip_gradients, launched_rank, launched_world_size
+from marlang.methods.lora.team import CENTRAL, TeamAdapters, ValueHeadOptions
+from marlang.methods.lora.template import INITIAL_STATE, SEED_OFFSET, AdapterLearner, AdapterOptions
 
 __all__ = [
     "CENTRAL",

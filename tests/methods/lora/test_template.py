@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from marlang.lora import template
+from marlang.methods.lora import template
 from marlang.methods.magrpo.learner import MAGRPOLearner, MAGRPOOptions
 from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 

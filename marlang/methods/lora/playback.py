@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from marlang.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions, files_sha256
+from marlang.methods.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions, files_sha256
 
 ADAPTER_META = "marlang_adapter.json"
 

@@ -1,7 +1,7 @@
 """One MAGRPO training pass on fixed completions, in one process or data-parallel under
 ``accelerate launch`` (each process holding a different part of every agent's completions):
 each process writes its adapters and its per-agent losses. Run by
-tests/lora/test_distributed.py."""
+tests/methods/lora/test_distributed.py."""
 
 import json
 import sys
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import torch
 
 from marlang.learners.context import LearnerContext
-from marlang.lora.distributed import launched_rank, launched_world_size
+from marlang.methods.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.magrpo.learner import MAGRPOLearner, MAGRPOOptions
 from marlang.methods.magrpo.tree import Completion, TrainingSample
 from marlang.models.local_policy import local_policies
