@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from marlang.compare import run_comparison
+from marlang.evaluation.compare import run_comparison
 
 
 def _base(episodes: int) -> dict:

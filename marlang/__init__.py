@@ -34,7 +34,7 @@ _EXPORTS = {
     "load_chat_model": "marlang.models",
     "Experiment": "marlang.run.experiment",
     "run_experiment": "marlang.run.experiment",
-    "run_comparison": "marlang.compare",
+    "run_comparison": "marlang.evaluation.compare",
 }
 
 __all__ = list(_EXPORTS)

@@ -105,7 +105,7 @@ def test_protocol_labels_and_nested_overrides():
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")))
 def test_every_shipped_config_and_each_grid_setting_is_valid(path):
-    from marlang.compare import expand_grid
+    from marlang.evaluation.compare import expand_grid
 
     base = yaml.safe_load(path.read_text())
     config = build_config(base)

@@ -8,9 +8,9 @@ import pytest
 
 from marlang.cli import main
 from marlang.config import ConfigError
-from marlang.crossplay import CROSSPLAY_FILE, plan_crossplay
-from tests.test_cli_errors import ONE_RUN, one_line, write
-from tests.test_crossplay import _base
+from marlang.evaluation.crossplay import CROSSPLAY_FILE, plan_crossplay
+from tests.cli.test_cli_errors import ONE_RUN, one_line, write
+from tests.evaluation.test_crossplay import _base
 
 COMMANDS = {
     "run": lambda config, out: ["run", str(config), "--out", str(out)],
@@ -64,13 +64,13 @@ def test_a_refused_crossplay_folder_gets_no_crossplay_file(run, capsys, lost):
 
 @pytest.mark.parametrize("name", [".", "..", "...", ""])
 def test_a_setting_named_like_the_folder_itself_or_its_parent_gets_a_folder_of_its_own(name):
-    from marlang.compare import folder_name
+    from marlang.evaluation.compare import folder_name
 
     assert folder_name(name) not in ("", ".", "..") and "/" not in folder_name(name)
 
 
 def test_a_long_setting_name_is_cut_to_a_folder_name_the_file_system_takes(tmp_path):
-    from marlang.compare import folder_name
+    from marlang.evaluation.compare import folder_name
 
     names = ["x" * 1000 + "a", "x" * 1000 + "b", "é" * 300]
     folders = [folder_name(n) for n in names]

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from marlang.report import summarize_episodes
 from marlang.rundir import RunDirectory, dumps_json, json_safe
+from marlang.tables.report import summarize_episodes
 
 
 def strict_loads(text):

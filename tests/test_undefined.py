@@ -1,4 +1,4 @@
-"""An undefined value is written one way everywhere (``marlang.intervals.UNDEFINED``): the
+"""An undefined value is written one way everywhere (``marlang.statistics.intervals.UNDEFINED``): the
 command line's tables, the credit check's and ``marlang view``'s page."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from marlang.cost import CACHED, cost_columns
-from marlang.creditcheck import credit_table
-from marlang.intervals import UNDEFINED, show
-from marlang.report import markdown_table, summarize_episodes
+from marlang.evaluation.creditcheck import credit_table
+from marlang.statistics.intervals import UNDEFINED, show
+from marlang.tables.cost import CACHED, cost_columns
+from marlang.tables.report import markdown_table, summarize_episodes
 
 PAGE = Path(__file__).resolve().parents[1] / "marlang" / "view" / "page.js"
 

@@ -130,7 +130,7 @@ def test_a_comparison_folder_naming_an_import_path_is_refused_before_it_is_impor
 
 
 def test_the_swapped_seed_check_reads_the_seed_runs_configs_as_untrusted(tmp_path, plugin):
-    from marlang.crossplay import swapped_seed_plans
+    from marlang.evaluation.crossplay import swapped_seed_plans
 
     runs = {}
     for seed in (0, 1):
@@ -253,7 +253,7 @@ def test_a_resume_given_your_config_loads_the_import_paths_it_names(tmp_path, pl
 
 
 def test_the_command_that_continues_a_run_adds_the_allowance_its_config_needs(tmp_path, plugin):
-    from marlang.cli import _resume_command
+    from marlang.cli.dispatch import _resume_command
 
     mine, builtin = tmp_path / "mine", tmp_path / "builtin"
     for run, env_id in ((mine, f"{plugin}:small_room"), (builtin, ENV["id"])):

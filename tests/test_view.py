@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from marlang.cli import main
-from marlang.compare import expand_grid, write_comparison
 from marlang.config import build_config, load_config
+from marlang.evaluation.compare import expand_grid, write_comparison
 from marlang.run import Experiment
 from marlang.view import collect
 from marlang.view.page import _embedded_json

@@ -3,7 +3,7 @@
 * ``reference/config.md``: every key of :class:`marlang.config.ExperimentConfig` (its sections
   ``env``, ``model``, ...), and every learning method's own ``learning.*`` keys (the options
   model of each entry in ``marlang.registry.LEARNERS``), with type, default and description.
-* ``reference/cli.md``: every subcommand of the ``marlang`` command (``marlang.cli_parser.parser``),
+* ``reference/cli.md``: every subcommand of the ``marlang`` command (``marlang.cli.parser.parser``),
   with its usage and a table of its arguments.
 
 ``mkdocs.yml`` names this file under ``hooks:``; :func:`on_files` adds both pages before the
@@ -404,9 +404,9 @@ def _render_methods() -> str:
 
 
 def cli_parser() -> argparse.ArgumentParser:
-    """The ``marlang`` command's parser, as ``marlang.cli`` builds it."""
-    from marlang.cli import _version
-    from marlang.cli_parser import parser
+    """The ``marlang`` command's parser, as ``marlang.cli.dispatch`` builds it."""
+    from marlang.cli.dispatch import _version
+    from marlang.cli.parser import parser
 
     return parser(_version())
 
@@ -430,7 +430,7 @@ CLI_NOTES: dict[str, str] = {
     "review run_dir": "the run directory paused for review",
     "report run_dir": "a run directory or a comparison directory",
 }
-"""Help for arguments that ``marlang.cli`` declares without one, keyed "subcommand dest-or-option"."""
+"""Help for arguments that ``marlang.cli.parser`` declares without one, keyed "subcommand dest-or-option"."""
 
 
 def _argument_rows(parser: argparse.ArgumentParser, command: str = "") -> list[str]:
@@ -465,7 +465,7 @@ def render_cli_reference() -> str:
     _wide(parser)
     subs = subcommands(parser)
     out = ["# Command-line reference\n",
-           "*This page is generated from `marlang/cli.py` when the site is built.*\n",
+           "*This page is generated from `marlang/cli/parser.py` when the site is built.*\n",
            (f"`{parser.prog}`: {parser.description or ''} Bad input ends with one line naming "
             "what to fix and a non-zero exit, never a traceback.\n"),
            "```text", parser.format_usage().strip(), "```\n",

@@ -424,7 +424,7 @@ def trains_weights(method: str) -> bool:
 
 RUN_LOGGERS = ("csv", "tensorboard")
 """Valid ``run.loggers``: ``iterations.csv`` is the run's record and always written; ``tensorboard``
-adds its rows as scalars (see :mod:`marlang.scalars`)."""
+adds its rows as scalars (see :mod:`marlang.statistics.scalars`)."""
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from marlang.config import ConfigError, ExperimentConfig, redact_secrets
-from marlang.report import SUMMARY_INPUTS
 from marlang.rundir import RunDirectory
 from marlang.rundir.untrusted import read_regular
+from marlang.tables.report import SUMMARY_INPUTS
 
 logger = logging.getLogger(__name__)
 

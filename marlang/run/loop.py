@@ -259,7 +259,7 @@ class RunLoop:
         episodes (same seeds) with the current ones, and keep the candidate only if its mean
         return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
         against the iteration's own rollouts, a candidate drawn easier levels would win."""
-        from marlang.intervals import mean_of
+        from marlang.statistics.intervals import mean_of
 
         plans = self.evaluation_plans(policy, candidate)
         if not plans:

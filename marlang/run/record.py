@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marlang.cost import run_cost
-from marlang.report import iteration_row, paired_change, summarize_episodes
 from marlang.run.commit import Commit
 from marlang.rundir import CallRows, RunDirectory
 from marlang.rundir.untrusted import json_value, open_regular
+from marlang.tables.cost import run_cost
+from marlang.tables.report import iteration_row, paired_change, summarize_episodes
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class RunRecord:
     def test_columns(self, iteration: int) -> dict[str, Any]:
         """``iterations.csv`` columns of the held-out evaluation of the policy that played
         ``iteration``'s rollouts (none where the learner does not evaluate)."""
-        from marlang.intervals import mean_interval, wilson_interval
+        from marlang.statistics.intervals import mean_interval, wilson_interval
 
         rows = self.test_rows().get(iteration)
         if not rows:

@@ -44,7 +44,7 @@ from marlang.rundir.untrusted import (
     refuse_links,
 )
 from marlang.rundir.untrusted import damaged as damaged_file
-from marlang.scalars import TENSORBOARD_DIR, TensorBoardScalars
+from marlang.statistics.scalars import TENSORBOARD_DIR, TensorBoardScalars
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class RunDirectory:
     of each of them (`marlang.run.record.RunRecord` decides what a run writes and indexes it).
 
     ``loggers`` are the run's ``run.loggers``: ``iterations.csv`` is always written; with
-    ``tensorboard`` each write of it is mirrored into ``tensorboard/`` (:mod:`marlang.scalars`).
+    ``tensorboard`` each write of it is mirrored into ``tensorboard/`` (:mod:`marlang.statistics.scalars`).
     """
 
     def __init__(self, path: str | Path, loggers: Iterable[str] = ("csv",)) -> None:
@@ -266,8 +266,8 @@ class RunDirectory:
 
     def write_learning_curve(self, setting: str, iterations: list[dict[str, Any]], **options: Any) -> None:
         """``learning_curve.png``: the run's iterations as curves (``options``: those of
-        `marlang.plots.iteration_figure`)."""
-        from marlang.plots import iteration_figure
+        `marlang.statistics.plots.iteration_figure`)."""
+        from marlang.statistics.plots import iteration_figure
 
         save_figure(iteration_figure({setting: iterations}, **options), self.path / "learning_curve.png")
 

@@ -23,7 +23,7 @@ function svgEl(tag, attrs) {
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
   return node;
 }
-// how an undefined value is written: marlang.intervals.UNDEFINED, as in marlang's tables
+// how an undefined value is written: marlang.statistics.intervals.UNDEFINED, as in marlang's tables
 const UNDEFINED = "-";
 function num(x, digits) {
   if (x === null || x === undefined || Number.isNaN(x)) return UNDEFINED;
@@ -59,7 +59,7 @@ function callsPerEpisode(s, key, digits) {
   const own = costPerEpisode(s.cost, key);
   return own === null ? pm(s[`${key}_per_episode`], digits) : num(own, digits);
 }
-// a row whose every call was a cache hit spent no model time: not measured, not 0 (marlang.cost.CACHED)
+// a row whose every call was a cache hit spent no model time: not measured, not 0 (marlang.tables.cost.CACHED)
 const CACHED = "cached, not measured";
 function allCached(cost) { return !!(cost && cost.llm_calls && !cost.sampled && cost.cached_calls >= cost.llm_calls); }
 function renderTable() {

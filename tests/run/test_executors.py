@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from marlang.cli import main
-from marlang.compare import run_comparison
+from marlang.evaluation.compare import run_comparison
 
 REPO = Path(__file__).resolve().parents[2]
 ROOM = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},

@@ -14,7 +14,7 @@ import pytest
 
 from marlang.cli import main
 from marlang.rundir import RunDirectory
-from tests.test_cli_errors import ONE_RUN, one_line, write
+from tests.cli.test_cli_errors import ONE_RUN, one_line, write
 
 RUN = ONE_RUN.replace("episodes: 1", "episodes: 2")
 DEEP = b"[" * 200_000 + b"]" * 200_000 + b"\n"

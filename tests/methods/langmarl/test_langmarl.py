@@ -11,10 +11,10 @@ import pytest
 from marlang import make_env
 from marlang.config import build_config
 from marlang.methods.langmarl.parsing import parse_credits
-from marlang.report import policies_text
 from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
+from marlang.tables.report import policies_text
 from tests.fakes import FakeRuleChatModel, langmarl_rule
 
 AGENTS = ["agent_0", "agent_1", "agent_2"]

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from marlang.cli import main
-from marlang.compare import write_comparison
 from marlang.config import ConfigError, build_config
-from marlang.report import markdown_table
+from marlang.evaluation.compare import write_comparison
 from marlang.run import Experiment
+from marlang.tables.report import markdown_table
 
 RANDOM_TEAM_RETURN = 25 * (-31 / 9)
 """A uniform-random team's expected return: 25 steps of the payoff matrix's mean."""

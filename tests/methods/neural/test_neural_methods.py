@@ -11,8 +11,8 @@ import yaml
 from benchmarl.experiment.callback import Callback
 
 from marlang.cli import main
-from marlang.compare import expand_grid
 from marlang.config import build_config
+from marlang.evaluation.compare import expand_grid
 from marlang.run import run_experiment as train
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"

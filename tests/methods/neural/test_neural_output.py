@@ -12,7 +12,7 @@ import yaml
 from benchmarl.experiment.callback import Callback
 
 from marlang.cli import main
-from marlang.report import markdown_table, summarize_episodes
+from marlang.tables.report import markdown_table, summarize_episodes
 
 ROOT = Path(__file__).resolve().parents[3]
 SHORT = {"method": "mappo", "frames": 400, "frames_per_batch": 200, "n_envs": 2, "hidden": [16],

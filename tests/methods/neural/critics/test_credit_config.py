@@ -90,7 +90,7 @@ def test_shipped_credit_configs_expand_into_distinct_settings(name):
 
     import yaml
 
-    from marlang.compare import expand_grid
+    from marlang.evaluation.compare import expand_grid
 
     data = yaml.safe_load((Path(__file__).parents[4] / "configs" / name).read_text())
     base = build_config(data)
@@ -104,7 +104,7 @@ def test_llm_ranker_config_runs_the_embedded_model_next_to_the_heuristic():
 
     import yaml
 
-    from marlang.compare import expand_grid
+    from marlang.evaluation.compare import expand_grid
 
     data = yaml.safe_load((Path(__file__).parents[4] / "configs" / "lca_llm_ranker.yaml").read_text())
     base = build_config(data)

@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from marlang.intervals import TOTALS_ONLY, UNDEFINED, defined, mean_interval, pooled_interval
 from marlang.rundir import RunDirectory
+from marlang.statistics.intervals import TOTALS_ONLY, UNDEFINED, defined, mean_interval, pooled_interval
 from marlang.token_counts import trusted_tokens
 
 PER_TOKENS = 1_000_000

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from marlang.plots import crossplay_figure, iteration_figure, score_vs_cost_figure
 from marlang.rundir import save_figure
+from marlang.statistics.plots import crossplay_figure, iteration_figure, score_vs_cost_figure
 
 ROWS = [{"iteration": i, "return_mean": m, "return_low": m - 0.1, "return_high": m + 0.1, "success_rate": m}
         for i, m in enumerate([0.2, 0.5])]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from marlang.creditcheck.grading import grade, spearman, top_agents
+from marlang.evaluation.creditcheck.grading import grade, spearman, top_agents
 
 AGENTS = ["a", "b", "c"]
 
@@ -30,7 +30,7 @@ def test_top_agent_agreement_counts_a_tie_at_the_top_as_a_fair_pick():
 
 
 def test_a_perfect_critic_scores_one_with_an_interval_in_range():
-    from marlang.intervals import NO_SPREAD
+    from marlang.statistics.intervals import NO_SPREAD
 
     oracle = {(e, t): {"a": float(t), "b": float(-t), "c": 0.5} for e in range(3) for t in range(1, 4)}
     out = grade(oracle, oracle, AGENTS)

@@ -7,7 +7,7 @@ import pytest
 
 from marlang.cli import main
 from marlang.config import ConfigError, build_config, parse_value
-from tests.test_cli_errors import ONE_RUN, one_line, write
+from tests.cli.test_cli_errors import ONE_RUN, one_line, write
 
 MISTAKES = {
     "empty": ("", "the config is empty"),
@@ -108,7 +108,7 @@ def test_another_comparison_or_a_run_into_a_comparison_folder_is_refused(tmp_pat
 
 
 def test_an_interrupted_comparison_knows_its_folder(tmp_path, monkeypatch):
-    from marlang.compare import run_comparison
+    from marlang.evaluation.compare import run_comparison
     from marlang.run import executors
 
     def interrupted(self, jobs, out_dir, notify=None):

@@ -33,9 +33,11 @@ from marlang.config import (
     trains_weights,
 )
 from marlang.config.loading import load_yaml
-from marlang.cost import run_cost, score_and_cost
-from marlang.plots import iteration_figure, score_vs_cost_figure
-from marlang.report import (
+from marlang.rundir import RunDirectory, atomic_write_text, dumps_json, save_figure
+from marlang.rundir.untrusted import DamagedRunFile, check_output_folder, read_yaml_mapping
+from marlang.statistics.plots import iteration_figure, score_vs_cost_figure
+from marlang.tables.cost import run_cost, score_and_cost
+from marlang.tables.report import (
     SEED_PART,
     markdown_table,
     policies_text,
@@ -43,8 +45,6 @@ from marlang.report import (
     pool_summaries,
     seed_groups,
 )
-from marlang.rundir import RunDirectory, atomic_write_text, dumps_json, save_figure
-from marlang.rundir.untrusted import DamagedRunFile, check_output_folder, read_yaml_mapping
 
 logger = logging.getLogger(__name__)
 

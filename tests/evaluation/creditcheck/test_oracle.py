@@ -9,7 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
-from marlang.creditcheck.oracle import (
+from marlang.envs import make
+from marlang.envs.credit.climbing import CLIMBING_PAYOFF
+from marlang.evaluation.creditcheck.oracle import (
     Cost,
     ReplayMismatch,
     Rollout,
@@ -20,9 +22,7 @@ from marlang.creditcheck.oracle import (
     shapley_values,
     step_credit,
 )
-from marlang.envs import make
-from marlang.envs.credit.climbing import CLIMBING_PAYOFF
-from tests.creditcheck.helpers import record
+from tests.evaluation.creditcheck.helpers import record
 
 A, B, C = "action A", "action B", "action C"
 P = np.asarray(CLIMBING_PAYOFF, dtype=float)

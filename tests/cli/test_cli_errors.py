@@ -13,7 +13,7 @@ import pytest
 
 from marlang.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 ONE_RUN = ("env: {id: babyai/goto-obj, n_agents: 2, max_steps: 2}\nagents: {kind: scripted}\n"
            "run: {name: one, episodes: 1, progress: false}\n")
@@ -428,7 +428,7 @@ def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, mon
 def test_logged_messages_go_through_the_same_redaction(monkeypatch):
     import logging
 
-    from marlang.cli import _redact_record
+    from marlang.cli.dispatch import _redact_record
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
     record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1, "retrying %s with key %s",
@@ -441,12 +441,12 @@ def test_an_interrupted_comparison_or_cross_play_says_the_command_that_continues
                                                                                       command):
     import shlex
 
-    import marlang.compare
+    import marlang.evaluation.compare
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(marlang.compare, "run_comparison", interrupted)
+    monkeypatch.setattr(marlang.evaluation.compare, "run_comparison", interrupted)
     monkeypatch.chdir(tmp_path)
     config = write(tmp_path / "one.yaml", ONE_RUN.replace("kind: scripted", "kind: llm"))
     given = (["--grid", "env.max_steps=1,2"] if command == "compare"

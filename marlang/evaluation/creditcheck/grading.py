@@ -1,7 +1,7 @@
 """Grading a critic's credits against the oracle's: per graded unit (a step, or an episode for a
 per-episode critic), the Spearman rank correlation between the critic's and the oracle's credits
 across agents, and whether the critic's top agent is the oracle's; each a mean over units with a
-bootstrap interval (``marlang.intervals``) and its chance level.
+bootstrap interval (``marlang.statistics.intervals``) and its chance level.
 
 Ties: a unit where the oracle credits every agent alike is left out of both metrics (counted as
 ``oracle_ties``); where several agents share the top credit, the agreement of a unit is the
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from marlang.intervals import mean_interval
+from marlang.statistics.intervals import mean_interval
 
 TIE_TOLERANCE = 1e-9
 

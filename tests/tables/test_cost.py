@@ -6,7 +6,7 @@ import json
 import pytest
 
 from marlang.config import ConfigError, build_config
-from marlang.cost import (
+from marlang.tables.cost import (
     cost_columns,
     cost_of,
     pareto_front,
@@ -166,7 +166,7 @@ def test_score_against_cost_picks_its_axes_and_names_the_front():
 
 
 def test_a_compare_draws_score_against_cost_and_lists_its_front(tmp_path, monkeypatch):
-    import marlang.compare as compare_module
+    import marlang.evaluation.compare as compare_module
     from tests.fakes import FakeRuleChatModel, babyai_rule
 
     monkeypatch.setattr(compare_module, "build_chat_model", lambda cfg: (
@@ -209,7 +209,7 @@ REFLECTOR_CALLS = CALLS.splitlines()[0] + """
 
 
 def test_the_table_and_the_score_against_cost_plot_count_tokens_per_episode_alike():
-    from marlang.report import markdown_table, summarize_episodes
+    from marlang.tables.report import markdown_table, summarize_episodes
 
     rows = [{"episode": e, "iteration": 0, "success": True, "steps": 1, "return": 1.0, "llm_calls": 1,
              "tokens_in": 100, "tokens_out": 10, "decisions": 1, "invalid_actions": 0, "seed": e} for e in (0, 1)]

@@ -65,7 +65,7 @@ def test_report_and_resume_of_a_run_whose_llm_calls_hold_impossible_token_counts
 
 def test_an_iterations_tokens_read_back_from_llm_calls_drop_impossible_counts():
     # a resumed iteration reads its earlier calls from llm_calls.csv, as strings
-    from marlang.report import iteration_row
+    from marlang.tables.report import iteration_row
 
     calls = [{"iteration": "0", "role": "critic", "input_tokens": "1e+30", "output_tokens": "-5", "error": ""},
              {"iteration": "0", "role": "critic", "input_tokens": "7", "output_tokens": "2.5", "error": ""},

@@ -9,14 +9,14 @@ import pytest
 import yaml
 
 from marlang.config import ConfigError, build_config
-from marlang.crossplay import Player, gap, parse_players, read_player
+from marlang.evaluation.crossplay import Player, gap, parse_players, read_player
 from marlang.seeds import env_seeds
 
 ENV = {"id": "babyai/goto-obj", "n_agents": 2, "max_steps": 2}
 
 
 def _tiny_models(monkeypatch):
-    import marlang.compare as compare_module
+    import marlang.evaluation.compare as compare_module
     import marlang.run.build as build_module
     from marlang.testing import tiny_chat_model
 
@@ -38,7 +38,7 @@ def trained(tmp_path_factory):
     """Two PPO runs of the tiny model on two seeds: each trained adapters for both slots."""
     mp = pytest.MonkeyPatch()
     _tiny_models(mp)
-    from marlang.compare import run_comparison
+    from marlang.evaluation.compare import run_comparison
 
     out = tmp_path_factory.mktemp("trained")
     ppo = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_size": 4, "lr": 0.05,
@@ -189,7 +189,7 @@ def test_a_players_files_of_the_wrong_kind_are_one_line_not_a_traceback(tmp_path
 def test_a_crossplay_plan_of_the_wrong_kind_or_a_fifo_is_one_line(tmp_path):
     import os
 
-    from marlang.crossplay import CROSSPLAY_FILE, matrix
+    from marlang.evaluation.crossplay import CROSSPLAY_FILE, matrix
 
     folder = tmp_path / "xp"
     folder.mkdir()
@@ -205,14 +205,14 @@ def test_a_crossplay_plan_of_the_wrong_kind_or_a_fifo_is_one_line(tmp_path):
 def test_a_fifo_comparison_plan_is_never_waited_on(tmp_path):
     import os
 
-    from marlang.compare import COMPARISON_FILE, planned_runs
+    from marlang.evaluation.compare import COMPARISON_FILE, planned_runs
 
     os.mkfifo(tmp_path / COMPARISON_FILE)
     assert planned_runs(tmp_path) is None
 
 
 def test_a_comparison_over_seeds_plans_the_swapped_seed_check(trained, tmp_path):
-    from marlang.crossplay import swapped_seed_plans
+    from marlang.evaluation.crossplay import swapped_seed_plans
 
     out = trained[0].parent
     plans = swapped_seed_plans(out, json.loads((out / "summary.json").read_text()))
@@ -229,7 +229,7 @@ def test_a_comparison_over_seeds_plans_the_swapped_seed_check(trained, tmp_path)
 
 
 def test_a_scripted_team_over_seeds_has_no_swapped_seed_check(tmp_path):
-    from marlang.crossplay import swapped_seed_plans
+    from marlang.evaluation.crossplay import swapped_seed_plans
 
     runs = {}
     for seed in (3, 4):
@@ -274,7 +274,7 @@ def test_the_swapped_seed_check_is_said_before_the_runs_and_sized(trained, tmp_p
 
 def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(trained, tmp_path, monkeypatch,
                                                                              capsys):
-    import marlang.crossplay
+    import marlang.evaluation.crossplay
     from marlang import cli
 
     ran = []
@@ -285,7 +285,7 @@ def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(tr
 
     plans = [({"run": {"episodes": 2}}, [("setting", ["a", "b"])], tmp_path / f"check-{k}") for k in range(2)]
     monkeypatch.setattr(cli, "_run_grid", run_grid)
-    monkeypatch.setattr(marlang.crossplay, "swapped_seed_plans", lambda *a, **k: plans)
+    monkeypatch.setattr(marlang.evaluation.crossplay, "swapped_seed_plans", lambda *a, **k: plans)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({**_base(), "learning": PPO}))
     out = trained[0].parent
@@ -295,7 +295,7 @@ def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(tr
 
 
 def test_the_swapped_seed_check_plays_the_learners_held_out_size_by_default(tmp_path):
-    from marlang.crossplay import swapped_seed_outline
+    from marlang.evaluation.crossplay import swapped_seed_outline
 
     base = {**_base(), "learning": {**PPO, "eval_episodes": 8}, "run": {**_base()["run"], "seeds": [0, 1, 2]}}
     line = swapped_seed_outline(base, [("protocol", ["none", "alternating-2"])])
@@ -306,8 +306,8 @@ def test_the_swapped_seed_check_plays_the_learners_held_out_size_by_default(tmp_
 
 def _crossplay_folder(out, players, returns, success):
     """A cross-play folder whose cells are played: ``returns[(i, j)]`` per level, ``success`` alike."""
-    from marlang.compare import folder_name
-    from marlang.crossplay import CROSSPLAY_FILE, cell_name
+    from marlang.evaluation.compare import folder_name
+    from marlang.evaluation.crossplay import CROSSPLAY_FILE, cell_name
 
     out.mkdir()
     (out / CROSSPLAY_FILE).write_text(yaml.safe_dump({"players": [{"name": n, "what": w} for n, w in players],
@@ -321,8 +321,8 @@ def _crossplay_folder(out, players, returns, success):
 
 
 def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_measures(tmp_path, monkeypatch):
-    import marlang.plots
-    from marlang.crossplay import write_matrix
+    import marlang.statistics.plots
+    from marlang.evaluation.crossplay import write_matrix
 
     players = [("a", "ppo adapters"), ("b", "ppo adapters"), ("scripted", "scripted")]
     # a and b score 1 with themselves, 0 with each other; everything beside scripted scores 5
@@ -333,8 +333,8 @@ def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_
     success = {c: [v == 0.0 for v in r] for c, r in returns.items()}
     _crossplay_folder(tmp_path / "xp", players, returns, success)
     drawn = {}
-    draw = marlang.plots.crossplay_figure
-    monkeypatch.setattr(marlang.plots, "crossplay_figure", lambda grid, names, title, slots=None:
+    draw = marlang.statistics.plots.crossplay_figure
+    monkeypatch.setattr(marlang.statistics.plots, "crossplay_figure", lambda grid, names, title, slots=None:
                         drawn.update(grid=grid, title=title) or draw(grid, names, title, slots))
     found = write_matrix(tmp_path / "xp")
     assert found["gap"]["mean"] == pytest.approx(1.0)  # with scripted's cells it would be 1 - (0+0+5*4)/6
@@ -347,8 +347,8 @@ def test_the_gap_leaves_the_scripted_partner_out_and_the_heat_map_shows_what_it_
 def test_a_fifo_in_a_played_cell_is_left_out_of_the_matrix_never_waited_on(tmp_path, planted):
     import os
 
-    from marlang.compare import folder_name
-    from marlang.crossplay import cell_name, matrix
+    from marlang.evaluation.compare import folder_name
+    from marlang.evaluation.crossplay import cell_name, matrix
 
     players = [("a", "ppo adapters"), ("b", "ppo adapters")]
     returns = {(i, j): [1.0, 0.0] for i in "ab" for j in "ab"}

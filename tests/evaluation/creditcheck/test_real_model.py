@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from marlang import creditcheck
-from marlang.creditcheck import CreditCheckOptions, credit_check
+from marlang.evaluation import creditcheck
+from marlang.evaluation.creditcheck import CreditCheckOptions, credit_check
 from marlang.models import SQLiteResponseCache, load_chat_model
-from tests.creditcheck.test_command import write_run
+from tests.evaluation.creditcheck.test_command import write_run
 
 pytestmark = pytest.mark.real_model
 

@@ -39,7 +39,7 @@ def _plugins_from_cwd() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from marlang.cli_parser import parser
+    from marlang.cli.parser import parser
 
     args = parser(_version()).parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what an interrupted command says to rerun
@@ -164,14 +164,14 @@ def _export(args: argparse.Namespace) -> int:
 
 def _credit_check(args: argparse.Namespace) -> int:
     from marlang.config import ConfigError
-    from marlang.creditcheck import (
+    from marlang.evaluation.creditcheck import (
         CREDIT_CHECK_FILE,
         CreditCheckOptions,
         credit_check,
         credit_table,
         write_credit_check,
     )
-    from marlang.creditcheck.critics import parse_critics
+    from marlang.evaluation.creditcheck.critics import parse_critics
 
     options = CreditCheckOptions(critics=tuple(parse_critics(args.critics)), model=args.model,
                                  rollout=args.rollout, samples=args.samples,
@@ -370,7 +370,7 @@ def _remove_unfinished(run_dir: Path) -> None:
 
 
 def _print_result(result, config) -> None:
-    from marlang.report import markdown_table, policies_text
+    from marlang.tables.report import markdown_table, policies_text
 
     model = result.summary.get("model", config.model.spec)  # neural runs name their networks
     print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.env.id} ({model})"))
@@ -382,7 +382,7 @@ def _print_result(result, config) -> None:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from marlang.review import review_command
+    from marlang.cli.review import review_command
 
     return review_command(args, _print_result)
 
@@ -398,11 +398,11 @@ def _load_base(config_path: str, overrides: list[str], unset: list[str] = (), se
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from marlang.compare import parse_grid, parse_seeds
     from marlang.config import ConfigError, build_config
+    from marlang.evaluation.compare import parse_grid, parse_seeds
 
     if args.command == "crossplay":
-        from marlang.crossplay import plan_crossplay
+        from marlang.evaluation.crossplay import plan_crossplay
 
         base, grid, out = plan_crossplay(_load_base(args.config, args.overrides), args.players, args.episodes,
                                          args.out)
@@ -424,7 +424,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise ConfigError(f"--crossplay-episodes must be 0 (no swapped-seed check) or more, not {crossplay_episodes}")
     swapped = args.command == "compare" and not args.no_crossplay and crossplay_episodes != 0
     if swapped:
-        from marlang.crossplay import swapped_seed_outline
+        from marlang.evaluation.crossplay import swapped_seed_outline
 
         outline = swapped_seed_outline(base, grid, crossplay_episodes)
         if outline:
@@ -441,7 +441,7 @@ def _compare(args: argparse.Namespace) -> int:
         return code
     import json
 
-    from marlang.crossplay import swapped_seed_plans
+    from marlang.evaluation.crossplay import swapped_seed_plans
 
     summaries = json.loads((out / "summary.json").read_text())
     for cells_base, cells, folder in swapped_seed_plans(out, summaries, crossplay_episodes):
@@ -487,8 +487,8 @@ def _rerun_command(args: argparse.Namespace, out: Path) -> str:
 
 def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any = None, again: str = "") -> int:
     """Run (or resume) a set of runs and print its table; ``again``: the command that continues it."""
-    from marlang.compare import run_comparison
     from marlang.config import build_config
+    from marlang.evaluation.compare import run_comparison
 
     try:
         result = run_comparison(base, grid, out, reference=reference, notify=_notify, executor=executor,
@@ -526,14 +526,14 @@ def _run_grid(base: dict, grid: list, out: Path, reference: bool, executor: Any 
 def _is_crossplay(out: Path) -> bool:
     """Whether a comparison folder is a cross-play's (its cells train nothing: no learning
     curves or score-against-cost plot, the matrices instead)."""
-    from marlang.crossplay import CROSSPLAY_FILE
+    from marlang.evaluation.crossplay import CROSSPLAY_FILE
 
     return (out / CROSSPLAY_FILE).is_file()
 
 
 def _with_crossplay(out: Path, table: str) -> str:
     """A comparison folder's table, with its cross-play matrices first where it is a cross-play's."""
-    from marlang.crossplay import write_matrix
+    from marlang.evaluation.crossplay import write_matrix
 
     if _is_crossplay(out) and write_matrix(out) is not None:
         return (out / "table.md").read_text(encoding="utf-8")
@@ -542,10 +542,10 @@ def _with_crossplay(out: Path, table: str) -> str:
 
 def _report(path: Path) -> int:
     from marlang.config import ConfigError, load_saved_config
-    from marlang.report import markdown_table
+    from marlang.tables.report import markdown_table
 
     if (path / "config.yaml").is_file():
-        from marlang.report import current_summary, policies_text
+        from marlang.tables.report import current_summary, policies_text
 
         summary = current_summary(path)
         if summary is None:  # an interrupted run: rebuild summary.json (and the plot) from its files
@@ -558,7 +558,7 @@ def _report(path: Path) -> int:
                                   f"continue the run with: {_resume_command(path)}")
             summary = Experiment(config, path, resume=True).finalize()
         if "cost" not in summary:  # a neural run's, or one written before runs kept their cost
-            from marlang.cost import run_cost
+            from marlang.tables.cost import run_cost
 
             summary["cost"] = run_cost(path)
         print(markdown_table({summary["setting"]: summary}, title=summary.get("env_id", "")))
@@ -566,12 +566,9 @@ def _report(path: Path) -> int:
             print(policies_text(summary["policies"]))
         return 0
     if any(path.glob("*/summary.json")):
-        from marlang.compare import write_comparison
+        from marlang.evaluation.compare import write_comparison
 
         print(_with_crossplay(path, write_comparison(path, training_plots=not _is_crossplay(path)).table))
         return 0
     raise ConfigError(f"{path}: not a run or comparison directory (no config.yaml, no */summary.json)")
 
-
-if __name__ == "__main__":
-    sys.exit(main())

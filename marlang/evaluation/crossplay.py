@@ -25,9 +25,8 @@ from typing import Any
 
 import yaml
 
-from marlang.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.config import ConfigError, build_config, build_saved_config
-from marlang.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
+from marlang.evaluation.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.rundir import atomic_write_text, dumps_json, save_figure
 from marlang.rundir.untrusted import (
     DamagedRunFile,
@@ -36,6 +35,7 @@ from marlang.rundir.untrusted import (
     read_json_object,
     read_yaml_mapping,
 )
+from marlang.statistics.intervals import BOOTSTRAP, mean_interval, show, wilson_interval
 
 CROSSPLAY_FILE = "crossplay.yaml"
 """What makes a comparison folder a cross-play's: its players (written before its first cell)."""
@@ -347,7 +347,7 @@ def write_matrix(out: Path) -> dict[str, Any] | None:
         summary = {}
     summary["crossplay"] = found
     atomic_write_text(summary_file, dumps_json(summary, indent=2) + "\n")
-    from marlang.plots import crossplay_figure
+    from marlang.statistics.plots import crossplay_figure
 
     names = [p["name"] for p in found["players"]]
     # the return, the measure the gap is computed on (the success rate is in the table)

@@ -1,6 +1,6 @@
 """Comparison grids: settings expansion, the scripted reference rows, the written table."""
 
-from marlang.compare import expand_grid, write_comparison
+from marlang.evaluation.compare import expand_grid, write_comparison
 from marlang.run import Experiment
 
 
@@ -69,7 +69,7 @@ def test_comparison_and_run_summaries_are_strict_json(tmp_path):
 
 
 def test_a_comparison_shows_its_own_grid_and_names_earlier_runs_in_its_folder(tmp_path):
-    from marlang.compare import run_comparison
+    from marlang.evaluation.compare import run_comparison
 
     base = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},
             "run": {"episodes": 1, "progress": False}}
@@ -91,7 +91,7 @@ def test_a_grid_over_learning_methods_gives_each_method_only_its_own_keys():
 
     import yaml
 
-    base = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/demo.yaml").read_text())
+    base = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/demo.yaml").read_text())
     base.pop("grid")
     base["learning"] = {"method": "none", "memory_size": 3}
     settings = expand_grid(base, [("learning.method", ["none", "reflexion"])], reference=False)
@@ -145,7 +145,7 @@ def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
     # Two PPO rows in one comparison: each attaches adapters named after the agents, so on a
     # shared model the second could not add its own (and untrained rows after them would act
     # on a wrapped model). The shared model serves only rows that neither train nor play back.
-    import marlang.compare as compare_module
+    import marlang.evaluation.compare as compare_module
     import marlang.run.build as build_module
     from marlang.testing import tiny_chat_model
 
@@ -181,8 +181,8 @@ def test_weight_space_rows_train_on_models_of_their_own(tmp_path, monkeypatch):
 def test_seeds_are_the_grids_last_axis_over_run_seed_and_the_reference_runs_once():
     import pytest
 
-    from marlang.compare import parse_seeds
     from marlang.config import ConfigError
+    from marlang.evaluation.compare import parse_seeds
 
     base = _base(3)
     base["run"]["seeds"] = [4, 7]
@@ -205,7 +205,7 @@ def test_seeds_are_the_grids_last_axis_over_run_seed_and_the_reference_runs_once
 
 
 def _scripted_seeds(tmp_path):
-    from marlang.compare import run_comparison
+    from marlang.evaluation.compare import run_comparison
 
     base = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scripted"},
             "run": {"episodes": 3, "progress": False, "seeds": [0, 1]}}
@@ -215,7 +215,7 @@ def _scripted_seeds(tmp_path):
 def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
     import json
 
-    from marlang.intervals import pooled_interval, pooled_rate, show
+    from marlang.statistics.intervals import pooled_interval, pooled_rate, show
 
     result = _scripted_seeds(tmp_path)
     out = tmp_path / "cmp"
@@ -258,7 +258,7 @@ def test_a_comparison_pools_each_settings_seeds_into_one_row(tmp_path):
 
 
 def test_llm_settings_pool_their_seeds_beside_a_reference_run_once(tmp_path, monkeypatch):
-    import marlang.compare as compare_module
+    import marlang.evaluation.compare as compare_module
     from tests.fakes import FakeRuleChatModel, babyai_rule
 
     monkeypatch.setattr(compare_module, "build_chat_model", lambda cfg: (FakeRuleChatModel(rule=babyai_rule), None))
@@ -278,7 +278,7 @@ def test_seeds_of_one_episode_pool_and_a_deleted_seed_is_named_then_rerun(tmp_pa
 
     from marlang.cli import main
 
-    config = Path(__file__).resolve().parents[1] / "configs/babyai_scripted.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs/babyai_scripted.yaml"
     out = tmp_path / "cmp"
     command = ["compare", str(config), "--seeds", "0,1,2,3,4", "--set", "run.episodes=1", "--set",
                "env.id=babyai/goto-obj", "--grid", "env.max_steps=8", "--out", str(out)]
@@ -315,7 +315,7 @@ def test_a_seed_missing_from_a_comparison_is_named_beside_its_row(tmp_path):
 
     import yaml
 
-    from marlang.report import summarize_episodes
+    from marlang.tables.report import summarize_episodes
 
     out = tmp_path / "cmp"
     planned = [f"{setting}--run.seed-{seed}" for setting in ("none", "alternating-2") for seed in (0, 1, 2)]

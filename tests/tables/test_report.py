@@ -2,16 +2,16 @@ import math
 
 from scipy import stats
 
-from marlang.intervals import mean_interval
-from marlang.intervals import wilson_interval as wilson_ci
-from marlang.report import (
+from marlang.rundir import save_figure
+from marlang.statistics.intervals import mean_interval
+from marlang.statistics.intervals import wilson_interval as wilson_ci
+from marlang.tables.report import (
     iteration_figure,
     markdown_table,
     paired_change,
     summarize_episodes,
     table_rows,
 )
-from marlang.rundir import save_figure
 
 
 def test_wilson_interval_bounds():
@@ -116,7 +116,7 @@ def test_undefined_statistics_are_none_and_shown_as_a_dash():
 def test_one_iteration_gets_a_readable_axis_and_overlapping_settings_stay_apart():
     import matplotlib.pyplot as plt
 
-    from marlang.report import iteration_figure
+    from marlang.tables.report import iteration_figure
 
     row = {"iteration": 0, "return_mean": 0.5, "return_low": 0.4, "return_high": 0.6, "success_rate": 0.5}
     fig = iteration_figure({"none": [row], "bidirectional": [dict(row)]})
@@ -134,7 +134,7 @@ def test_one_iteration_gets_a_readable_axis_and_overlapping_settings_stay_apart(
 def test_neural_curves_run_against_frames_with_their_greedy_evaluations():
     import matplotlib.pyplot as plt
 
-    from marlang.report import iteration_figure
+    from marlang.tables.report import iteration_figure
 
     rows = [{"iteration": i, "frames": 200 * (i + 1), "return_mean": -80.0 + i, "return_low": -85.0 + i,
              "return_high": -75.0 + i,
@@ -152,7 +152,7 @@ def test_neural_curves_run_against_frames_with_their_greedy_evaluations():
 
 
 def test_seeds_of_a_setting_are_pooled_into_one_curve():
-    from marlang.report import iteration_figure, pool_seeds
+    from marlang.tables.report import iteration_figure, pool_seeds
 
     def run(returns, success, eval_at_end=None):
         return [{"iteration": i, "frames": 100 * (i + 1), "return_mean": r, "return_low": r, "return_high": r,

@@ -9,12 +9,12 @@ import re
 
 import pytest
 
-from marlang import creditcheck
 from marlang.cli import main
 from marlang.envs import make
+from marlang.evaluation import creditcheck
 from marlang.rundir import RunDirectory
 from marlang.testing import ScriptedChatModel
-from tests.creditcheck.helpers import record
+from tests.evaluation.creditcheck.helpers import record
 
 A, B, C = "action A", "action B", "action C"
 JOINTS = [(A, B), (C, C), (B, B), (A, A)]
@@ -138,7 +138,7 @@ def test_an_episode_that_does_not_replay_is_refused(tmp_path, capsys):
 
 
 def test_langmarl_scores_are_read_from_score_only_replies():
-    from marlang.creditcheck.critics import reply_scores, score_opening
+    from marlang.evaluation.creditcheck.critics import reply_scores, score_opening
 
     agents = ["agent_0", "agent_1"]
     assert score_opening(agents) == '{"agent_0": {"score": '
@@ -200,7 +200,7 @@ def test_progress_is_shown_and_an_earlier_result_is_not_overwritten_unasked(tmp_
 
 
 def test_a_critic_is_named_either_way_and_written_in_one_spelling(tmp_path, scripted_model, capsys):
-    from marlang.creditcheck import CreditCheckOptions, credit_check
+    from marlang.evaluation.creditcheck import CreditCheckOptions, credit_check
 
     run = write_run(tmp_path / "run", episodes=1)
     assert main(["credit-check", str(run), "--critics", "llm-mca,llm_taca,llm_mca"]) == 0

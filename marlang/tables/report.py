@@ -1,5 +1,5 @@
 """Summaries and tables of runs: means with 95% intervals inside each quantity's range per
-setting (:mod:`marlang.intervals`; the plots are drawn by :mod:`marlang.plots`).
+setting (:mod:`marlang.statistics.intervals`; the plots are drawn by :mod:`marlang.statistics.plots`).
 
 Works from the per-episode metrics stored in ``episodes.jsonl``, so ``marlang report``
 can rebuild everything from a run directory alone.
@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from marlang.cost import MODEL_SECONDS_HEADER, PRICE_HEADER, calls_per_episode, cost_columns, pool_costs
-from marlang.intervals import (
+from marlang.statistics.intervals import (
     BOOTSTRAP,
     MIN_N,
     NO_SPREAD,
@@ -28,10 +27,11 @@ from marlang.intervals import (
     show,
     wilson_interval,
 )
-from marlang.plots import MARKERS, iteration_figure
+from marlang.statistics.plots import MARKERS, iteration_figure
+from marlang.tables.cost import MODEL_SECONDS_HEADER, PRICE_HEADER, calls_per_episode, cost_columns, pool_costs
 from marlang.token_counts import trusted_tokens
 
-__all__ = ["MARKERS", "iteration_figure"]  # drawn in marlang.plots; kept here
+__all__ = ["MARKERS", "iteration_figure"]  # drawn in marlang.statistics.plots; kept here
 
 def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Aggregate per-episode metric rows into the summary of one setting: the success rate

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from marlang.config import ConfigError, build_config
 from marlang.rundir import RunDirectory
-from marlang.scalars import EVENT_FILES, TENSORBOARD_DIR, TensorBoardScalars, scalar_tag
+from marlang.statistics.scalars import EVENT_FILES, TENSORBOARD_DIR, TensorBoardScalars, scalar_tag
 from tests.fakes import FakeRuleChatModel, babyai_rule
 
 

@@ -1,9 +1,9 @@
 """``marlang credit-check RUN``: grade marlang's credit critics against a counterfactual oracle
 on the recorded episodes of a run, and write ``credit_check.json``.
 
-The oracle (``marlang.creditcheck.oracle``) restores each graded step of an episode and plays
-counterfactuals on; the critics (``marlang.creditcheck.critics``) read the same steps; the
-grading (``marlang.creditcheck.grading``) compares their orders of the agents. See
+The oracle (``marlang.evaluation.creditcheck.oracle``) restores each graded step of an episode and plays
+counterfactuals on; the critics (``marlang.evaluation.creditcheck.critics``) read the same steps; the
+grading (``marlang.evaluation.creditcheck.grading``) compares their orders of the agents. See
 docs/howto/credit-check.md for the formulas and the cost.
 """
 
@@ -18,9 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from marlang.config import ConfigError
-from marlang.creditcheck.critics import CRITICS, CriticCredits, CriticInputs, GradedStep, episode_totals, run_critic
-from marlang.creditcheck.grading import grade
-from marlang.creditcheck.oracle import (
+from marlang.evaluation.creditcheck.critics import (
+    CRITICS,
+    CriticCredits,
+    CriticInputs,
+    GradedStep,
+    episode_totals,
+    run_critic,
+)
+from marlang.evaluation.creditcheck.grading import grade
+from marlang.evaluation.creditcheck.oracle import (
     ALTERNATIVES,
     MAX_SHAPLEY_AGENTS,
     RESTORABLE_ENVS,
@@ -32,7 +39,7 @@ from marlang.creditcheck.oracle import (
     restorable,
     step_credit,
 )
-from marlang.intervals import UNDEFINED, show
+from marlang.statistics.intervals import UNDEFINED, show
 from marlang.types import Trajectory
 
 logger = logging.getLogger(__name__)

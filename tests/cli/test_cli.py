@@ -4,7 +4,7 @@ from pathlib import Path
 
 from marlang.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_listing_commands(capsys):

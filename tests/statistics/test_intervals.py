@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from marlang.intervals import (
+from marlang.run.record import with_sampling_cost
+from marlang.statistics.intervals import (
     BOOTSTRAP,
     MIN_N,
     NO_SPREAD,
@@ -15,8 +16,7 @@ from marlang.intervals import (
     show,
     wilson_interval,
 )
-from marlang.report import markdown_table, pool_summaries, summarize_episodes
-from marlang.run.record import with_sampling_cost
+from marlang.tables.report import markdown_table, pool_summaries, summarize_episodes
 
 
 def _row(ep, success, steps, ret, calls=24, seed=None):
@@ -151,7 +151,7 @@ def test_the_curve_of_two_episodes_keeps_its_axis_inside_the_returns_range():
 
     import matplotlib.pyplot as plt
 
-    from marlang.report import iteration_figure, iteration_row
+    from marlang.tables.report import iteration_figure, iteration_row
 
     episodes = [SimpleNamespace(team_return=r, success=r > 0, metrics={}) for r in (0.82, 0.0)]
     rows = [iteration_row(i, episodes, []) for i in range(2)]
@@ -181,8 +181,8 @@ def test_a_task_envs_levels_are_its_problems_not_its_seeds():
 
 
 def test_a_mean_without_an_interval_says_why_whatever_its_n():
-    from marlang.cost import per_episode
-    from marlang.intervals import show
+    from marlang.statistics.intervals import show
+    from marlang.tables.cost import per_episode
 
     # a neural learner's cost is kept as totals: thousands of episodes, yet no interval
     totals = per_episode({"episodes": 5066, "llm_calls": 0, "tokens_in": 0, "tokens_out": 0}, "llm_calls")
