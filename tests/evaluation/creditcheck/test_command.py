@@ -11,7 +11,7 @@ import pytest
 
 from marlang.cli import main
 from marlang.envs import make
-from marlang.evaluation import creditcheck
+from marlang.evaluation.creditcheck import check
 from marlang.rundir import RunDirectory
 from marlang.testing import ScriptedChatModel
 from tests.evaluation.creditcheck.helpers import record
@@ -48,7 +48,7 @@ def scripted_model(monkeypatch):
         made["model"] = ScriptedChatModel(reply_fn=lambda m: fake_critic(m, made.get("langmarl")), model_id=spec)
         return made["model"]
 
-    monkeypatch.setattr(creditcheck, "_chat_model", chat_model)
+    monkeypatch.setattr(check, "_chat_model", chat_model)
     return made
 
 
@@ -153,7 +153,7 @@ def test_a_model_that_cannot_load_is_one_line(tmp_path, monkeypatch, capsys):
     def missing(config, spec):
         raise ModelNotAvailableError(f"model {spec} is not installed")
 
-    monkeypatch.setattr(creditcheck, "_chat_model", missing)
+    monkeypatch.setattr(check, "_chat_model", missing)
     run = write_run(tmp_path / "run", episodes=1)
     assert main(["credit-check", str(run), "--critics", "lca", "--model", "local:nope"]) == 3
     err = capsys.readouterr().err.strip()

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from marlang.evaluation import creditcheck
-from marlang.evaluation.creditcheck import CreditCheckOptions, credit_check
+from marlang.evaluation.creditcheck import CreditCheckOptions, check, credit_check
 from marlang.models import SQLiteResponseCache, load_chat_model
 from tests.evaluation.creditcheck.test_command import write_run
 
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.real_model
 def test_smollm2_critics_on_two_steps(tmp_path, monkeypatch, smollm2_engine, response_cache_path):
     run = write_run(tmp_path / "run", joints=[("action A", "action B"), ("action C", "action C")], episodes=1)
     cache = SQLiteResponseCache(response_cache_path)
-    monkeypatch.setattr(creditcheck, "_chat_model",
+    monkeypatch.setattr(check, "_chat_model",
                         lambda config, spec: load_chat_model(spec, engine=smollm2_engine, cache=cache))
     result = credit_check(run, CreditCheckOptions(critics=("lca", "llm_mca", "difference"), model="local:smollm2"))
     rows = {r["critic"]: r for r in result["critics"]}
