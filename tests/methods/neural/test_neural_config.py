@@ -82,11 +82,13 @@ def test_learners_command_lists_the_neural_methods(capsys):
         assert f"| {method} " in out
 
 
-def test_neural_ppo_options_have_cleanrl_names_and_benchmarl_reads_its_own():
+def test_neural_ppo_options_have_cleanrl_names_only():
     options = NeuralPPOOptions(clip_coef=0.1, ent_coef=0.02, vf_coef=0.3, gae_lambda=0.8, max_grad_norm=2.0)
-    # BenchMARL's algorithm and experiment configs read these names (methods/neural/learner.py)
-    assert (options.clip_epsilon, options.entropy_coef, options.critic_coef, options.lmbda,
-            options.clip_grad_norm) == (0.1, 0.02, 0.3, 0.8, 2.0)
+    assert (options.clip_coef, options.ent_coef, options.vf_coef, options.gae_lambda, options.max_grad_norm) == \
+        (0.1, 0.02, 0.3, 0.8, 2.0)
+    # BenchMARL's names are given only where its configs are built (methods/neural/learner.py)
+    assert not [name for name in ("clip_epsilon", "entropy_coef", "critic_coef", "lmbda", "clip_grad_norm")
+                if hasattr(options, name)]
 
 
 def test_benchmarl_gets_the_cleanrl_keys_values(tmp_path):
@@ -95,8 +97,18 @@ def test_benchmarl_gets_the_cleanrl_keys_values(tmp_path):
 
     cfg = build_config({"agents": {"kind": "neural"}, "env": {"id": "matrix/climbing"},
                         "learning": {"method": "mappo", "clip_coef": 0.1, "ent_coef": 0.03, "vf_coef": 0.4,
-                                     "gae_lambda": 0.7, "max_grad_norm": 2.0}})
+                                     "gae_lambda": 0.7, "max_grad_norm": 2.0, "share_param_critic": False}})
     algorithm, _model, experiment = benchmarl_configs(cfg, tmp_path)
-    assert (algorithm.clip_epsilon, algorithm.entropy_coef, algorithm.critic_coef, algorithm.lmbda) == \
-        (0.1, 0.03, 0.4, 0.7)
+    assert (algorithm.clip_epsilon, algorithm.entropy_coef, algorithm.critic_coef, algorithm.lmbda,
+            algorithm.share_param_critic) == (0.1, 0.03, 0.4, 0.7, False)
     assert experiment.clip_grad_norm and experiment.clip_grad_val == 2.0
+
+
+def test_a_neural_learner_without_a_run_directory_says_so():
+    from marlang.learners.context import LearnerContext
+    from marlang.methods.neural.algorithms import MAPPOLearner
+
+    config = build_config(neural())
+    learner = MAPPOLearner(config.learning.options, LearnerContext(agents=["agent_0", "agent_1"], config=config))
+    with pytest.raises(ValueError, match="run directory; give the learner's context a run_dir"):
+        learner.start()
