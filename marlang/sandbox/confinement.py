@@ -33,6 +33,7 @@ import errno
 import os
 import resource
 import signal
+from collections.abc import Sequence
 
 # The isolation levels, strongest first. Names are part of the public API and run manifests.
 LEVELS: tuple[str, ...] = ("namespaces+landlock", "namespaces", "landlock", "rlimits")
@@ -190,7 +191,7 @@ def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def plan_masks(candidates: list[str], keep: list[str], hide: list[str] = ()) -> list[str]:
+def plan_masks(candidates: list[str], keep: list[str], hide: Sequence[str] = ()) -> list[str]:
     """Directories to hide, parents first: existing, not '/', outermost only.
 
     A candidate inside a kept path is left alone (hiding it would hide part of the Python

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import sys
 import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 PROGRAM_FILE = "<program>"
 """The file name the program process compiles the program under."""
@@ -81,7 +83,9 @@ class HelperWatch:
         self.intact = True
         self.serving = False
         self.memo: dict = {}
-        self.helpers: dict[str, tuple] = {}
+        # name -> (function, its code, defaults, keyword defaults, wrapper), as installed
+        self.helpers: dict[str, tuple[types.FunctionType, types.CodeType, tuple | None, dict | None,
+                                      Callable[..., object]]] = {}
         for name, lines in dict(spec["names"]).items():
             self._install(str(name), int(lines[0]), int(lines[1]))
         if not self.helpers:
@@ -91,9 +95,10 @@ class HelperWatch:
         _setrecursionlimit(2 * _getrecursionlimit())
 
     def _install(self, name: str, first: int, last: int) -> None:
-        function = _dict_get(self.namespace, name)
-        code = getattr(function, "__code__", None) if _type(function) is _FunctionType else None
-        if (code is None or code.co_filename != PROGRAM_FILE or code.co_name != name
+        found = _dict_get(self.namespace, name)
+        function = cast(types.FunctionType, found) if _type(found) is _FunctionType else None
+        code = function.__code__ if function is not None else None
+        if (function is None or code is None or code.co_filename != PROGRAM_FILE or code.co_name != name
                 or not first <= code.co_firstlineno <= last):
             self.intact = False
             return
@@ -108,7 +113,7 @@ class HelperWatch:
                               wrapper)
         self.namespace[name] = wrapper
 
-    def call(self, function: object, args: tuple, kwargs: dict) -> object:
+    def call(self, function: Callable[..., object], args: tuple, kwargs: dict) -> object:
         counted = self.serving
         try:
             result = function(*args, **kwargs)
@@ -165,14 +170,17 @@ class HelperWatch:
         if depth >= MAX_DEPTH:
             return Substitute()
         inner = depth + 1
+        # `kind` is the exact type: each cast restates the `is` test just made.
         if kind is list:
-            return [self.substitute(item, inner) for item in value] or [None]
+            return [self.substitute(item, inner) for item in cast("list[object]", value)] or [None]
         if kind is tuple:
-            return tuple([self.substitute(item, inner) for item in value]) or (None,)
+            return tuple([self.substitute(item, inner) for item in cast("tuple[object, ...]", value)]) or (None,)
         if kind is dict:
-            return {k: self.substitute(v, inner) for k, v in dict.items(value)} or {None: None}
+            return ({k: self.substitute(v, inner) for k, v in dict.items(cast("dict[object, object]", value))}
+                    or {None: None})
         if kind is set or kind is frozenset:
-            return kind([self.substitute(item, inner) for item in value]) or kind([None])
+            make = cast("type[set[object] | frozenset[object]]", kind)
+            return make([self.substitute(item, inner) for item in cast("Iterable[object]", value)]) or make([None])
         return Substitute()
 
 
@@ -180,16 +188,18 @@ def _scalar_substitute(value: object) -> object:
     """3v + 1 for numbers: no repeat of it gives v back (a helper whose result goes through
     another, or through itself, stays changed), and it changes differences and parity too."""
     kind = _type(value)
+    # `kind` is the exact type: each cast restates the `is` test just made.
     if kind is int:
-        return 3 * value + 1
+        return 3 * cast(int, value) + 1
     if kind is float or kind is complex:
-        moved = 3 * value + 1
-        parts = (moved.real, moved.imag) if kind is complex else (moved,)
-        if moved == value or not all(_isfinite(part) for part in parts):  # -0.5, inf, nan
-            return kind(0.0 if value != 0.0 else 1.0)
+        number = cast(complex, value)
+        moved = 3 * number + 1
+        if moved == number or not (_isfinite(moved.real) and _isfinite(moved.imag)):  # -0.5, inf, nan
+            plain = 0.0 if number != 0.0 else 1.0
+            return plain if kind is float else complex(plain)
         return moved
     if kind is str:
-        return value[::-1] + "~"
+        return cast(str, value)[::-1] + "~"
     if kind is bytes:
-        return value[::-1] + b"~"
+        return cast(bytes, value)[::-1] + b"~"
     return Substitute()  # None

@@ -24,8 +24,10 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
-if __package__:
+if TYPE_CHECKING or __package__:  # mypy reads the package branch; at run time `__package__` decides
     from . import plain_data
 else:  # imported by runner.py started as a script, with this directory on sys.path
     import plain_data
@@ -228,24 +230,23 @@ def _show(value: object, out: list[str], budget: list[int], depth: int) -> None:
     if budget[0] <= 0:
         return
     kind = type(value)
+    # exact types (never isinstance): each cast restates the test just made
     if kind is Handle:
-        text = value.describe()
+        text = cast(Handle, value).describe()
     elif kind is RemoteFunction:
         text = repr(value)
     elif kind in (str, bytes):
-        text = repr(value[:budget[0]])
+        text = repr(cast("str | bytes", value)[:budget[0]])
     elif kind is int:
         try:
             text = repr(value)
         except ValueError:  # more digits than int -> str allows
-            text = f"<an int of {value.bit_length()} bits>"
+            text = f"<an int of {cast(int, value).bit_length()} bits>"
     elif value is None or kind in (bool, float):
         text = repr(value)
     elif kind in (list, tuple, set, frozenset, dict) and depth < 20:
-        if kind is dict:
-            items = list(value.items())
-        else:
-            items = list(value)
+        items: list = (list(cast(dict, value).items()) if kind is dict
+                       else list(cast("Iterable[object]", value)))
         if not items and kind in (set, frozenset):
             out.append(f"{kind.__name__}()")
             budget[0] -= len(out[-1])
@@ -525,11 +526,13 @@ class Judge:
 
     def _to_program(self, value: object) -> object:
         kind = type(value)
+        # exact types (a test's subclass is no proxy): the casts restate the `is` tests
         if kind is RemoteFunction:
-            return {"fn": value._name}
+            return {"fn": cast(RemoteFunction, value)._name}
         if kind is Handle:
-            self.handles_used.add(value._id)
-            return {"h": [value._id, value._type]}
+            handle = cast(Handle, value)
+            self.handles_used.add(handle._id)
+            return {"h": [handle._id, handle._type]}
         raise TypeError(f"the test passes a {kind.__name__} to the program; only plain data "
                         f"({plain_data.PLAIN_TYPES}) and the program's own functions and "
                         "objects can cross to it")
@@ -558,7 +561,7 @@ class Judge:
     @staticmethod
     def _module(module: object, name: str) -> object:
         root = module.split(".")[0] if type(module) is str else ""
-        if root not in sys.stdlib_module_names or root in _NO_IMPORT:
+        if type(module) is not str or root not in sys.stdlib_module_names or root in _NO_IMPORT:
             raise NameError(f"the test uses {name!r}, which the program binds to a module the "
                             f"tests do not import (only standard-library modules are)")
         return importlib.import_module(module)
@@ -639,11 +642,12 @@ class Judge:
         return probe
 
     def _program_exception(self, raised: object, label: str) -> BaseException:
-        if (type(raised) is not list or len(raised) != 3 or type(raised[0]) is not str
-                or type(raised[1]) is not str):
-            raised = ["Exception", "an exception the sandbox could not read", True]
-        name, message = _clip(raised[0], 100), _clip(raised[1])
-        if name in _BASE_ONLY or (name not in _EXCEPTIONS and raised[2] is not True):
+        if (type(raised) is list and len(raised) == 3 and type(raised[0]) is str
+                and type(raised[1]) is str):
+            name, message, builtin = _clip(raised[0], 100), _clip(raised[1]), raised[2]
+        else:
+            name, message, builtin = "Exception", "an exception the sandbox could not read", True
+        if name in _BASE_ONLY or (name not in _EXCEPTIONS and builtin is not True):
             text = (f"the program raised {name} in a call to {label}"
                     f"{': ' + message if message and message != name else ''}; a test cannot "
                     "pass that way")
@@ -756,8 +760,8 @@ class Judge:
             raise self.halt
 
     def _run_test(self, index: int, source: str) -> dict:
-        outcome = {"index": index, "passed": False, "error_type": None, "message": None,
-                   "timed_out": False, "expected": None, "got": None}
+        outcome: dict[str, object] = {"index": index, "passed": False, "error_type": None, "message": None,
+                                      "timed_out": False, "expected": None, "got": None}
         if self.setup_failure:
             outcome.update(error_type="TestSetupError",
                            message=f"the test setup failed: {self.setup_failure}")

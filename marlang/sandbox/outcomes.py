@@ -31,7 +31,7 @@ def classify(limits: dict, n_tests: int, events: dict, report: dict | None,
     if report is None and not killed_by_worker:
         return {"status": "crashed", "error_type": "SandboxError",
                 "message": "the sandbox job process ended without reporting"}
-    if killed_by_worker or report["timed_out"]:
+    if report is None or killed_by_worker or report["timed_out"]:  # no report: the worker killed C
         return {"status": "timeout", "error_type": "Timeout",
                 "message": f"wall time limit of {limits['wall_seconds']:g} s exceeded {progress}"}
     stop = report.get("stop")
@@ -78,14 +78,16 @@ def read_events(data: bytes, n_tests: int) -> tuple[dict, dict, dict | None]:
     the judge's and is dropped, so nothing written into the pipe from outside can add a pass."""
     events: dict = {"tests": [], "load": None, "done": False}
     setup: dict = {}
-    report = None
+    report: dict | None = None
     stage = "start"
     for line in data.split(b"\n"):
         try:
             event = json.loads(line) if line.strip() else None
         except ValueError:
             continue
-        kind = event.pop("kind", None) if isinstance(event, dict) else None
+        if not isinstance(event, dict):  # a blank line, or JSON that is no event
+            continue
+        kind = event.pop("kind", None)
         if kind == "exit":
             if report is None:
                 report = event

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+from typing import cast
 
 MAX_DEPTH = 100
 """Deepest nesting of containers that crosses (deeper, or self-referencing, is refused)."""
@@ -54,22 +55,25 @@ class Encoder:
         kind = _type(value)
         if value is None or kind is bool or kind is str or kind is float:
             return value
+        # `kind` is the exact type (never isinstance, which a program's `__class__` can fool), so
+        # each cast below restates what the `is` test just proved.
         if kind is int:
-            return value if -_SMALL_INT < value < _SMALL_INT else {"i": _hex(value)}
+            number = cast(int, value)
+            return number if -_SMALL_INT < number < _SMALL_INT else {"i": _hex(number)}
         inner = depth + 1
         if kind is list:
-            return [self.encode(item, inner) for item in value]
+            return [self.encode(item, inner) for item in cast("list[object]", value)]
         if kind is tuple:
-            return {"t": [self.encode(item, inner) for item in value]}
+            return {"t": [self.encode(item, inner) for item in cast("tuple[object, ...]", value)]}
         if kind in _DICT_LIKE:
             return {"d": [[self.encode(k, inner), self.encode(v, inner)]
-                          for k, v in _dict_items(value)]}
+                          for k, v in _dict_items(cast("dict[object, object]", value))]}
         if kind is set:
-            return {"s": [self.encode(item, inner) for item in value]}
+            return {"s": [self.encode(item, inner) for item in cast("set[object]", value)]}
         if kind is frozenset:
-            return {"f": [self.encode(item, inner) for item in value]}
+            return {"f": [self.encode(item, inner) for item in cast("frozenset[object]", value)]}
         if kind is bytes:
-            return {"b": value.hex()}
+            return {"b": cast(bytes, value).hex()}
         return self.other(value)
 
 
@@ -92,12 +96,14 @@ def decode(obj: object, other: Callable[[str, object], object], depth: int = 0) 
     kind = _type(obj)
     if obj is None or kind is bool or kind is int or kind is float or kind is str:
         return obj
+    # As in `Encoder.encode`, each cast restates an exact-type test just made (JSON objects have
+    # string keys).
     inner = depth + 1
     if kind is list:
-        return [decode(item, other, inner) for item in obj]
-    if kind is not dict or _len(obj) != 1:
+        return [decode(item, other, inner) for item in cast("list[object]", obj)]
+    if kind is not dict or _len(cast("dict[str, object]", obj)) != 1:
         raise _malformed(obj)
-    ((tag, body),) = obj.items()
+    ((tag, body),) = cast("dict[str, object]", obj).items()
     if tag not in _TAGS:
         raise _malformed(obj)
     if tag in ("h", "fn"):
@@ -105,13 +111,15 @@ def decode(obj: object, other: Callable[[str, object], object], depth: int = 0) 
     if tag == "b" or tag == "i":
         if _type(body) is not str:
             raise _malformed(obj)
+        text = cast(str, body)
         try:
-            return bytes.fromhex(body) if tag == "b" else int(body, 16)
+            return bytes.fromhex(text) if tag == "b" else int(text, 16)
         except ValueError:
             raise _malformed(obj) from None
     if _type(body) is not list:
         raise _malformed(obj)
-    items = [decode(item, other, inner) for item in body] if tag != "d" else None
+    body_items = cast("list[object]", body)
+    items = [decode(item, other, inner) for item in body_items] if tag != "d" else []
     try:
         if tag == "t":
             return tuple(items)
@@ -119,11 +127,12 @@ def decode(obj: object, other: Callable[[str, object], object], depth: int = 0) 
             return set(items)
         if tag == "f":
             return frozenset(items)
-        result = {}
-        for pair in body:
-            if _type(pair) is not list or _len(pair) != 2:
+        result: dict[object, object] = {}
+        for pair in body_items:
+            if _type(pair) is not list or _len(cast("list[object]", pair)) != 2:
                 raise _malformed(obj)
-            result[decode(pair[0], other, inner)] = decode(pair[1], other, inner)
+            key, value = cast("list[object]", pair)
+            result[decode(key, other, inner)] = decode(value, other, inner)
     except TypeError as exc:  # an unhashable key or set member
         raise PlainDataError(f"plain data with an unhashable key: {exc}") from None
     return result

@@ -20,7 +20,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Self
+from typing import IO, Self, cast
 
 from marlang.sandbox.helper_probe import HelperProbe
 from marlang.sandbox.isolation import (
@@ -55,6 +55,8 @@ class _Worker:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=worker_env(), cwd="/", bufsize=0, close_fds=True,
                                      start_new_session=True)
+        # Both are pipes (PIPE above), never None.
+        self._stdin, self._stdout = cast(IO[bytes], self.proc.stdin), cast(IO[bytes], self.proc.stdout)
         self._buffer = b""
         self._ready = False
         self._ids = itertools.count()
@@ -64,7 +66,7 @@ class _Worker:
         return self.proc.pid
 
     def _read_line(self, deadline: float) -> bytes | None:
-        fd = self.proc.stdout.fileno()
+        fd = self._stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -89,7 +91,7 @@ class _Worker:
             job = {**job, "id": next(self._ids)}
             data = memoryview((json.dumps(job) + "\n").encode())
             while data:
-                data = data[self.proc.stdin.write(data):]
+                data = data[self._stdin.write(data):]
             line = self._read_line(time.monotonic() + timeout)
             if line is None:
                 return None
@@ -100,7 +102,7 @@ class _Worker:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()  # the worker exits at end of input
+            self._stdin.close()  # the worker exits at end of input
         except OSError:
             pass
 
@@ -117,7 +119,7 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:
@@ -214,13 +216,12 @@ class Sandbox:
                 if reply is not None:
                     break
                 self._retire(worker)
-                if self._closed:
-                    worker = None
+                if self._closed:  # for good: the finally below keeps the retired worker out
                     break
                 log.warning("sandbox worker died or hung; starting a new one")
                 worker = self._spawn()
         finally:
-            if worker is not None and not self._closed:
+            if not self._closed:
                 self._idle.put(worker)
         if reply is None:
             return SandboxResult(status="crashed", total=len(tests),

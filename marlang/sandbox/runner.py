@@ -31,8 +31,11 @@ import selectors
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
-if __package__:
+# mypy reads the package branch (TYPE_CHECKING) and so knows the siblings' types; at run time
+# `__package__` alone decides.
+if TYPE_CHECKING or __package__:
     from . import cleanup, confinement, judge, outcomes, processes, program_server
 else:  # started as a script: import the sibling modules, then leave sys.path as it was
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -222,7 +225,7 @@ def _job_process(level: str, cfg: dict, limits: dict, workdir: str, fds: dict,
     start = time.monotonic()
     _write_all(ctl, (json.dumps({"kind": "job", "id": job.get("id"),
                                  "tests": len(job["tests"])}) + "\n").encode())
-    if setup_error is not None:
+    if program_pid is None:  # the setup failed, so G was never forked
         _write_all(ctl, (json.dumps({"kind": "setup_error", "message": setup_error}) + "\n")
                    .encode())
         return EXIT_SETUP_FAILED
@@ -326,7 +329,8 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
     selector = selectors.DefaultSelector()
     for key, fd in reads.items():
         selector.register(fd, selectors.EVENT_READ, key)
-    start = backstop = None  # until the job arrives: C waits for it as long as it takes
+    start: float | None = None  # until the job arrives: C waits for it as long as it takes
+    backstop: float | None = None
     killed_by_worker = False
     exited_at = None
     open_pipes = set(reads)
@@ -371,7 +375,7 @@ def _collect(pid: int, reads: dict, limits: dict, parent_pid: int | None) -> dic
         if exited_at is None:
             os.waitpid(pid, 0)
         return None
-    if header is None:  # C ended before any job arrived: its input is gone too
+    if header is None or start is None:  # C ended before any job arrived: its input is gone too
         return None
     wall = time.monotonic() - start
     n_tests = int(header.get("tests") or 0)
