@@ -13,30 +13,36 @@ import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar, cast
 
 if TYPE_CHECKING:
     import asyncio
 
 
-class _Record:
+RecordDict = TypeVar("RecordDict", bound=Mapping[str, Any])
+"""The plain-data form of a record: ``dict[str, Any]``, or a TypedDict naming its fields."""
+
+
+class _Record(Generic[RecordDict]):
     """``to_dict`` / ``from_dict`` of a dataclass record; ``from_dict`` keeps only the fields it
     knows, so records written by another version still load."""
 
     _copies: ClassVar[bool] = False
     """Whether ``from_dict`` deep-copies (state that is changed in place after loading)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+    def to_dict(self) -> RecordDict:
+        # asdict gives exactly the dataclass's fields, which RecordDict names (the mixin
+        # itself is no dataclass, hence the ignore)
+        return cast(RecordDict, asdict(self))  # type: ignore[call-overload]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Self:
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
         return cls(**(copy.deepcopy(known) if cls._copies else known))
 
 
 @dataclass
-class TextObservation(_Record):
+class TextObservation(_Record[dict[str, Any]]):
     """What one agent perceives at one step, in words and in structured form."""
 
     text: str
@@ -50,7 +56,7 @@ class TextObservation(_Record):
 
 
 @dataclass
-class Message(_Record):
+class Message(_Record[dict[str, Any]]):
     """One utterance in a pre-action conversation."""
 
     sender: str
@@ -62,7 +68,7 @@ class Message(_Record):
 
 
 @dataclass
-class Decision(_Record):
+class Decision(_Record[dict[str, Any]]):
     """An agent's chosen action with the reasoning and raw model output behind it."""
 
     action: str
@@ -282,8 +288,20 @@ class AdapterRef:
         return cls(path=str(d["path"]), hash=str(d["hash"]))
 
 
+class PolicyStateRecord(TypedDict):
+    """`PolicyState` as plain data (``to_dict``): how the training loop's checkpoints and
+    ``learner_state.json`` hold it."""
+
+    iteration: int
+    policies: dict[str, str]
+    versions: dict[str, int]
+    memories: dict[str, list[str]]
+    adapters: dict[str, dict[str, str]]
+    extra: dict[str, Any]
+
+
 @dataclass
-class PolicyState(_Record):
+class PolicyState(_Record[PolicyStateRecord]):
     """What learning changes, per agent, with versions: policy texts (LangMARL), memories
     (Reflexion), LoRA adapters (weight-space learners), and a learner's own ``extra``
     (optimizer state paths, ...). Plain JSON, so it lives in checkpoints and in
@@ -307,8 +325,19 @@ class PolicyState(_Record):
     _copies: ClassVar[bool] = True
 
 
+class CandidateRecord(TypedDict):
+    """`Candidate` as plain data (``to_dict``): how an update hands it to the training loop."""
+
+    policies: dict[str, str]
+    memories: dict[str, list[str]]
+    adapters: dict[str, dict[str, str]]
+    extra: dict[str, Any]
+    records: list[dict[str, Any]]
+    counters: dict[str, int | float]
+
+
 @dataclass
-class Candidate(_Record):
+class Candidate(_Record[CandidateRecord]):
     """An update a learner proposes; the training loop accepts, edits or rejects it per agent."""
 
     policies: dict[str, str] = field(default_factory=dict)

@@ -57,6 +57,10 @@ class EpisodeContext:
     """The plan's step cap (None: the env's own limit)."""
 
 
+EpisodeGraph = CompiledStateGraph[EpisodeState, EpisodeContext, EpisodeState, EpisodeState]
+"""The compiled episode loop (`build_episode_graph`)."""
+
+
 def protocol_decider(protocol_graph: Any) -> DecideFn:
     async def decide(observations: dict[str, TextObservation],
                      ctx: CallContext) -> tuple[list[Message], dict[str, Decision]]:
@@ -135,7 +139,7 @@ def mixed_decider(protocol: DecideFn, team: SlotTeam) -> DecideFn:
     return decide
 
 
-def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> CompiledStateGraph:
+def build_episode_graph(agents: Mapping[str, LLMAgent] | None = None) -> EpisodeGraph:
     """Compile the episode loop. ``agents`` (LLM agents) drop the episode's short-term
     memory at the end; learning happens after episodes, on the learner seam."""
 

@@ -18,15 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
 from pydantic import ConfigDict
 
-from marlang.config import NumbersNotBooleans
+from marlang.config import ModelConfig, NumbersNotBooleans
 from marlang.registry import LEARNERS
 from marlang.seeds import env_seeds
-from marlang.types import Acting, Candidate, PolicyState, RolloutPlan, Trajectory
+from marlang.types import Acting, Candidate, CandidateRecord, PolicyState, PolicyStateRecord, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.learners.context import LearnerContext
@@ -40,24 +40,36 @@ class LearnerOptions(NumbersNotBooleans):
 
     model_config = ConfigDict(extra="forbid")
 
+    @property
+    def learning_model(self) -> ModelConfig | None:
+        """The model section of the learner's own LLM calls (``learning.model``, where the
+        method has one); None: they use the actors' model."""
+        return None
+
+    @property
+    def memory_capacity(self) -> int:
+        """Reflections each agent's memory keeps (``learning.memory_size``, where the method
+        has one)."""
+        return 3
+
 
 class UpdateState(TypedDict, total=False):
     """What an update subgraph reads from the training loop and gives back to it. A learner's
     own subgraph adds channels of its own (LangMARL's credits, gradients, ...); they live
     and die with one update and never reach the shared training state."""
 
-    policy: dict[str, Any]
+    policy: PolicyStateRecord
     """The `PolicyState` the iteration's rollouts acted with."""
     episodes: list[int]
     """This iteration's training episode ids."""
-    candidate: dict[str, Any] | None
+    candidate: CandidateRecord | None
     """The proposed `Candidate` (the subgraph's output)."""
 
 
 class UpdateOutput(TypedDict):
     """What an update subgraph hands back to the training loop: only the candidate."""
 
-    candidate: dict[str, Any] | None
+    candidate: CandidateRecord | None
 
 
 class Learner:
@@ -75,6 +87,8 @@ class Learner:
     options_model: ClassVar[type[LearnerOptions]] = LearnerOptions
     uses_policies: ClassVar[bool] = False
     uses_adapters: ClassVar[bool] = False
+    agents_kind: ClassVar[str] = "llm"
+    """The agents this learner trains: ``llm``, or ``neural`` (networks on numeric observations)."""
     roles: ClassVar[tuple[str, ...]] = ()
     """LLM roles this learner's calls are counted under in ``llm_calls.csv``."""
     own_experience: ClassVar[bool] = False
@@ -97,7 +111,7 @@ class Learner:
         if self._structured is None:
             from marlang.models.structured import StructuredReplies
 
-            self._structured = StructuredReplies(getattr(self.context, "structured", "auto"), self.context.model)
+            self._structured = StructuredReplies(self.context.structured, self.context.model)
         return self._structured
 
     # the seam ----------------------------------------------------------------------------
@@ -182,7 +196,7 @@ class Learner:
         The training graph runs it as its ``update`` node, checkpointed with the run. The
         default is one node calling :meth:`update`."""
 
-        async def update(state: UpdateState) -> dict[str, Any]:
+        async def update(state: UpdateState) -> UpdateOutput:
             policy = PolicyState.from_dict(state["policy"])
             if self.records_rollouts:  # the update plays the planned episodes itself
                 candidate = await self.update_from_plan(policy, self.planned(policy.iteration, state["episodes"]))
@@ -238,10 +252,11 @@ def register_learner(
         model = options_model or learner.options_model
         LEARNERS.register(
             name, LearnerEntry(learner, model, description, learner), description,
-            agents_kind=getattr(learner, "agents_kind", "llm"),
+            agents_kind=learner.agents_kind,
         )
-    else:
-        entry = LearnerEntry(learner, options_model or LearnerOptions, description)
+    else:  # what the signature leaves: a factory (a class not deriving from Learner is one too)
+        factory = cast(Callable[[LearnerOptions, Any], Learner], learner)
+        entry = LearnerEntry(factory, options_model or LearnerOptions, description)
         LEARNERS.register(name, entry, description, agents_kind="llm")
 
 

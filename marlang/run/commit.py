@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from marlang.run.state import EvaluationRecord, ReviewDecisions, TrainingState
 from marlang.types import Candidate, PolicyState
 
 
-def review_payload(state: dict[str, Any]) -> dict[str, Any]:
+def review_payload(state: TrainingState) -> dict[str, Any]:
     """What the reviewer of the candidate in ``state`` sees."""
     policy = PolicyState.from_dict(state["policy"])
     candidate = Candidate.from_dict(state.get("candidate") or {})
@@ -44,8 +45,8 @@ class Commit:
     adapter_rows: list[dict[str, Any]]
     update_rows: list[dict[str, Any]]
     """``updates.jsonl``: the learner's records of the update, each with its agent's verdict."""
-    evaluation: dict[str, Any]
-    """The candidate check's result (empty: no check)."""
+    evaluation: EvaluationRecord | None
+    """The candidate check's result (None: no check)."""
     review: dict[str, Any] | None
     """``review.json`` as decided, where a reviewer decided."""
     counters: dict[str, Any]
@@ -56,21 +57,21 @@ class Commit:
         return [r["accepted"] for r in self.policy_rows + self.adapter_rows]
 
 
-def decide_commit(state: dict[str, Any]) -> Commit:
+def decide_commit(state: TrainingState) -> Commit:
     """Apply the accepted parts of the candidate in the training ``state``: a reviewer's
     decisions first, else the candidate check's verdict (no check: accepted)."""
     policy = PolicyState.from_dict(state["policy"])
     candidate = Candidate.from_dict(state.get("candidate") or {})
-    evaluation = state.get("evaluation") or {}
-    decisions = state.get("review") or {}
+    evaluation = state.get("evaluation")
+    decisions: ReviewDecisions = state.get("review") or {}
     i = policy.iteration
     new = PolicyState.from_dict(policy.to_dict())
-    policy_rows = []
-    accepted_by_eval = evaluation.get("accepted", True)
+    policy_rows: list[dict[str, Any]] = []
+    accepted_by_eval = evaluation["accepted"] if evaluation else True
     for agent, text in candidate.policies.items():
         decision = decisions.get(agent) or {}
         action = decision.get("action") or ("accept" if accepted_by_eval else "reject")
-        final = decision.get("text") if action == "edit" and decision.get("text") else text
+        final = (decision.get("text") or text) if action == "edit" else text
         accepted = action in ("accept", "edit")
         old = policy.policies.get(agent, "")
         if accepted and final != old:
@@ -79,11 +80,11 @@ def decide_commit(state: dict[str, Any]) -> Commit:
         policy_rows.append({
             "iteration": i, "agent": agent, "text": final, "accepted": accepted, "previous": old,
             "version": new.versions.get(agent, 0), "decided_by": "review" if decision else (
-                "evaluation" if evaluation.get("candidate_return") is not None else "always"),
+                "evaluation" if evaluation and evaluation.get("candidate_return") is not None else "always"),
         })
     for agent, memory in candidate.memories.items():
         new.memories[agent] = list(memory)
-    adapter_rows = []
+    adapter_rows: list[dict[str, Any]] = []
     for agent, ref in candidate.adapters.items():
         accepted = bool(accepted_by_eval)
         if accepted:

@@ -17,20 +17,20 @@ import contextvars
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from marlang.agents import CallContext, LLMAgent
 from marlang.config import ExperimentConfig
 from marlang.envs.core.base import MultiAgentEnv
-from marlang.graphs.episode import DecideFn, SlotTeam, mixed_decider, run_episode, scripted_decider
+from marlang.graphs.episode import DecideFn, EpisodeGraph, SlotTeam, mixed_decider, run_episode, scripted_decider
 from marlang.learners import Learner
 from marlang.models.accounting import UsageRecorder
 from marlang.run.commit import decide_commit, review_payload
 from marlang.run.record import RunRecord, episode_metrics
+from marlang.run.state import EvaluationRecord, TrainingState
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory
 from marlang.seeds import env_seeds
 from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
@@ -72,29 +72,13 @@ class LoopOptions:
                    iterations=learner.iterations(config.learning.options))
 
 
-class TrainingState(TypedDict, total=False):
-    policy: dict[str, Any]
-    """The accepted `PolicyState` the next rollouts act with."""
-    rollouts: int
-    """K, trajectories per update: fixed when the run starts, so a resume with another
-    ``run.parallel`` plays and trains on the same episodes."""
-    next_episode: int
-    """The id of the next training episode: ids are never reused across iterations."""
-    episodes: list[int]
-    """This iteration's training episode ids (their trajectories are in the run directory)."""
-    candidate: dict[str, Any] | None
-    """The learner's proposed `Candidate`."""
-    evaluation: dict[str, Any] | None
-    review: dict[str, Any] | None
-
-
 def build_training_graph(loop: RunLoop, learner: Learner, options: LoopOptions = LoopOptions(),
                          checkpointer: Any = None) -> Any:
     """Compile the loop for ``learner``; ``loop`` plays episodes and writes the run.
 
     The graph's input is ``{"policy": ..., "rollouts": K, "next_episode": 0}``."""
 
-    async def rollout(state: TrainingState) -> dict[str, Any]:
+    async def rollout(state: TrainingState) -> TrainingState:
         policy = PolicyState.from_dict(state["policy"])
         k = int(state["rollouts"])
         first = int(state.get("next_episode", policy.iteration * k))
@@ -102,21 +86,21 @@ def build_training_graph(loop: RunLoop, learner: Learner, options: LoopOptions =
         return {"episodes": episodes, "next_episode": max(episodes, default=first - 1) + 1,
                 "candidate": None, "evaluation": None, "review": None}
 
-    async def evaluate(state: TrainingState) -> dict[str, Any]:
+    async def evaluate(state: TrainingState) -> TrainingState:
         policy = PolicyState.from_dict(state["policy"])
         candidate = Candidate.from_dict(state["candidate"] or {})
         return {"evaluation": await loop.evaluate(policy, candidate, state["episodes"])}
 
-    async def review_node(state: TrainingState) -> dict[str, Any]:
-        decision = interrupt(loop.review_payload(dict(state)))
+    async def review_node(state: TrainingState) -> TrainingState:
+        decision = interrupt(loop.review_payload(state))
         return {"review": decision}
 
-    async def commit(state: TrainingState) -> dict[str, Any]:
-        policy = await loop.commit(dict(state))
+    async def commit(state: TrainingState) -> TrainingState:
+        policy = await loop.commit(state)
         return {"policy": policy.to_dict(), "candidate": None, "evaluation": None, "review": None}
 
     def next_iteration(state: TrainingState) -> str:
-        return END if loop.finished(dict(state)) else "rollout"
+        return END if loop.finished(state) else "rollout"
 
     builder = StateGraph(TrainingState)
     builder.add_node("rollout", rollout)
@@ -139,10 +123,10 @@ def build_training_graph(loop: RunLoop, learner: Learner, options: LoopOptions =
 class Progress(Protocol):
     """A progress bar of training episodes (tqdm's)."""
 
-    n: float
-    total: float
+    n: float | int
+    total: float | int | None
 
-    def update(self, n: float = 1) -> Any: ...
+    def update(self, n: float | None = 1) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -158,7 +142,7 @@ class RunLoop:
     setting: str
     make_env: Callable[[], MultiAgentEnv]
     learner: Learner
-    episode_graph: CompiledStateGraph
+    episode_graph: EpisodeGraph
     recorder: UsageRecorder
     call: CallContext
     """The run's call context (seed, call callbacks, concurrency limit); each episode's adds
@@ -206,7 +190,7 @@ class RunLoop:
             return c.total_iterations
         return -(-c.run.episodes // self.rollouts)
 
-    def finished(self, state: dict[str, Any]) -> bool:
+    def finished(self, state: TrainingState) -> bool:
         """Whether the training state after a commit has nothing left to play: its
         ``learning.iterations`` done, or (a run measured in episodes) ``run.episodes`` training
         episodes played, a partly filled last iteration counting only its own episodes."""
@@ -215,7 +199,7 @@ class RunLoop:
             return iteration >= self.total_iterations()
         return int(state.get("next_episode", iteration * self.rollouts)) >= self.config.run.episodes
 
-    def iterations_left(self, state: dict[str, Any] | None) -> int:
+    def iterations_left(self, state: TrainingState | None) -> int:
         """At most how many iterations a run in ``state`` (None: not started) still plays."""
         fixed = self.options.iterations is not None or self.config.iterations_set
         if not state or fixed or self.rollouts is None:
@@ -254,7 +238,7 @@ class RunLoop:
         await self.play(plan, policy, phase="test")
         return list(plan.episodes)
 
-    async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> dict[str, Any]:
+    async def evaluate(self, policy: PolicyState, candidate: Candidate, episodes: list[int]) -> EvaluationRecord:
         """Play ``learning.eval_rollouts`` fresh episodes with the candidate policies and the same
         episodes (same seeds) with the current ones, and keep the candidate only if its mean
         return is not below theirs. Comparing on the same seeds keeps luck out of the verdict:
@@ -293,13 +277,13 @@ class RunLoop:
         return [(RolloutPlan(base_ids, seeds, tuple(None for _ in ids)), policy),
                 (RolloutPlan(ids, seeds, tuple(None for _ in ids)), trial)]
 
-    def review_payload(self, state: dict[str, Any]) -> dict[str, Any]:
+    def review_payload(self, state: TrainingState) -> dict[str, Any]:
         """What the reviewer sees (also written to ``review.json`` for ``marlang review``)."""
         payload = review_payload(state)
         self.run_dir.write_json("review.json", payload)
         return payload
 
-    async def commit(self, state: dict[str, Any]) -> PolicyState:
+    async def commit(self, state: TrainingState) -> PolicyState:
         """Apply the accepted parts of the candidate (`decide_commit`) and write the
         iteration's files; returns the policy state the next iteration acts with."""
         commit = decide_commit(state)
@@ -352,24 +336,28 @@ class RunLoop:
         acting = {} if self.scripted else dict(await self.learner.prepare_rollout(policy, phase) or {})
         if self._free_envs is None:
             self._free_envs = asyncio.Queue()
+        free = self._free_envs
         while len(self._envs) < min(c.run.parallel, len(todo)):
             env = self.make_env()
             self._envs.append(env)
-            self._free_envs.put_nowait(env)
+            free.put_nowait(env)
 
-        scripted = self.scripted_slots
+        scripted, protocol = self.scripted_slots, self.decide
 
         async def play(episode: int, seed: int, group: int | None) -> None:
-            env = await self._free_envs.get()
+            env = await free.get()
             try:
                 team: Any = None  # the env's scripted team, or a SlotTeam
-                decide = self.decide
                 if self.scripted:
                     team = env.scripted_team()
                     decide = scripted_decider(team)
+                elif protocol is None:  # build_run gives a decider to every team with an LLM slot
+                    raise RuntimeError("a team with LLM slots plays through its protocol's decider")
                 elif scripted or self.neural:
                     team = SlotTeam(env, scripted, self.neural)
-                    decide = mixed_decider(self.decide, team)
+                    decide = mixed_decider(protocol, team)
+                else:
+                    decide = protocol
                 ctx = replace(self.call, episode=episode, iteration=policy.iteration,
                               salt=0 if group is None else episode, acting=acting)
                 traj = await run_episode(
@@ -379,7 +367,7 @@ class RunLoop:
                     env_id=c.env.id, protocol=self.setting, team=team,
                 )
             finally:
-                self._free_envs.put_nowait(env)
+                free.put_nowait(env)
             traj.group = group
             self.write_episode(traj, policy, phase)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ EpisodeKey = tuple[str, int, int]
 """(phase, iteration, episode): held-out episodes repeat their ids at every evaluation."""
 
 
-def episode_metrics(traj: Trajectory, llm: dict[str, float] | None = None) -> dict[str, Any]:
+def episode_metrics(traj: Trajectory, llm: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
     # A decision counts where the agent had a choice: not a lone legal action such as "wait".
     decisions = [
@@ -286,7 +286,7 @@ class RunRecord:
         rd = self.run_dir
         iterations = rd.read_iterations()
         rows = with_sampling_cost(self.episodes.metrics_rows("train"), iterations)
-        summary = summarize_episodes(rows) if rows else {"episodes": 0}
+        summary: dict[str, Any] = summarize_episodes(rows) if rows else {"episodes": 0}
         summary["setting"] = setting
         summary["env_id"] = config.env.id
         manifest = rd.read_json("manifest.json") or {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +251,7 @@ def iteration_row(
     trajectories: Sequence[Any],
     llm_calls: Sequence[dict[str, Any]],
     counters: dict[str, int] | None = None,
-    evaluation: dict[str, Any] | None = None,
+    evaluation: Mapping[str, Any] | None = None,
     accepted: Sequence[bool] = (),
 ) -> dict[str, Any]:
     """One row of ``iterations.csv``: the iteration's rollouts (mean return with its 95% bootstrap interval,
