@@ -12,7 +12,7 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from contextlib import contextmanager
@@ -69,7 +69,8 @@ class ServedAdapters(Protocol):
 
     model: Any
     """The PEFT model wrapping the engine's base model."""
-    value_heads: Mapping[str, Any]
+    value_heads: torch.nn.ModuleDict
+    """Per adapter name, its value head (an agent's adapter without one has none)."""
 
     def adapter_for(self, agent: str) -> str: ...
 

@@ -32,9 +32,8 @@ from marlang.rundir import package_versions
 if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models import BaseChatModel
-    from langgraph.graph.state import CompiledStateGraph
 
-    from marlang.graphs.episode import DecideFn
+    from marlang.graphs.episode import DecideFn, EpisodeGraph
     from marlang.methods.neural.slot_policy import NeuralPolicy
     from marlang.models import SQLiteResponseCache, UsageRecorder
     from marlang.models.local_engine import LocalLM
@@ -405,7 +404,7 @@ class RunParts:
     """The trained adapters played back, agent -> hash."""
     decide: DecideFn | None
     """The protocol graph as a decider (None: no LLM slot)."""
-    episode_graph: CompiledStateGraph
+    episode_graph: EpisodeGraph
     recorder: UsageRecorder
     call: CallContext
     """The run's call context: seed, call callbacks (the recorder first), concurrency limit."""
@@ -440,7 +439,7 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
             entry.check_config(c)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    env = None
+    env: MultiAgentEnv | None = None
     if not own:  # a learner with experience of its own plays no text episodes
         env = build_env(c)
         start_sandbox(env)
@@ -449,7 +448,7 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
         except ValueError as err:
             raise ConfigError(f"env: {err}") from None
     model, models, neural, agents, adapters, decide = None, {}, {}, {}, {}, None
-    if not c.all_scripted and not own:
+    if not c.all_scripted and env is not None:  # env: None for a learner with experience of its own
         if chat_model is not None:
             model = chat_model
         else:

@@ -114,7 +114,11 @@ def handle_ctrl_c(stop: StopFlag, notify: Callable[[str], None], cancel: Callabl
             raise KeyboardInterrupt from None
 
     signal.signal(signal.SIGINT, handler)
-    return lambda: signal.signal(signal.SIGINT, previous)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
 
 
 
@@ -339,6 +343,8 @@ class Experiment:
         """Drive the training graph over the run's parts (see `run`)."""
         c = self.config
         aloop, task = asyncio.get_running_loop(), asyncio.current_task()
+        if task is None:  # asyncio.run runs every coroutine in a task
+            raise RuntimeError("Experiment.arun runs in an asyncio task")
         self._cancel = lambda: aloop.call_soon_threadsafe(task.cancel)  # what the first Ctrl-C does
         in_flight, checkpoint = InFlightCalls(), CheckpointBarrier()
         loop = self._start(in_flight, checkpoint)
@@ -374,7 +380,8 @@ class Experiment:
             completed = True
         finally:
             if loop.progress is not None:
-                if completed and not paused and loop.progress.n < loop.progress.total:
+                total = loop.progress.total
+                if completed and not paused and total is not None and loop.progress.n < total:
                     loop.progress.total = loop.progress.n  # fewer episodes than planned: end at 100%
                 loop.progress.close()
             self.run_dir.append_llm_calls(loop.recorder)

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium
 from gymnasium.spaces import Space
 from pettingzoo import ParallelEnv
 
 from marlang.envs.core.spaces import StepResult, TextObservationSpace, check_render_mode, is_integer
+
+if TYPE_CHECKING:
+    from marlang.sandbox.pool import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,12 @@ class MultiAgentEnv(ParallelEnv):
     def n_agents(self) -> int:
         """The team size (``len(possible_agents)``)."""
         return len(self.possible_agents)
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox that runs the team's generated code, started on first use (None: the
+        env runs no code)."""
+        return None
 
     # ----------------------------------------------------------------- spaces
 
