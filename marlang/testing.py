@@ -106,7 +106,9 @@ def tiny_llama(
         tie_word_embeddings=False,
         eos_token_id=eos_token_id,
         pad_token_id=eos_token_id,
-        attn_implementation=attn_implementation,
+        # accepted at runtime (the config keeps it as its attention backend); transformers'
+        # typed signature of LlamaConfig leaves it out
+        attn_implementation=attn_implementation,  # type: ignore[call-arg]
     )
     with torch.random.fork_rng(devices=[]):  # seed without touching the global generator
         torch.manual_seed(seed)

@@ -8,6 +8,8 @@ across episodes (and across resumed runs, rebuilt from the run's saved reflectio
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 
 class ReflexionMemory:
@@ -56,5 +58,5 @@ class ReflexionMemory:
     def state_dict(self) -> dict[str, object]:
         return {"capacity": self.capacity, "reflections": list(self._reflections)}
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        self._reflections = deque((str(r) for r in state.get("reflections", [])), maxlen=self.capacity)  # type: ignore[union-attr]
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._reflections = deque((str(r) for r in state.get("reflections", [])), maxlen=self.capacity)

@@ -71,9 +71,10 @@ class ExperimentConfig(_Section):
         options = self.learning.options
         if "seed" in type(options).model_fields and "seed" not in options.model_fields_set:
             options.seed = self.run.seed  # a learner's own draws follow the run seed unless given
-        if self.iterations_set:
+        fixed = self.fixed_iterations
+        if fixed is not None:
             # The iterations decide the run's length: run.episodes follows them.
-            total = self.learning.iterations * self.rollouts_per_iteration
+            total = fixed * self.rollouts_per_iteration
             if self.run.episodes != total:
                 self.run.episodes = total
         return self
@@ -99,9 +100,14 @@ class ExperimentConfig(_Section):
         return "scripted" if self.env.max_steps is None else f"scripted, {self.env.max_steps} steps"
 
     @property
+    def fixed_iterations(self) -> int | None:
+        """``learning.iterations`` where it decides the run's length (None: unset, or a play-back)."""
+        return None if self.plays_back else self.learning.iterations
+
+    @property
     def iterations_set(self) -> bool:
         """Whether ``learning.iterations`` decides the run's length (not in a play-back)."""
-        return self.learning.iterations is not None and not self.plays_back
+        return self.fixed_iterations is not None
 
     @property
     def rollouts_per_iteration(self) -> int:
@@ -113,8 +119,9 @@ class ExperimentConfig(_Section):
     @property
     def total_iterations(self) -> int:
         """``learning.iterations``, or ``run.episodes`` / K rounded up."""
-        if self.iterations_set:
-            return self.learning.iterations
+        fixed = self.fixed_iterations
+        if fixed is not None:
+            return fixed
         return -(-self.run.episodes // self.rollouts_per_iteration)
 
     def agent_names(self) -> list[str]:

@@ -69,10 +69,11 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int | None]) -> int:
     once, so this takes time in the document's size, not the expansion's); a
     ``yaml.YAMLError`` past `YAML_MAX_VALUES`."""
     if id(node) in sizes:
-        if sizes[id(node)] is None:
+        size = sizes[id(node)]
+        if size is None:
             raise yaml.composer.ComposerError(None, None, "an alias refers to the anchor it is inside (a value "
                                               "that holds itself); give the value itself", node.start_mark)
-        return sizes[id(node)]
+        return size
     sizes[id(node)] = None  # being counted: an alias back to it is a cycle
     children = node.value if isinstance(node, yaml.SequenceNode) else \
         [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
@@ -136,7 +137,7 @@ def describe_validation_error(err: ValidationError) -> str:
     if kind == "extra_forbidden":
         parent_model = _section_for(first["loc"][:-1])
         fields = list(parent_model.model_fields) if parent_model else []
-        hint = did_you_mean(first["loc"][-1], fields)
+        hint = did_you_mean(str(first["loc"][-1]), fields)
         return f"unknown config key {loc!r}{hint}; valid keys here: {', '.join(fields) or '?'}"
     msg = error_message(_section_for(first["loc"][:-1]), first)
     if msg.startswith(("unknown config key '", "invalid value for '")):

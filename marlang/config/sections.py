@@ -167,7 +167,7 @@ class EnvConfig(_Section):
     """Which text environment to run, and its parameters."""
 
     id: str = "babyai/pickup"
-    n_agents: int | None = Field(
+    n_agents: int = Field(
         None, ge=1, validate_default=True,
         description="Number of agents; None: the env's own (2; N for pistonball/nN).",
     )
@@ -179,9 +179,10 @@ class EnvConfig(_Section):
     def _known_env(cls, v: str) -> str:
         return check_name(ENVS, v, sort=True)
 
-    @field_validator("n_agents", mode="after")
+    @field_validator("n_agents", mode="before")
     @classmethod
-    def _default_agents(cls, v: int | None, info: Any) -> int:
+    def _default_agents(cls, v: Any, info: Any) -> Any:
+        # before the type check: a validated config always holds the team size
         if v is not None or "id" not in info.data:
             return v if v is not None else 2
         return int(ENVS.entry(info.data["id"]).metadata.get("default_agents", 2))

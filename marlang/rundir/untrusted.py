@@ -157,9 +157,9 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         want = " or ".join(_KINDS[kind] for kind in kinds)
         if not isinstance(value, kinds) or isinstance(value, bool):
             raise damaged(path, f"its {key!r} is {_KINDS.get(type(value), type(value).__name__)}, not {want}")
-        if key == "resumes" and not all(isinstance(entry, dict) for entry in value):
+        if key == "resumes" and not (isinstance(value, list) and all(isinstance(entry, dict) for entry in value)):
             raise damaged(path, f"its {key!r} is not a list of objects")
-        if key == "adapters" and not all(isinstance(v, str) for v in value.values()):
+        if key == "adapters" and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
             raise damaged(path, f"its {key!r} maps an agent to something other than text")
     return manifest
 

@@ -46,7 +46,7 @@ def find_runs(path: Path) -> tuple[list[Path], str | None]:
         return [path], None
     runs = sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)), key=lambda p: p.name)
     table = path / "table.md"
-    order: list[str] = []
+    order: list[object] = []  # setting names as the comparison's summary.json gives them
     summary = _read_json(path / "summary.json")
     if isinstance(summary, dict):  # a comparison's summary: {env group: {setting: summary}}
         for key, group in summary.items():
@@ -67,7 +67,7 @@ def find_runs(path: Path) -> tuple[list[Path], str | None]:
 def collect(paths: list[str | Path], max_episodes: int = 2000) -> dict[str, Any]:
     """The page's data: every run under ``paths`` and the comparison tables found on the way."""
     runs: list[dict[str, Any]] = []
-    tables: list[dict[str, str]] = []
+    tables: list[dict[str, Any]] = []
     fronts: list[dict[str, Any]] = []
     seen: set[Path] = set()
     for given in paths:
@@ -138,7 +138,7 @@ def _credit_check(found: Any) -> dict[str, Any] | None:
 
 
 # episodes ----------------------------------------------------------------------------------------
-def _episode(e: dict[str, Any], credits: dict[int, dict[str, str]]) -> dict[str, Any]:
+def _episode(e: dict[str, Any], credits: dict[object, dict[object, str]]) -> dict[str, Any]:
     steps = [_step(s) for s in e.get("steps") or []]
     final = {a: _text((o or {}).get("text")) for a, o in (e.get("final_observations") or {}).items()}
     return {
@@ -188,9 +188,10 @@ def _step(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _credits(updates: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
-    """{episode: {agent: the critic's credit}} from LangMARL's updates."""
-    out: dict[int, dict[str, str]] = {}
+def _credits(updates: list[dict[str, Any]]) -> dict[object, dict[object, str]]:
+    """{episode: {agent: the critic's credit}} from LangMARL's updates (keys as the run's
+    JSON gives them)."""
+    out: dict[object, dict[object, str]] = {}
     for u in updates:
         for t in u.get("trajectories") or []:
             if t.get("credit") is not None:
