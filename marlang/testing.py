@@ -11,14 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 import torch
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, PrivateAttr
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
+from marlang.models.chat_reply import ChatReply, ReplyChatModel
 from marlang.models.local_chat import LocalChatModel
 from marlang.models.local_engine import LocalLM
 
@@ -128,7 +125,7 @@ def tiny_chat_model(engine: LocalLM | None = None, **params: Any) -> LocalChatMo
     return LocalChatModel(engine=engine if engine is not None else tiny_local_lm(), **params)
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(ReplyChatModel):
     """A chat model that answers from a script instead of a model.
 
     ``replies`` are returned in order (cycling), or ``reply_fn(messages)`` computes each
@@ -157,13 +154,7 @@ class ScriptedChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_id": self.model_id, "replies": self.replies}
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _reply(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> ChatReply:
         with self._lock:
             index = self._calls
             self._calls += 1
@@ -173,27 +164,7 @@ class ScriptedChatModel(BaseChatModel):
             text = self.replies[index % len(self.replies)]
         else:
             raise ValueError("ScriptedChatModel needs replies or reply_fn")
-        input_tokens = sum(len(m.text.split()) for m in messages)
-        output_tokens = len(text.split())
-        message = AIMessage(
-            content=text,
-            usage_metadata=UsageMetadata(
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                total_tokens=input_tokens + output_tokens,
-            ),
-            response_metadata={"model_name": self.model_id},
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._generate(messages, stop, **kwargs)
+        return ChatReply(text, self.model_id, sum(len(m.text.split()) for m in messages), len(text.split()))
 
 
 FAULTS = ("cut", "empty", "closed")

@@ -15,14 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
+from langchain_core.language_models import LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
+from marlang.models.chat_reply import ChatReply, ReplyChatModel
 from marlang.models.chat_templates import render_chat
 from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
@@ -58,7 +56,7 @@ class _Choice:
     """Added to the scores before the choice (contextual calibration: minus a prior)."""
 
 
-class LocalChatModel(BaseChatModel):
+class LocalChatModel(ReplyChatModel):
     """A chat model running on a local `LocalLM` engine, with request batching.
 
     ``temperature == 0`` decodes greedily; otherwise tokens are sampled with nucleus
@@ -209,32 +207,20 @@ class LocalChatModel(BaseChatModel):
             )
         return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _reply(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> ChatReply:
         if "choices" in kwargs:
             return self._choose(messages, **kwargs)
         request, prompt = self._request(messages, stop, **kwargs)
-        return self._to_result(self.engine.generate([request])[0], prompt)
+        return self._to_reply(self.engine.generate([request])[0], prompt)
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _areply(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> ChatReply:
         if "choices" in kwargs:
             request, choice = self._choice_request(messages, **kwargs)
             return self._chosen(request, choice, await self.engine.ascore_request(request))
         request, prompt = self._request(messages, stop, **kwargs)
-        return self._to_result(await self.engine.agenerate(request), prompt)
+        return self._to_reply(await self.engine.agenerate(request), prompt)
 
-    def _choose(self, messages: Sequence[BaseMessage], **kwargs: Any) -> ChatResult:
+    def _choose(self, messages: Sequence[BaseMessage], **kwargs: Any) -> ChatReply:
         """Answer with one of ``choices``, scored by log p(choice_prefix + c | messages) (GLAM).
 
         The scores are summed token log-probs. A space ending the prefix is moved onto the
@@ -281,7 +267,7 @@ class LocalChatModel(BaseChatModel):
         choice = _Choice(choices, lead, temperature, params.get("seed"), offsets)
         return ScoreRequest(prompt + choice_prefix, ActionPolicy.candidates(choices, lead), adapter), choice
 
-    def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatResult:
+    def _chosen(self, request: ScoreRequest, choice: _Choice, scored: ScoreOutput) -> ChatReply:
         choices, scores = choice.choices, scored.scores
         best, policy_logprob = ActionPolicy(choice.temperature).choose(scores, choice.offsets, choice.seed)
         input_tokens = len(self.engine.encode(request.prompt))
@@ -289,34 +275,11 @@ class LocalChatModel(BaseChatModel):
         scored_choice = ScoredChoice(choices[best], tuple(scores), policy_logprob, scored.value, request.prompt,
                                      choice.lead, choice.temperature > 0,
                                      None if choice.offsets is None else tuple(choice.offsets))
-        message = AIMessage(
-            content=choices[best],
-            usage_metadata=UsageMetadata(
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                total_tokens=input_tokens + output_tokens,
-            ),
-            response_metadata={"model_name": self.model_id, "finish_reason": "choice",
-                               **scored_choice.to_metadata(choices)},
-        )
-        generation = ChatGeneration(message=message, generation_info={"finish_reason": "choice"})
-        return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
+        return ChatReply(choices[best], self.model_id, input_tokens, output_tokens, "choice",
+                         scored_choice.to_metadata(choices))
 
-    def _to_result(self, output: GenerationOutput, prompt: str) -> ChatResult:
-        usage = UsageMetadata(
-            input_tokens=output.input_tokens,
-            output_tokens=output.output_tokens,
-            total_tokens=output.input_tokens + output.output_tokens,
-        )
-        message = AIMessage(
-            content=output.text,
-            usage_metadata=usage,
-            # The exact prompt text: a weight-space learner scores the reply after it again.
-            response_metadata={"model_name": self.model_id, "finish_reason": output.finish_reason,
-                               "prompt_text": prompt},
-        )
-        generation = ChatGeneration(
-            message=message, generation_info={"finish_reason": output.finish_reason}
-        )
-        return ChatResult(generations=[generation], llm_output={"model_name": self.model_id})
+    def _to_reply(self, output: GenerationOutput, prompt: str) -> ChatReply:
+        # The exact prompt text: a weight-space learner scores the reply after it again.
+        return ChatReply(output.text, self.model_id, output.input_tokens, output.output_tokens,
+                         output.finish_reason, {"prompt_text": prompt})
 
