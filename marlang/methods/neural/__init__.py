@@ -8,15 +8,8 @@ Only the options models load with the package; torch, torchrl and BenchMARL load
 from __future__ import annotations
 
 from marlang.lazy import lazy_getattr
-from marlang.methods.neural.algorithms import (
-    NEURAL_LEARNERS,
-    NeuralOptions,
-    NeuralPPOOptions,
-    QMIXOptions,
-    VDNOptions,
-    check_neural_pairing,
-    is_neural_method,
-)
+from marlang.methods.neural.algorithms import NEURAL_LEARNERS, check_neural_pairing, is_neural_method
+from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions, QMIXOptions, VDNOptions
 from marlang.methods.neural.reward_hook import RewardHook, load_reward_hook
 
 _LAZY = {

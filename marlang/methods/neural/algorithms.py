@@ -13,21 +13,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from marlang.learners.base import Candidate, Learner, LearnerOptions, PolicyState, learner_entry
 from marlang.methods.neural.critics.options import check_credit_config
-from marlang.methods.neural.options import (
-    NeuralOptions,
-    NeuralPPOOptions,
-    QMIXOptions,
-    ValueDecompositionOptions,
-    VDNOptions,
-)
+from marlang.methods.neural.options import NeuralPPOOptions, QMIXOptions, VDNOptions
 from marlang.registry import LEARNERS
 from marlang.types import RolloutPlan, Trajectory
 
 __all__ = [
     "NEURAL_ALGORITHMS", "NEURAL_LEARNERS", "IPPOLearner", "MAPPOLearner", "NeuralAlgorithm", "NeuralLearner",
-    "NeuralOptions", "NeuralPPOOptions", "QMIXLearner", "QMIXOptions", "VDNLearner", "VDNOptions",
-    "ValueDecompositionOptions",
-    "check_neural_pairing", "is_neural_method", "neural_methods", "numeric_env_ids",
+    "QMIXLearner", "VDNLearner", "check_neural_pairing", "is_neural_method", "neural_methods", "numeric_env_ids",
 ]
 
 if TYPE_CHECKING:
