@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from marlang.envs.overcooked.package import Action, Direction, MotionPlanner
+from marlang.envs.overcooked.package import Action, Direction, MotionPlanner, OvercookedGridworld
 
 Pos = tuple[int, int]
 
@@ -20,6 +20,11 @@ Orientation = tuple[int, int]
 PosOr = tuple[Pos, Orientation]
 
 
+PrimitiveAction = Orientation | str
+"""One of the package's actions: a direction to move (or turn) in, ``Action.STAY`` (``(0, 0)``) or
+``Action.INTERACT`` (``"interact"``)."""
+
+
 DIRECTION_NAMES: dict[Orientation, str] = {
     Direction.NORTH: "up",
     Direction.SOUTH: "down",
@@ -28,7 +33,7 @@ DIRECTION_NAMES: dict[Orientation, str] = {
 }
 
 
-PRIMITIVE_ACTIONS: dict[str, object] = {
+PRIMITIVE_ACTIONS: dict[str, PrimitiveAction] = {
     "up": Direction.NORTH,
     "down": Direction.SOUTH,
     "left": Direction.WEST,
@@ -53,7 +58,7 @@ class Approach:
     """The feature the cook already stands in front of, facing it (the first such target)."""
     turn: Orientation | None
     """Where to turn, standing in front of a feature facing away (when not ``at`` one)."""
-    first: object
+    first: PrimitiveAction | None
     """The first move of the shortest plan to the nearest feature (None: all out of reach)."""
     cells: tuple[Pos, ...]
     """The cells that plan walks through."""
@@ -80,7 +85,7 @@ class Kitchen:
     front of a feature facing it, from the package's ``MotionPlanner``.
     """
 
-    def __init__(self, mdp: object):
+    def __init__(self, mdp: OvercookedGridworld):
         self.mdp = mdp
         counters = _reading_order(mdp.get_counter_locations())
         self.planner = MotionPlanner(mdp, counter_goals=counters)
@@ -98,7 +103,7 @@ class Kitchen:
             for x, y in self.walkable
         }
         """The walkable cells next to each walkable cell, in the package's order of directions."""
-        self.step_to: dict[tuple[Pos, Orientation], Pos] = {
+        self.step_to: dict[tuple[Pos, PrimitiveAction], Pos] = {
             ((x, y), (dx, dy)): (x + dx, y + dy)
             for x, y in self.walkable
             for dx, dy in Direction.ALL_DIRECTIONS
@@ -279,15 +284,14 @@ class Kitchen:
         """The cells of a shortest walk from ``start`` to any of ``goal_cells`` around
         ``blocked`` (``None`` when there is none; remembered)."""
         key = (start, goal_cells, blocked)
-        known = self._detours.get(key, False)
-        if known is False:
+        if key not in self._detours:  # (None is a remembered answer: no walk)
             if len(self._detours) >= _MAX_DETOURS:  # (blocked cells add up over a long run)
                 self._detours.clear()
-            known = self._detours[key] = self._walk(start, goal_cells, blocked)
-        return known
+            self._detours[key] = self._walk(start, goal_cells, blocked)
+        return self._detours[key]
 
     def _walk(self, start: Pos, goal_cells: frozenset[Pos], blocked: frozenset[Pos]) -> tuple[Pos, ...] | None:
-        previous: dict[Pos, Pos | None] = {start: None}
+        previous: dict[Pos, Pos] = {start: start}  # (the walk back stops at start, never reading its entry)
         queue = deque([start])
         neighbours = self.neighbours
         while queue:

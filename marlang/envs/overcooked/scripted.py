@@ -156,5 +156,5 @@ class ScriptedOvercookedTeam:
         )
 
 
-def _first(items: Sequence[str], default: str | None) -> str | None:
+def _first(items: Sequence[str], default: str) -> str:
     return items[0] if items else default

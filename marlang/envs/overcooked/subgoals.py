@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from marlang.envs.overcooked.kitchen import INGREDIENTS, Kitchen, Pos
-from marlang.envs.overcooked.package import Action, Direction
+from marlang.envs.overcooked.kitchen import INGREDIENTS, Kitchen, Pos, PrimitiveAction
+from marlang.envs.overcooked.package import Action, Direction, OvercookedState, PlayerState
 
 CONTINUE = "continue"
 WAIT = "wait"
@@ -42,12 +42,12 @@ _ALWAYS = (_subgoal(WAIT, "wait"), _subgoal(STEP_ASIDE, "step aside"))
 """The subgoals every cook is offered, last."""
 
 
-def held_item(player: object) -> str | None:
+def held_item(player: PlayerState) -> str | None:
     obj = player.held_object
     return None if obj is None else obj.name
 
 
-def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
+def pot_contents(state: OvercookedState, pot: Pos) -> tuple[int, str]:
     """(number of ingredients, status) with status empty | filling | cooking | ready."""
     soup = state.objects.get(pot)
     if soup is None:
@@ -58,17 +58,17 @@ def pot_contents(state: object, pot: Pos) -> tuple[int, str]:
     return n, "ready" if soup.is_ready else "cooking"
 
 
-def _pot_takes_ingredient(state: object, pot: Pos, capacity: int) -> bool:
+def _pot_takes_ingredient(state: OvercookedState, pot: Pos, capacity: int) -> bool:
     n, status = pot_contents(state, pot)
     return status in ("empty", "filling") and n < capacity
 
 
-def _counter_item(state: object, counter: Pos) -> str | None:
+def _counter_item(state: OvercookedState, counter: Pos) -> str | None:
     obj = state.objects.get(counter)
     return None if obj is None else obj.name
 
 
-def is_valid(kitchen: Kitchen, state: object, index: int, subgoal: Subgoal, capacity: int) -> str:
+def is_valid(kitchen: Kitchen, state: OvercookedState, index: int, subgoal: Subgoal, capacity: int) -> str:
     """Empty string when ``subgoal`` still makes sense for cook ``index``, else why not."""
     kind = subgoal.kind
     if kind in ("wait", "step aside"):
@@ -97,7 +97,7 @@ def _article(item: str | None) -> str:
 
 
 def legal_subgoals(
-    kitchen: Kitchen, state: object, index: int, *, capacity: int = 3, counter_options: int = 3,
+    kitchen: Kitchen, state: OvercookedState, index: int, *, capacity: int = 3, counter_options: int = 3,
     holding: tuple[tuple[int, Pos, str], ...] | None = None,
 ) -> list[Subgoal]:
     """The subgoals cook ``index`` may start now, filtered by what it holds and can reach.
@@ -239,7 +239,7 @@ class SubgoalRunner:
         self.tasks[index] = None
 
     # one tick ---------------------------------------------------------------------------
-    def joint_action(self, state: object) -> tuple[object, ...]:
+    def joint_action(self, state: OvercookedState) -> tuple[PrimitiveAction, ...]:
         """Each cook's primitive action for this tick (cooks without a subgoal stay).
 
         Cooks route in index order: each one avoids the cells the others stand on and the
@@ -249,10 +249,10 @@ class SubgoalRunner:
         players = state.players
         positions = [p.position for p in players]
         reserved: set[Pos] = set()
-        actions: list[object] = []
+        actions: list[PrimitiveAction] = []
         for i, player in enumerate(players):
             task = self.tasks[i]
-            action: object = Action.STAY
+            action: PrimitiveAction = Action.STAY
             if task is not None:
                 reason = is_valid(self.kitchen, state, i, task.subgoal, self.capacity)
                 if reason:
@@ -268,9 +268,9 @@ class SubgoalRunner:
         return tuple(actions)
 
     def _action_for(
-        self, index: int, task: Task, player: object, state: object, positions: Sequence[Pos],
+        self, index: int, task: Task, player: PlayerState, state: OvercookedState, positions: Sequence[Pos],
         reserved: set[Pos],
-    ) -> tuple[object, AbstractSet[Pos]]:
+    ) -> tuple[PrimitiveAction, AbstractSet[Pos]]:
         """The cook's action this tick and the cells of the route it is taking (``positions``:
         where every cook stands)."""
         kind = task.subgoal.kind
@@ -309,7 +309,7 @@ class SubgoalRunner:
             return Action.STAY, {here}
         return way.first, way.route
 
-    def _aside_cell(self, index: int, state: object, reserved: set[Pos]) -> Pos | None:
+    def _aside_cell(self, index: int, state: OvercookedState, reserved: set[Pos]) -> Pos | None:
         """A free neighbouring cell, off the other cooks' routes (``reserved``: those of the
         cooks routed before it this tick) when possible."""
         players = state.players
@@ -332,7 +332,7 @@ class SubgoalRunner:
                 return cell
         return order[0]
 
-    def _avoid_collisions(self, old: Sequence[Pos], actions: list[object]) -> None:
+    def _avoid_collisions(self, old: Sequence[Pos], actions: list[PrimitiveAction]) -> None:
         """Two cooks stepping into one cell (or through each other) both stay in the package;
         let the later one wait instead, so the first one gets through. ``old``: where the
         cooks stand."""
@@ -349,7 +349,9 @@ class SubgoalRunner:
                     if task is not None:
                         task.blocked_by = j
 
-    def update(self, before: object, after: object, actions: Sequence[object]) -> dict[int, Outcome]:
+    def update(
+        self, before: OvercookedState, after: OvercookedState, actions: Sequence[PrimitiveAction]
+    ) -> dict[int, Outcome]:
         """Account for one tick: finish subgoals that succeeded, failed or got stuck; return and
         clear every outcome since the last call."""
         for i, task in enumerate(self.tasks):
@@ -387,7 +389,7 @@ class SubgoalRunner:
         outcomes, self.outcomes = self.outcomes, {}
         return outcomes
 
-    def _stalled(self, task: Task, old: object, new: object, action: object) -> bool:
+    def _stalled(self, task: Task, old: PlayerState, new: PlayerState, action: PrimitiveAction) -> bool:
         moved = old.position != new.position or old.orientation != new.orientation
         wanted_to_move = action in _DIRECTIONS or task.blocked_by is not None
         if moved or not wanted_to_move:
@@ -400,11 +402,13 @@ class SubgoalRunner:
 _DIRECTIONS = frozenset(Direction.ALL_DIRECTIONS)
 
 
-def _direction_between(a: Pos, b: Pos) -> object:
+def _direction_between(a: Pos, b: Pos) -> PrimitiveAction:
     return (b[0] - a[0], b[1] - a[1])
 
 
-def _achieved(kitchen: Kitchen, before: object, after: object, index: int, subgoal: Subgoal) -> bool:
+def _achieved(
+    kitchen: Kitchen, before: OvercookedState, after: OvercookedState, index: int, subgoal: Subgoal
+) -> bool:
     held_before = held_item(before.players[index])
     held_after = held_item(after.players[index])
     kind = subgoal.kind
