@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium.spaces import Box
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX
-from minigrid.core.world_object import WorldObj
+from minigrid.core.world_object import Door, WorldObj
 from minigrid.envs.babyai.core.verifier import GoToInstr, PickupInstr, PutNextInstr
 
 from marlang.envs.babyai.agent import ACTIONS
@@ -225,7 +225,7 @@ class BabyAINumericEnv(TextEnvView):
 
     def _subgoal_watch(self) -> dict[str, Any]:
         """What the subgoal check compares against after the step."""
-        doors = [(obj, pos) for obj, pos in self._objects() if obj.type == "door"]
+        doors = [(obj, pos) for obj, pos in self._objects() if isinstance(obj, Door)]
         in_doorways = {
             id(obj)
             for obj, pos in self._objects()
@@ -242,7 +242,7 @@ class BabyAINumericEnv(TextEnvView):
         """Subgoals reached this step for the first time in the episode (see ``SUBGOALS``)."""
         events: list[str] = []
         locked_colours = {door.color for door in before["locked"]}
-        instrs = self.babyai.level.instrs
+        instrs = self.babyai.instructions
         to_move = (
             {id(o) for o in instrs.desc_move.obj_set} if isinstance(instrs, PutNextInstr) else set()
         )
@@ -274,7 +274,7 @@ class BabyAINumericEnv(TextEnvView):
 
     def _targets_in_view(self) -> set[int]:
         """Ids of a go-to mission's objects some agent sees now (empty for other missions)."""
-        instrs = self.babyai.level.instrs
+        instrs = self.babyai.instructions
         if not isinstance(instrs, GoToInstr):
             return set()
         targets = [obj for obj in instrs.desc.obj_set if obj.cur_pos is not None]
@@ -296,8 +296,8 @@ class BabyAINumericEnv(TextEnvView):
         objects = list(self._objects())
         where = {id(obj): pos for obj, pos in objects}
         held = {id(s.carrying): s.position for s in self.babyai.agent_states.values() if s.carrying}
-        instrs = self.babyai.level.instrs
-        locked = [(obj, pos) for obj, pos in objects if obj.type == "door" and obj.is_locked]
+        instrs = self.babyai.instructions
+        locked = [(obj, pos) for obj, pos in objects if isinstance(obj, Door) and obj.is_locked]
         if locked and isinstance(instrs, PickupInstr):
             door, door_pos = locked[0]
             blockers = [

@@ -214,7 +214,8 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
         for agent in self.possible_agents:
             for x, y in self._local_view(agent).visible_cells:
                 highlight[x, y] = True
-        image = level.grid.render(tile, agent_pos=None, highlight_mask=highlight)
+        # (no cell holds minigrid's single agent: draw_agents draws every agent over the grid)
+        image = level.grid.render(tile, agent_pos=(-1, -1), highlight_mask=highlight)
         draw_agents(image, tile, [self._states[agent] for agent in self.possible_agents])
         return image
 
@@ -242,6 +243,12 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
         return self._level.mission
 
     @property
+    def instructions(self) -> Instr:
+        """The level's mission as minigrid's verifier instructions."""
+        # (each level's gen_mission sets it; RoomGridLevel does not declare it)
+        return self._level.instrs  # type: ignore[attr-defined]
+
+    @property
     def agent_states(self) -> Mapping[str, AgentState]:
         """Read-only view of every agent's body state."""
         return MappingProxyType(self._states)
@@ -264,11 +271,9 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
         state = self._states[agent]
         level = self._level
         saved = (level.agent_pos, level.agent_dir, level.carrying)
-        level.agent_pos, level.agent_dir, level.carrying = (
-            state.position,
-            state.direction,
-            state.carrying,
-        )
+        level.agent_pos, level.agent_dir = state.position, state.direction
+        # (minigrid declares `carrying` as always None; it holds the carried WorldObj)
+        level.carrying = state.carrying  # type: ignore[assignment]
         try:
             yield level
         finally:
@@ -372,8 +377,9 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
                         level.agent_pos = front
             elif index == Actions.pickup:
                 if cell is not None and cell.can_pickup() and level.carrying is None:
-                    level.carrying = cell
-                    cell.cur_pos = np.array([-1, -1])
+                    level.carrying = cell  # type: ignore[assignment]  # (declared None in minigrid)
+                    # (as minigrid's own pickup stores it, though it declares a (x, y) tuple)
+                    cell.cur_pos = np.array([-1, -1])  # type: ignore[assignment]
                     level.grid.set(*front, None)
                     moved_objects = True
             elif index == Actions.drop:
@@ -392,8 +398,8 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
                     cell.toggle(level, front)
             if moved_objects:
                 level.update_objs_poss()
-            _remember_carrying(level.instrs, carrying_before)
-            status = level.instrs.verify(None if index is None else Actions(index))
+            _remember_carrying(self.instructions, carrying_before)
+            status = self.instructions.verify(None if index is None else Actions(index))
         return blocked, status if status in ("success", "failure") else "continue"
 
     def _initial_states(self, starts: Mapping[str, Any]) -> dict[str, AgentState]:
@@ -410,7 +416,10 @@ class BabyAITextEnv(StepLimited, MultiAgentEnv):
                     f"agent_starts[{agent!r}] must be a dict with a 'position' (x, y) and an "
                     f"optional 'direction', got {start!r}"
                 )
-            position = tuple(int(v) for v in start["position"])
+            coordinates = [int(v) for v in start["position"]]
+            if len(coordinates) != 2:
+                raise ValueError(f"agent_starts[{agent!r}] position {start['position']!r} is not an (x, y) pair")
+            position = (coordinates[0], coordinates[1])
             if not (0 <= position[0] < level.width and 0 <= position[1] < level.height):
                 raise ValueError(f"agent_starts[{agent!r}] position {position} is outside the grid")
             cell = level.grid.get(*position)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
-from minigrid.core.world_object import WorldObj
+from minigrid.core.world_object import Door, WorldObj
 from minigrid.minigrid_env import MiniGridEnv
 
 from marlang.envs.babyai.agent import AgentState
@@ -25,7 +25,7 @@ _UNCOLOURED_NAMES = {"goal": "goal", "lava": "lava tile"}
 
 def door_state(obj: WorldObj) -> str | None:
     """``"open"``, ``"closed"`` or ``"locked"`` for a door, ``None`` for anything else."""
-    if obj.type != "door":
+    if not isinstance(obj, Door):
         return None
     if obj.is_open:
         return "open"
@@ -61,6 +61,10 @@ def relative_phrase(right: int, forward: int) -> str:
     return " and ".join(parts) if parts else "here"
 
 
+@overload
+def object_record(obj: WorldObj) -> dict[str, Any]: ...
+@overload
+def object_record(obj: WorldObj | None) -> dict[str, Any] | None: ...
 def object_record(obj: WorldObj | None) -> dict[str, Any] | None:
     """JSON-ready ``{"type", "color", "state"}`` for an object (``None`` stays ``None``)."""
     if obj is None:
@@ -139,10 +143,10 @@ class LocalView:
         for seen in self.objects:
             where = relative_phrase(seen.right, seen.forward)
             lines.append(f"You see {with_article(object_name(seen.obj))} {where}")
-        for seen in self.agents:
-            line = f"You see {seen.name} {relative_phrase(seen.right, seen.forward)}"
-            if seen.carrying is not None:
-                line += f" carrying {with_article(object_name(seen.carrying))}"
+        for other in self.agents:
+            line = f"You see {other.name} {relative_phrase(other.right, other.forward)}"
+            if other.carrying is not None:
+                line += f" carrying {with_article(object_name(other.carrying))}"
             lines.append(line)
         return lines
 

@@ -249,6 +249,13 @@ def test_invalid_constructor_arguments():
         BabyAITextEnv(object())
 
 
+def test_an_agent_start_that_is_no_cell_is_refused():
+    env = room_env(lambda: [(Ball("red"), (5, 1))])
+    for position in ((2, 3, 0), (2,)):
+        with pytest.raises(ValueError, match=r"agent_1.*not an \(x, y\) pair"):
+            env.reset(seed=0, options={"agent_starts": {"agent_1": {"position": position}}})
+
+
 def test_pettingzoo_parallel_api():
     env = make("babyai/goto-obj", n_agents=2)
     parallel_api_test(env, num_cycles=100)
