@@ -80,8 +80,12 @@ class MultiAgentEnv(ParallelEnv):
         check_render_mode(render_mode, self.metadata)
         self.render_mode = render_mode
         self.env_id = env_id
-        names = [f"agent_{i}" for i in range(int(agents))] if is_integer(agents) else agents
-        self.possible_agents: list[str] = list(names)
+        if isinstance(agents, Sequence):
+            self.possible_agents: list[str] = list(agents)
+        elif is_integer(agents):
+            self.possible_agents = [f"agent_{i}" for i in range(int(agents))]
+        else:
+            raise TypeError(f"agents must be a count or a list of names, got {agents!r}")
         self.agents: list[str] = []
         self._action_spaces: dict[str, Space] = {}
         self._observation_space: Space = TextObservationSpace()

@@ -254,7 +254,7 @@ class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
 
     def action_space(self, agent: str) -> Discrete:
         space = self._action_spaces.get(agent)
-        if space is None:
+        if not isinstance(space, Discrete):  # (only this method fills it: a Discrete or nothing yet)
             if agent not in self.possible_agents:
                 raise ValueError(f"unknown agent {agent!r}; agents: {self.possible_agents}")
             space = self._action_spaces[agent] = Discrete(len(self.action_names(agent)))

@@ -31,7 +31,7 @@ def keyword_parameters(target: Any, *, follow: bool = False) -> tuple[list[str],
         for cls in target.__mro__:
             if "__init__" not in vars(cls) or cls is object:
                 continue
-            parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+            parameters = list(inspect.signature(vars(cls)["__init__"]).parameters.values())[1:]
             chain.append(parameters)
             open_ = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
             if not open_:
@@ -39,7 +39,7 @@ def keyword_parameters(target: Any, *, follow: bool = False) -> tuple[list[str],
         names = [p.name for parameters in reversed(chain) for p in parameters if p.kind in _NAMED]
         return names, open_
     try:
-        parameters = inspect.signature(target).parameters.values()
+        parameters = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
         return None
     names = [p.name for p in parameters if p.kind in _NAMED]

@@ -65,12 +65,19 @@ class FeatureSpaces:
     state_size: ClassVar[int]
 
     @functools.cached_property
-    def _observation_box(self) -> Box:
+    def _feature_box(self) -> Box:
         return numeric_box(self.numeric_size)
 
     @functools.cached_property
-    def _state_box(self) -> Box:
+    def _feature_state_box(self) -> Box:
         return Box(low=0.0, high=1.0, shape=(self.state_size,), dtype=np.float32)
+
+    def numeric_observation_space(self, agent: str) -> Box:
+        return self._feature_box
+
+    @property
+    def state_space(self) -> Box:
+        return self._feature_state_box
 
 
 class RankedByKey:

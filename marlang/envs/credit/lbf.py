@@ -290,7 +290,7 @@ class LBFGreedyTeam(ScenarioTeam):
         self._stuck: dict[int, int] = {}
         self._last: dict[int, Cell] = {}
 
-    def act(self, observations: Any) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live agents."""
         env = self.env
         lbf = env.lbf

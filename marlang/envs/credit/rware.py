@@ -308,7 +308,7 @@ class RWAREHeuristicTeam(ScenarioTeam):
         steps since that length last shrank."""
         self._wander: dict[int, int] = {}
 
-    def act(self, observations: Any) -> dict[str, str]:
+    def _joint_action(self, observations: Any) -> dict[str, str]:
         """Joint action (action names, as LLM agents give them) for the live robots."""
         env = self.env
         w = env.warehouse

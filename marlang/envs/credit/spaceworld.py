@@ -171,9 +171,9 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
             self._rng = np.random.default_rng(seed)
         options = options or {}
         keys = ("agent_positions", "part_positions", "destinations")
-        given = [options.get(k) for k in keys]
-        if any(g is not None for g in given):
-            if any(g is None for g in given):
+        given = [options[k] for k in keys if options.get(k) is not None]
+        if given:
+            if len(given) != len(keys):
                 raise ValueError(f"reset options must give all of {list(keys)} or none of them")
             cells = [[tuple(int(v) for v in c) for c in group] for group in given]
             flat = [c for group in cells for c in group]
@@ -384,8 +384,8 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
                     "position": list(self.part_positions[p]),
                     "destination": list(self.destinations[p]),
                     "carried_by": None
-                    if self.carried_by[p] is None
-                    else self.possible_agents[self.carried_by[p]],
+                    if (carrier := self.carried_by[p]) is None
+                    else self.possible_agents[carrier],
                     "delivered": self.delivered[p],
                 }
                 for p in range(len(self.part_positions))

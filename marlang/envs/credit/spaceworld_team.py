@@ -51,7 +51,7 @@ def plans(snapshot: SpaceworldSnapshot) -> list[tuple[int, list[int], list[list[
     parts in its fastest order: ``(team steps, steps per satellite, parts per satellite)``."""
     n_agents = len(snapshot.positions)
     remaining = [p for p, d in enumerate(snapshot.delivered) if not d]
-    carrying = [None] * n_agents
+    carrying: list[int | None] = [None] * n_agents
     for part, carrier in enumerate(snapshot.carried_by):
         if carrier is not None:
             carrying[carrier] = part
@@ -65,7 +65,7 @@ def plans(snapshot: SpaceworldSnapshot) -> list[tuple[int, list[int], list[list[
         per_agent_steps, per_agent_parts = [], []
         for agent in range(n_agents):
             mine = [p for p, o in zip(remaining, owners, strict=True) if o == agent]
-            best_steps, best_order = 0, []
+            best_steps, best_order = 0, list[int]()
             for order in itertools.permutations(mine):
                 if carrying[agent] is not None and order[0] != carrying[agent]:
                     continue

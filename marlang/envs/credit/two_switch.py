@@ -416,17 +416,14 @@ class ScriptedTwoSwitchTeam(ScriptedTeam):
         # Toggles come before moves within a step, so when this step's toggles open the door
         # the waiting agent can already walk through it.
         switch_intents = [self._switch_intent(j, queues[j]) for j in range(n)]
-        toggling = {
-            queues[j][0] for j in range(n) if switch_intents[j] and switch_intents[j].fixed_action
-        }
+        at_switch = [bool(intent and intent.fixed_action) for intent in switch_intents]
+        toggling = {queues[j][0] for j in range(n) if at_switch[j]}
         opening = env.door_open or all(t or k in toggling for k, t in enumerate(env.triggered))
         passable = _passability(opening)
         intents: list[MoveIntent] = []
         if opening:
             goal_field = bfs_distances(env.layout, [GOAL], passable)
-            free = [
-                j for j in range(n) if not (switch_intents[j] and switch_intents[j].fixed_action)
-            ]
+            free = [j for j in range(n) if not at_switch[j]]
             runner = min(
                 free or range(n), key=lambda j: (goal_field.get(env.positions[j], UNREACHABLE), j)
             )

@@ -57,7 +57,7 @@ class PistonballNarrator(Narrator):
             )
             side = {"left": "to your left", "right": "to your right", "above": "above you"}
             parts.append(
-                f"ball {side.get(d.get('ball_relative'), '?')} {d.get('ball_distance', 0):.1f} "
+                f"ball {side.get(d.get('ball_relative', ''), '?')} {d.get('ball_distance', 0):.1f} "
                 f"widths away, {d.get('ball_wall_distance', 0):.1f} from the wall, "
                 f"{_ball_motion(d)}"
             )

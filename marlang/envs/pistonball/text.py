@@ -266,7 +266,7 @@ class PistonballTextEnv(StepLimited, MultiAgentEnv):
         self._started = True
         self.agents = list(self.possible_agents)
 
-    def _advance(self, indices: list[int | None]) -> tuple[float, bool, bool]:
+    def _advance(self, indices: Sequence[int | None]) -> tuple[float, bool, bool]:
         """One cycle with one action index per piston (``None``: stay); returns the shared
         reward, terminated, truncated. Builds no observation (numeric wrappers use it)."""
         raw = self._raw

@@ -69,7 +69,8 @@ def split_reference(program: str, entry_point: str) -> tuple[str, str]:
         tree = ast.parse(program)
     except SyntaxError:
         return "", program
-    helper, main = [], []
+    helper: list[str] = []
+    main: list[str] = []
     for node in tree.body:
         segment = _segment(program, node)
         is_main = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (

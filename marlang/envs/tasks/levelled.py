@@ -67,8 +67,7 @@ def _returns_value(node: ast.AST) -> bool:
 def _body_without_docstring(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
     body = list(node.body)
     first = body[0] if body else None
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-    if docstring and isinstance(first.value.value, str):
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         body = body[1:]
     return body
 

@@ -17,7 +17,7 @@ def _files_key(data_files: Any) -> Any:
     if data_files is None:
         return None
     paths = [data_files] if isinstance(data_files, (str, os.PathLike)) else list(data_files)
-    key = []
+    key: list[tuple[str, int | None, int | None]] = []
     for path in paths:
         path = os.fspath(path)
         try:

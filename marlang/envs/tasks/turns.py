@@ -53,19 +53,43 @@ class TurnTexts:
     _history: Sequence[TurnRecord]
     _current: Mapping[str, str]
 
+    # What the env supplies (``CooperativeTaskEnv`` and its tasks override every one).
+    @property
+    def turn(self) -> int:
+        raise NotImplementedError
+
+    def acting_agents(self) -> list[str]:
+        raise NotImplementedError
+
+    def role(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def _problem_text(self) -> str:
+        raise NotImplementedError
+
+    def _instruction(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def _render_answer(self, answer: str) -> str:
+        raise NotImplementedError
+
+    def _team_answer_note(self, record: TurnRecord) -> str | None:
+        raise NotImplementedError
+
     def _intro(self, agent: str) -> str:
         names = ", ".join(self.possible_agents)
+        n_agents = len(self.possible_agents)
         last = self.possible_agents[-1]
         where = f"This is turn {self.turn} of {self._max_turns}."
-        if self.n_agents == 1:
+        if n_agents == 1:
             return f"You are {agent}, working alone. {where}"
         if self.structure == "sequential":
             return (
-                f"You are {agent} in a team of {self.n_agents} ({names}) who answer one after "
+                f"You are {agent} in a team of {n_agents} ({names}) who answer one after "
                 f"another in that order; {last}'s answer is the team's answer. {where}"
             )
         return (
-            f"You are {agent} in a team of {self.n_agents} ({names}) who all answer at the "
+            f"You are {agent} in a team of {n_agents} ({names}) who all answer at the "
             f"same time. {where}"
         )
 

@@ -361,8 +361,8 @@ def _dataset_rows(
             raise ValueError(
                 f"split {split_name!r} is not in the bundled HumanEval; valid splits: ['test']"
             )
-        rows = read_packaged_humaneval()
-        return rows, list(rows[0]), HUMANEVAL_PACKAGE
+        bundled = read_packaged_humaneval()
+        return bundled, list(bundled[0]), HUMANEVAL_PACKAGE
     hub_config = config if dataset is not None else (config or spec.default_config)
     arguments = _load_task_arguments(spec.name, dataset, config)
     mode = _cache_only_reason()
