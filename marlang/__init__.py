@@ -6,8 +6,7 @@ checks) stay fast until a model or environment is actually needed.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from marlang.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -28,7 +27,7 @@ _EXPORTS = {
     "list_protocols": "marlang.graphs",
     "build_episode_graph": "marlang.graphs",
     "run_episode": "marlang.graphs",
-    "make_env": ("marlang.envs", "make"),
+    "make_env": "marlang.envs:make",
     "register_env": "marlang.envs",
     "list_envs": "marlang.envs",
     "load_chat_model": "marlang.models",
@@ -39,10 +38,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module 'marlang' has no attribute {name!r}")
-    module, attr = target if isinstance(target, tuple) else (target, name)
-    return getattr(importlib.import_module(module), attr)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -10,12 +10,14 @@ from typing import Any
 
 
 def lazy_getattr(module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``module`` that imports each name of ``homes`` (name ->
-    the module that defines it) when it is first asked for; other names raise AttributeError."""
+    """A module ``__getattr__`` for ``module`` that imports each name of ``homes`` when it is
+    first asked for; other names raise AttributeError. A home is the module that defines the
+    name, or ``"module:attr"`` where it is defined under another name."""
 
     def __getattr__(name: str) -> Any:
-        if name in homes:
-            return getattr(importlib.import_module(homes[name]), name)
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if name not in homes:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        home, _, attr = homes[name].partition(":")
+        return getattr(importlib.import_module(home), attr or name)
 
     return __getattr__

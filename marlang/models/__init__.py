@@ -6,8 +6,9 @@ not load torch or transformers until a local model is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from marlang.lazy import lazy_getattr
 
 _EXPORTS = {
     # building models from spec strings
@@ -118,14 +119,7 @@ if TYPE_CHECKING:
         score_decisions,
     )
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'marlang.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -7,8 +7,7 @@ decides what an iteration keeps, ``record`` decides what the run directory holds
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from marlang.lazy import lazy_getattr
 
 _EXPORTS = {
     "Experiment": "marlang.run.experiment",
@@ -24,12 +23,7 @@ _EXPORTS = {
     "RunParts": "marlang.run.build",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 __all__ = ["Experiment", "LoopOptions", "Resume", "RunLoop", "RunParts", "RunRecord", "RunResult",
            "build_chat_model", "build_run", "episode_metrics", "run_experiment"]
