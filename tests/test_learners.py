@@ -113,3 +113,16 @@ def test_a_learners_hooks_into_the_run_are_given_at_construction_and_bound_by_th
     asyncio.run(context.before_calls())
     assert written == [(3, policy)] and flushed == [True]
     assert context.record_episode is episodes and context.before_calls is checkpoint
+
+
+def test_learner_options_declare_the_learners_own_model_and_memory_size():
+    from marlang.config import ModelConfig
+    from marlang.methods.langmarl.learner import LangMARLOptions
+    from marlang.methods.reflexion.learner import ReflexionOptions
+
+    assert (LearnerOptions().learning_model, LearnerOptions().memory_capacity) == (None, 3)
+    own = ModelConfig(spec="openai:gpt-4o-mini", structured="json_object")
+    assert ReflexionOptions(memory_size=5, model=own).memory_capacity == 5
+    assert ReflexionOptions(model=own).learning_model == own
+    assert LangMARLOptions(model=own).learning_model == own and LangMARLOptions().learning_model is None
+    assert HintOptions().learning_model is None

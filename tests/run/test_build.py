@@ -54,3 +54,19 @@ def test_the_loop_is_given_every_part_at_construction():
     assert required == ["config", "record", "setting", "make_env", "learner", "episode_graph", "recorder", "call"]
     assert all("Any" not in str(f.type) for f in fields.values() if f.init), \
         {n: f.type for n, f in fields.items() if "Any" in str(f.type)}
+
+
+def test_each_agent_memory_keeps_what_the_learner_declares(tmp_path):
+    reflexion = _config()
+    reflexion.learning.options.memory_size = 5
+    assert {a.memory.capacity for a in _build(reflexion, tmp_path / "a").agents.values()} == {5}
+    static = build_config({**_config().model_dump(exclude={"learning"}), "learning": {"method": "none"}})
+    assert {a.memory.capacity for a in _build(static, tmp_path / "b").agents.values()} == {3}
+
+
+def test_an_env_that_runs_no_code_names_no_sandbox_in_the_manifest(tmp_path):
+    from marlang.run.build import manifest
+
+    parts = _build(_config(), tmp_path / "run")
+    assert parts.env is not None and parts.env.sandbox is None
+    assert "sandbox" not in manifest(_config(), setting="s", model_id="m", prompts=PromptLibrary(), env=parts.env)
