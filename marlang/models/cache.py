@@ -21,6 +21,7 @@ from typing import Any, Self
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.load import dumps, loads
+from langchain_core.load.serializable import Serializable
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
 
@@ -30,7 +31,7 @@ CACHE_DIR_ENV = "MARLANG_CACHE_DIR"
 CACHED_FLAG = "cached"
 """Key set to True in a hit's ``generation_info`` and its message's ``response_metadata``."""
 
-_STORED_TYPES = [
+_STORED_TYPES: list[type[Serializable]] = [
     Generation,
     GenerationChunk,
     ChatGeneration,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 from marlang.models.errors import ModelNotAvailableError, ScoringNotSupportedError
 from marlang.models.remote import ResilientChatModel
@@ -23,6 +24,7 @@ from marlang.models.served_http import served_model_clients
 if TYPE_CHECKING:
     from marlang.models.local_chat import LocalChatModel
     from marlang.models.local_engine import LocalLM
+    from marlang.models.openai_compat import TokenLimitField
     from marlang.models.scoring import ActionScorer
 
 logger = logging.getLogger(__name__)
@@ -183,7 +185,7 @@ def _load_remote(spec: str, backend: str, name: str, params: dict[str, Any]) -> 
 
 
 def _chat_openai(
-    name: str, params: dict[str, Any], token_limit_field: str = "auto"
+    name: str, params: dict[str, Any], token_limit_field: TokenLimitField | Literal["auto"] = "auto"
 ) -> tuple[BaseChatModel, str]:
     try:
         from marlang.models.openai_compat import TokenLimitChatOpenAI
@@ -208,7 +210,7 @@ def _chat_openai(
     model = TokenLimitChatOpenAI(
         model=name,
         base_url=base_url,
-        api_key=api_key,
+        api_key=SecretStr(api_key),
         max_retries=0,
         token_limit_field=token_limit_field,
         **served_model_clients(float(params["timeout"])),
@@ -228,7 +230,7 @@ def _litellm_missing_keys(name: str) -> list[str]:
         return []
 
 
-def default_token_limit_field(base_url: str | None) -> str:
+def default_token_limit_field(base_url: str | None) -> TokenLimitField:
     """``max_completion_tokens`` for OpenAI's own API, ``max_tokens`` for any other server.
 
     OpenAI deprecated ``max_tokens`` (its reasoning models refuse it); self-hosted servers
@@ -259,7 +261,7 @@ def _chat_litellm(name: str, params: dict[str, Any]) -> tuple[BaseChatModel, str
                 "at the variable that holds it)"
             )
     # ChatLiteLLM has no seed/stop fields; LiteLLM takes them as completion kwargs.
-    model_kwargs = {k: params.pop(k) for k in ("seed", "stop") if k in params}
+    model_kwargs: dict[str, Any] = {k: params.pop(k) for k in ("seed", "stop") if k in params}
     model = ChatLiteLLM(
         model=name,
         api_base=params.pop("base_url", None),

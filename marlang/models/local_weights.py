@@ -101,7 +101,8 @@ def convert_gguf_checkpoint(gguf_path: Path, out_dir: Path) -> None:
     # GGUF quantization config, which makes save_pretrained refuse; the weights no longer
     # need it.
     model.config.quantization_config = None
-    model.hf_quantizer = None
+    # from_pretrained sets this attribute, which PreTrainedModel does not declare
+    model.hf_quantizer = None  # type: ignore[assignment]
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
 
@@ -159,7 +160,8 @@ def load_pretrained_dir(
     """Load model and tokenizer from a transformers directory, without network access."""
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(source, local_files_only=True)
-    model.to(device if device is not None else default_device())
+    # PreTrainedModel.to is wrapped by functools.wraps, which types it without its `self`
+    model.to(device if device is not None else default_device())  # type: ignore[arg-type]
     model.eval()
     prepare_tokenizer_for_generation(tokenizer)
     return model, tokenizer

@@ -102,10 +102,10 @@ class ResilientChatModel(BaseChatModel):
     """marlang spec of the model, e.g. ``openai:gpt-4o-mini``."""
     endpoint: str
     """The server URL, named in error messages and part of the cache key."""
-    max_retries: int = Field(3, ge=0)
-    initial_backoff_s: float = Field(0.5, ge=0.0)
-    max_backoff_s: float = Field(8.0, ge=0.0)
-    backoff_multiplier: float = Field(2.0, ge=1.0)
+    max_retries: int = Field(default=3, ge=0)
+    initial_backoff_s: float = Field(default=0.5, ge=0.0)
+    max_backoff_s: float = Field(default=8.0, ge=0.0)
+    backoff_multiplier: float = Field(default=2.0, ge=1.0)
 
     @property
     def _llm_type(self) -> str:
@@ -218,7 +218,7 @@ class ResilientChatModel(BaseChatModel):
         for generation in result.generations:
             message = getattr(generation, "message", None)
             content = getattr(message, "content", None)
-            if isinstance(content, str) and len(content) > keep:
+            if message is not None and isinstance(content, str) and len(content) > keep:
                 logger.warning("%s at %s: a reply of %d characters for a limit of %d tokens; kept its first %d "
                                "(the server ignores the token limit? see model.token_limit_field)",
                                self.model_id, self.endpoint, len(content), limit, keep)
@@ -321,7 +321,7 @@ def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
     or an HTTP date), None if it has none or an unreadable one."""
     for seen in _chain(exc):
         headers = getattr(getattr(seen, "response", None), "headers", None)
-        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        value = headers.get("retry-after") if headers is not None and hasattr(headers, "get") else None
         if value is None:
             continue
         try:
@@ -361,7 +361,7 @@ def _served_name(model: BaseChatModel) -> str:
 
 def _api_key(model: BaseChatModel) -> str | None:
     key = getattr(model, "openai_api_key", None) or getattr(model, "api_key", None)
-    value = key.get_secret_value() if hasattr(key, "get_secret_value") else key
+    value = key.get_secret_value() if key is not None and hasattr(key, "get_secret_value") else key
     return value if isinstance(value, str) else None
 
 

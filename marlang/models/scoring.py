@@ -20,7 +20,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
@@ -412,7 +412,8 @@ def score_decisions(
         layout = "packed" if attention in PACKED_ATTENTION else "repeated"
     elif layout not in ("packed", "repeated"):
         raise ValueError(f"layout must be 'packed' or 'repeated', got {layout!r}")
-    device = model.get_input_embeddings().weight.device
+    # where the ids must go; the input embedding's weight is a Parameter (nn.Module types it loosely)
+    device = cast(torch.Tensor, model.get_input_embeddings().weight).device
     if layout == "packed":
         batch = packed_batch(items, pad_id, model.dtype)
     else:

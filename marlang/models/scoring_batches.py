@@ -36,7 +36,10 @@ def packed_batch(
     position_ids = torch.zeros((len(items), width), dtype=torch.long)
     # Segment of each column: 0 prompt, i + 1 the i-th candidate, -1 padding.
     segment = torch.full((len(items), width), -1, dtype=torch.long)
-    prompt_last, predictors, targets, owners = [], [], [], []
+    prompt_last: list[tuple[int, int]] = []
+    predictors: list[tuple[int, int]] = []
+    targets: list[int] = []
+    owners: list[int] = []
     owner = 0
     for b, (prompt, cands) in enumerate(items):
         n = len(prompt)
