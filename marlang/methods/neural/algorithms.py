@@ -47,6 +47,9 @@ class NeuralLearner(Learner):
         if self._training is None:
             from marlang.methods.neural.learner import BenchmarlTraining
 
+            if self.context.run_dir is None:  # BenchMARL's run, checkpoints and logs live there
+                raise ValueError(f"learning.method {self.name} trains in a run directory; "
+                                 "give the learner's context a run_dir")
             self._training = BenchmarlTraining(
                 self.context.config, self.context.run_dir, reward_hook=self.context.reward_hook,
                 callbacks=self.context.callbacks, stop=self.context.stop)
