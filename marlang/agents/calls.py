@@ -8,6 +8,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from marlang.models.capabilities import continues_prefill
+
 
 def call_seed(*parts: object) -> int:
     """A 32-bit seed derived from where a call happens (run seed, episode, step, agent, role)."""
@@ -30,7 +32,7 @@ async def invoke_model(
     """Invoke ``model`` once, tagged for accounting and bounded by the shared limiter, and
     return its reply message (what a caller that reads more than the text needs: a scored
     choice, `marlang.types.ScoredChoice`). ``prefill`` as in `call_model`."""
-    if not getattr(model, "supports_prefill", False):
+    if not continues_prefill(model):
         prefill = ""
     kwargs: dict[str, Any] = {"max_tokens": max_tokens, **call_kwargs}
     if prefill:
@@ -74,7 +76,7 @@ async def call_model(model: Any, messages: list[BaseMessage], ctx: Any, *, prefi
     starts the reply on models that can continue one (``supports_prefill``: local models), and
     the returned text then begins with it; other models get no prefill and their reply is
     returned as it is."""
-    if not getattr(model, "supports_prefill", False):
+    if not continues_prefill(model):
         prefill = ""
     return reply_text(await invoke_model(model, messages, ctx, prefill=prefill, **kwargs), prefill)
 

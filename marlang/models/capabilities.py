@@ -1,7 +1,7 @@
 """What a chat model can do beyond LangChain's interface, as protocols a run checks with
-``isinstance``: score the legal actions (`ScoresChoices`), run in this process on a local
-engine (`RunsLocally`) and count tokens exactly (`CountsTokens`). Any LangChain chat model
-may act; marlang's declare these properties.
+``isinstance``: score the legal actions (`ScoresChoices`), continue a given start of a reply
+(`ContinuesPrefill`), run in this process on a local engine (`RunsLocally`) and count tokens
+exactly (`CountsTokens`). Any LangChain chat model may act; marlang's declare these properties.
 """
 
 from __future__ import annotations
@@ -19,6 +19,16 @@ class ScoresChoices(Protocol):
     @property
     def supports_choices(self) -> bool:
         """Whether the answer may be the choice the model finds most likely."""
+        ...
+
+
+@runtime_checkable
+class ContinuesPrefill(Protocol):
+    """A chat model whose calls may pass ``prefill`` (`LocalChatModel`)."""
+
+    @property
+    def supports_prefill(self) -> bool:
+        """Whether the model continues that start of its reply."""
         ...
 
 
@@ -44,6 +54,11 @@ class CountsTokens(Protocol):
 def scores_choices(model: object) -> bool:
     """Whether ``model`` can act by scoring the legal actions."""
     return isinstance(model, ScoresChoices) and model.supports_choices
+
+
+def continues_prefill(model: object) -> bool:
+    """Whether ``model`` can continue a reply it is given the start of."""
+    return isinstance(model, ContinuesPrefill) and model.supports_prefill
 
 
 def engine_of(model: object) -> LocalLM | None:

@@ -142,7 +142,7 @@ def is_neural_method(method: str) -> bool:
     entry point without that metadata is imported to read its class's ``agents_kind``."""
     kind = LEARNERS.entry(method).metadata.get("agents_kind")
     if kind is None:
-        kind = getattr(learner_entry(method).learner_class, "agents_kind", "llm")
+        kind = (learner_entry(method).learner_class or Learner).agents_kind
     return kind == "neural"
 
 

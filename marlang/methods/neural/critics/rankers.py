@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from marlang.methods.neural.critics.records import StepRecord
+from marlang.models.capabilities import scores_choices
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class LLMRanker:
         self.max_concurrency = max_concurrency
         self.callbacks = list(callbacks)
         self.iteration = 0
-        self.scores = bool(getattr(model, "supports_choices", False))
+        self.scores = scores_choices(model)
 
     def messages(self, query: RankQuery) -> list[Any]:
         from langchain_core.messages import HumanMessage, SystemMessage
