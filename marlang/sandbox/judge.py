@@ -28,12 +28,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING or __package__:  # mypy reads the package branch; at run time `__package__` decides
-    from . import plain_data
+    from . import exception_text, plain_data
 else:  # imported by runner.py started as a script, with this directory on sys.path
+    import exception_text
     import plain_data
 
 MAX_REPR = 300
-MAX_MESSAGE = 1000
 SETTLE_SECONDS = 1.0
 """How long a program may take to answer after its test timed out before its run is stopped."""
 MAX_VALUES = 10_000
@@ -86,10 +86,6 @@ class NotPlainData(Exception):
 
 class _Expired(Exception):
     """A deadline passed while waiting on the program (internal)."""
-
-
-def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def program_imports(setup: str) -> str:
@@ -286,23 +282,7 @@ def _show(value: object, out: list[str], budget: list[int], depth: int) -> None:
 
 
 def _safe_str(exc: BaseException) -> str:
-    try:
-        text = str(exc) or type(exc).__name__
-    except TestTimeout:
-        raise
-    except BaseException:
-        text = f"<unprintable {type(exc).__name__}>"
-    return _clip(text)
-
-
-def _test_line(exc: BaseException, filename: str) -> str:
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f" (test line {line})" if line is not None else ""
+    return exception_text.message(exc, TestTimeout)
 
 
 class Judge:
@@ -513,7 +493,7 @@ class Judge:
         if (tag != "h" or type(body) is not list or len(body) != 2 or type(body[0]) is not int
                 or type(body[1]) is not str):
             raise plain_data.PlainDataError(f"malformed reference {tag!r}")
-        handle = Handle(self, body[0], _clip(body[1], 100))
+        handle = Handle(self, body[0], exception_text.clip(body[1], 100))
         self.handles_issued.setdefault(body[0], handle._type)
         return handle
 
@@ -585,7 +565,7 @@ class Judge:
             raise self._program_exception(raised, label)
         if "error" in reply:
             error = reply["error"] if type(reply["error"]) is str else "an unreadable error"
-            text = f"the value {label} returned cannot cross as plain data: {_clip(error, 300)}"
+            text = f"the value {label} returned cannot cross as plain data: {exception_text.clip(error, 300)}"
             self.misused = self.misused or text
             raise NotPlainData(text)
         if "value" not in reply:
@@ -644,7 +624,7 @@ class Judge:
     def _program_exception(self, raised: object, label: str) -> BaseException:
         if (type(raised) is list and len(raised) == 3 and type(raised[0]) is str
                 and type(raised[1]) is str):
-            name, message, builtin = _clip(raised[0], 100), _clip(raised[1]), raised[2]
+            name, message, builtin = exception_text.clip(raised[0], 100), exception_text.clip(raised[1]), raised[2]
         else:
             name, message, builtin = "Exception", "an exception the sandbox could not read", True
         if name in _BASE_ONLY or (name not in _EXCEPTIONS and builtin is not True):
@@ -696,7 +676,7 @@ class Judge:
     def _run(self) -> None:
         setup = self._first_message()
         if setup.get("kind") == "setup_error":
-            self.emit({"kind": "setup_error", "message": _clip(str(setup.get("message")))})
+            self.emit({"kind": "setup_error", "message": exception_text.clip(str(setup.get("message")))})
             return
         if setup.get("kind") != "setup":
             raise self._halt(StopRun("error", "SandboxProtocolError",
@@ -720,8 +700,8 @@ class Judge:
                                      "the program process did not report how it loaded"))
         event = {"kind": "load", "status": status}
         if status != "ok":
-            event["error_type"] = _clip(str(load.get("error_type")), 100)
-            event["message"] = _clip(str(load.get("message")))
+            event["error_type"] = exception_text.clip(str(load.get("error_type")), 100)
+            event["message"] = exception_text.clip(str(load.get("message")))
         self.emit(event)
         if status != "ok":
             return
@@ -792,7 +772,7 @@ class Judge:
             if self.halt is not None:
                 raise self.halt from None
             kind = exc.type_name if isinstance(exc, ProgramError) else type(exc).__name__
-            message = outcome["message"] or _safe_str(exc) + _test_line(exc, filename)
+            message = outcome["message"] or _safe_str(exc) + exception_text.line_note(exc, filename, "test")
             if isinstance(exc, ProgramAborted) and self.aborted is not None:
                 kind, message = self.aborted
             outcome.update(passed=False, error_type=kind, message=message)

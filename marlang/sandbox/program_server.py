@@ -25,14 +25,14 @@ import types
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING or __package__:  # mypy reads the package branch; at run time `__package__` decides
-    from . import helper_probe, plain_data
+    from . import exception_text, helper_probe, plain_data
 else:  # imported by runner.py started as a script, with this directory on sys.path
+    import exception_text
     import helper_probe
     import plain_data
 
 PROGRAM_MODULE = "sandboxed_program"  # not "__main__": `if __name__ == "__main__":` stays off
 PROGRAM_FILE = helper_probe.PROGRAM_FILE
-MAX_MESSAGE = 1000
 CALL_FD, REPLY_FD = 3, 4  # G's ends of the request and reply pipes
 
 # Bound at import, before any program runs: a program that rebinds builtins cannot change them.
@@ -51,24 +51,12 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def _safe_str(exc: BaseException) -> str:
-    try:
-        text = _str(exc) or _type(exc).__name__
-    except _CallTimeout:
-        raise
-    except BaseException:
-        text = f"<unprintable {_type(exc).__name__}>"
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
+    return exception_text.message(exc, _CallTimeout)
 
 
 def _where(exc: BaseException) -> str:
     """' (program line N)' for the innermost program frame: for feedback."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == PROGRAM_FILE:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f" (program line {line})" if line is not None else ""
+    return exception_text.line_note(exc, PROGRAM_FILE, "program")
 
 
 class LineReader:
