@@ -73,10 +73,9 @@ def object_record(obj: WorldObj | None) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class SeenObject:
-    """An object (not a wall) in the agent's view."""
+class Seen:
+    """Where something in the agent's view is."""
 
-    obj: WorldObj
     position: tuple[int, int]
     """Absolute grid cell (x, y)."""
     right: int
@@ -84,33 +83,34 @@ class SeenObject:
     forward: int
     """Cells ahead of the agent."""
 
+    def where(self) -> str:
+        return relative_phrase(self.right, self.forward)
+
+    def place_data(self) -> dict[str, Any]:
+        return {"position": list(self.position), "relative": {"right": self.right, "forward": self.forward}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeenObject(Seen):
+    """An object (not a wall) in the agent's view."""
+
+    obj: WorldObj
+
     def to_data(self) -> dict[str, Any]:
-        return {
-            **object_record(self.obj),
-            "position": list(self.position),
-            "relative": {"right": self.right, "forward": self.forward},
-        }
+        return {**object_record(self.obj), **self.place_data()}
 
 
-@dataclass(frozen=True)
-class SeenAgent:
+@dataclass(frozen=True, kw_only=True)
+class SeenAgent(Seen):
     """Another agent in the agent's view."""
 
     name: str
-    position: tuple[int, int]
-    right: int
-    forward: int
     direction: int
     carrying: WorldObj | None
 
     def to_data(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "position": list(self.position),
-            "relative": {"right": self.right, "forward": self.forward},
-            "direction": DIRECTION_NAMES[self.direction],
-            "carrying": object_record(self.carrying),
-        }
+        return {"name": self.name, **self.place_data(), "direction": DIRECTION_NAMES[self.direction],
+                "carrying": object_record(self.carrying)}
 
 
 @dataclass(frozen=True)
@@ -141,10 +141,9 @@ class LocalView:
             if distance is not None:
                 lines.append(f"You see a wall {_steps(distance, ray)}")
         for seen in self.objects:
-            where = relative_phrase(seen.right, seen.forward)
-            lines.append(f"You see {with_article(object_name(seen.obj))} {where}")
+            lines.append(f"You see {with_article(object_name(seen.obj))} {seen.where()}")
         for other in self.agents:
-            line = f"You see {other.name} {relative_phrase(other.right, other.forward)}"
+            line = f"You see {other.name} {other.where()}"
             if other.carrying is not None:
                 line += f" carrying {with_article(object_name(other.carrying))}"
             lines.append(line)
@@ -200,7 +199,7 @@ def observe(level: MiniGridEnv, others: Mapping[str, AgentState]) -> LocalView:
                 continue  # minigrid puts the carried object here; it is reported separately
             obj = view_grid.get(i, j)
             if obj is not None and obj.type != "wall":
-                objects.append(SeenObject(obj, cell, right, forward))
+                objects.append(SeenObject(cell, right, forward, obj=obj))
     objects.sort(key=lambda s: (abs(s.right) + s.forward, s.forward, s.right))
 
     def nearest_wall(right_step: int, forward_step: int, length: int) -> int | None:
@@ -227,7 +226,8 @@ def observe(level: MiniGridEnv, others: Mapping[str, AgentState]) -> LocalView:
             continue
         if vis_mask[view_index(right, forward)]:
             agents.append(
-                SeenAgent(name, state.position, right, forward, state.direction, state.carrying)
+                SeenAgent(state.position, right, forward, name=name, direction=state.direction,
+                          carrying=state.carrying)
             )
 
     return LocalView(
