@@ -253,7 +253,7 @@ def test_a_resume_given_your_config_loads_the_import_paths_it_names(tmp_path, pl
 
 
 def test_the_command_that_continues_a_run_adds_the_allowance_its_config_needs(tmp_path, plugin):
-    from marlang.cli.dispatch import _resume_command
+    from marlang.cli.outcomes import _resume_command
 
     mine, builtin = tmp_path / "mine", tmp_path / "builtin"
     for run, env_id in ((mine, f"{plugin}:small_room"), (builtin, ENV["id"])):

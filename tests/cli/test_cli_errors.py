@@ -428,7 +428,7 @@ def test_a_refusal_that_repeats_the_key_prints_it_redacted(tmp_path, capsys, mon
 def test_logged_messages_go_through_the_same_redaction(monkeypatch):
     import logging
 
-    from marlang.cli.dispatch import _redact_record
+    from marlang.cli.outcomes import _redact_record
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
     record = logging.LogRecord("marlang.models", logging.WARNING, __file__, 1, "retrying %s with key %s",

@@ -249,6 +249,7 @@ PPO = {"method": "ppo", "iterations": 1, "rollouts": 2, "epochs": 1, "minibatch_
 
 def test_the_swapped_seed_check_is_said_before_the_runs_and_sized(trained, tmp_path, monkeypatch, capsys):
     from marlang import cli
+    from marlang.cli import evaluation_commands
 
     said = []
 
@@ -256,7 +257,7 @@ def test_the_swapped_seed_check_is_said_before_the_runs_and_sized(trained, tmp_p
         said.append((capsys.readouterr().err, base["run"].get("episodes"), out))
         return 0
 
-    monkeypatch.setattr(cli, "_run_grid", run_grid)
+    monkeypatch.setattr(evaluation_commands, "_run_grid", run_grid)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({**_base(), "learning": PPO}))
     out = trained[0].parent
@@ -276,6 +277,7 @@ def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(tr
                                                                              capsys):
     import marlang.evaluation.crossplay
     from marlang import cli
+    from marlang.cli import evaluation_commands
 
     ran = []
 
@@ -284,7 +286,7 @@ def test_an_interrupted_swapped_seed_check_announces_and_plays_no_further_one(tr
         return 0 if len(ran) == 1 else 130  # the comparison, then its first check interrupted
 
     plans = [({"run": {"episodes": 2}}, [("setting", ["a", "b"])], tmp_path / f"check-{k}") for k in range(2)]
-    monkeypatch.setattr(cli, "_run_grid", run_grid)
+    monkeypatch.setattr(evaluation_commands, "_run_grid", run_grid)
     monkeypatch.setattr(marlang.evaluation.crossplay, "swapped_seed_plans", lambda *a, **k: plans)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({**_base(), "learning": PPO}))
