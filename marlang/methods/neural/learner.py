@@ -365,7 +365,7 @@ class BenchmarlTraining:
         rd = self.run_dir
         evaluation = rd.read_json(EVALUATION_FILE) or {}
         rows = evaluation.get("episodes") or []
-        summary = summarize_episodes(rows) if rows else {"episodes": 0}
+        summary: dict[str, Any] = summarize_episodes(rows) if rows else {"episodes": 0}
         c, o = self.config, self.options
         summary.update({
             "setting": setting,

@@ -13,6 +13,8 @@ from pydantic import Field, ValidationInfo, field_validator
 from marlang.methods.neural.critics.options import CreditOptions
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+BenchmarlLogger = Literal["csv", "tensorboard", "wandb", "mlflow"]
+"""A logger BenchMARL can write (``learning.loggers``)."""
 
 
 class NeuralOptions(CreditOptions):
@@ -60,8 +62,9 @@ class NeuralOptions(CreditOptions):
     checkpoint_batches: int = Field(
         10, ge=0, description="Batches between BenchMARL checkpoints (0: only at the end)."
     )
-    loggers: list[Literal["csv", "tensorboard", "wandb", "mlflow"]] = Field(
-        default_factory=lambda: ["csv"], description="BenchMARL loggers writing under benchmarl/."
+    loggers: list[BenchmarlLogger] = Field(
+        default_factory=lambda: list[BenchmarlLogger](["csv"]),
+        description="BenchMARL loggers writing under benchmarl/.",
     )
 
     @field_validator("frames_per_batch")

@@ -43,7 +43,10 @@ def fork(env: Any) -> Any:
     grid layouts, read-only mappings), which need no copy and some of which cannot be copied."""
     memo: dict[int, Any] = {}
     for value in vars(env).values():
-        frozen = dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen  # type: ignore[attr-defined]
+        # An instance only: a dataclass class is a dataclass too, and deepcopy keeps classes as they are.
+        # `__dataclass_params__` is dataclasses' own record of frozen=, which typeshed leaves out.
+        frozen = (dataclasses.is_dataclass(value) and not isinstance(value, type)
+                  and value.__dataclass_params__.frozen)  # type: ignore[attr-defined]
         if frozen or isinstance(value, MappingProxyType):
             memo[id(value)] = value
     return copy.deepcopy(env, memo)

@@ -81,7 +81,7 @@ def key_steps(env: Any, seed: int, max_steps: int | None = None) -> list[str]:
         if not env.agents:
             break
         observations, rewards, terminations, truncations, infos = env.step(team.act(observations))
-        info = next(iter(infos.values()), {})
+        info: dict[str, Any] = next(iter(infos.values()), {})
         reward = info.get("team_reward")
         if reward is None:
             reward = team_reward(rewards) - float(info.get("step_penalty", 0.0) or 0.0)
@@ -234,15 +234,17 @@ class LCACritic(RecordingCritic):
                 if conf is not None and truth:
                     agree_n += 1
                     agree += int((conf > 0.5 and truth > 0) or (conf < 0.5 and truth < 0))
-                row = {"batch": index, "agent": query.agent, "group": self.group_of[query.agent],
+                group = self.group_of[query.agent]
+                before_row = [round(x, 6) for x in obs[p, i].tolist()]
+                after_row = [round(x, 6) for x in next_obs[p, i].tolist()]
+                row = {"batch": index, "agent": query.agent, "group": group,
                        "action": query.action, "answers": answer, "confidence": conf, "heuristic": truth,
-                       "obs": [round(x, 6) for x in obs[p, i].tolist()],
-                       "next_obs": [round(x, 6) for x in next_obs[p, i].tolist()]}
+                       "obs": before_row, "next_obs": after_row}
                 fh.write(json.dumps(row) + "\n")
                 self.annotated.setdefault(p, {"rankings": {}})["rankings"][query.agent] = answer
                 if conf is not None:
-                    self.data[row["group"]].append((row["obs"], row["next_obs"], conf))
-                    new[row["group"]] += 1
+                    self.data[group].append((before_row, after_row, conf))
+                    new[group] += 1
         losses = self.train(new)
         self.last_accuracy = self.accuracy([before[p] for p in hold_pos], [after[p] for p in hold_pos],
                                            obs[hold_pos], next_obs[hold_pos])

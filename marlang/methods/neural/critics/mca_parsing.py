@@ -136,7 +136,7 @@ def _text_credits(reply: str, labels: Sequence[str], agents: list[str]) -> dict[
                 credits.setdefault(agent, number)
         if credits and label not in out:
             why = _WHY.search(segment)
-            tasks = {}
+            tasks: dict[str, list[int]] = {}
             for found in _TASK.finditer(segment):
                 agent = match_agent(found.group(1), agents)
                 if agent is not None:

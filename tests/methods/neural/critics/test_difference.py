@@ -5,6 +5,7 @@ an env that cannot fork is refused in one line."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -76,3 +77,21 @@ def test_difference_on_an_env_that_cannot_fork_is_refused_in_one_line():
     with pytest.raises(ValueError, match="gridworld/\\*") as err:
         build_critic(config, "/nonexistent")
     assert "\n" not in str(err.value) and "pistonball/n5-sparse" in str(err.value)
+
+
+def test_a_fork_keeps_an_attribute_that_holds_a_dataclass_class():
+    # A dataclass *class* is a dataclass too, but its type (`type`) has no frozen flag to read.
+    @dataclass(frozen=True)
+    class Layout:
+        width: int
+
+    class Env:
+        def __init__(self) -> None:
+            self.layout_type = Layout
+            self.layout = Layout(3)
+            self.positions = [1, 2]
+
+    env = Env()
+    twin = fork(env)
+    assert twin.layout_type is Layout and twin.layout is env.layout
+    assert twin.positions == env.positions and twin.positions is not env.positions
