@@ -1,5 +1,5 @@
 """``marlang report``, ``marlang view`` and ``marlang export``: the commands that read what runs
-wrote (a run or comparison directory), and write only their own outputs.
+wrote (a run or comparison directory) into a table, the HTML viewer or a credit dataset.
 """
 
 from __future__ import annotations
