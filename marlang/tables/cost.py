@@ -57,6 +57,11 @@ def _price_for(model: str, prices: Mapping[str, Any]) -> Mapping[str, float] | N
 
 
 # a run's cost ----------------------------------------------------------------------------------
+def _all_defined(values: list[Any]) -> list[float] | None:
+    """``values`` where every one is a finite number (:func:`defined`), else None."""
+    return values if all(defined(v) for v in values) else None
+
+
 def _number(value: Any) -> float:
     try:
         found = float(value)
@@ -162,10 +167,10 @@ def cost_of(calls: Iterable[Mapping[str, Any]], episodes: Sequence[Mapping[str, 
         for r in iterations:
             if r.get("completions_sampled") in (None, ""):
                 continue
-            tin, tout = _number(r.get("tokens_prompt")), _number(r.get("tokens_sampled"))
+            prompt, completion = _number(r.get("tokens_prompt")), _number(r.get("tokens_sampled"))
             share.add(None, r.get("iteration"), {"llm_calls": _number(r["completions_sampled"]),
-                                                 "tokens": tin + tout,
-                                                 "usd": price_usd(tin, tout, price) if price else 0.0})
+                                                 "tokens": prompt + completion,
+                                                 "usd": price_usd(prompt, completion, price) if price else 0.0})
         for group in (totals, by_model.setdefault(model, _empty())):
             group["tokens_in"] += sampled["tokens_in"]
             group["tokens_out"] += sampled["tokens_out"]
@@ -303,11 +308,12 @@ def called_a_model(cost: Any) -> bool:
     return isinstance(cost, Mapping) and bool(cost.get("llm_calls") or cost.get("sampled"))
 
 
-def pool_costs(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def pool_costs(found: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     """One setting's cost over its seeds: totals summed, ``by_model``/``by_role`` summed,
     ``pooled``: each per-episode mean with its interval over all the seeds' episodes together.
     None unless every seed has a cost."""
-    if not costs or not all(isinstance(c, Mapping) for c in costs):
+    costs = [c for c in found if isinstance(c, Mapping)]
+    if not costs or len(costs) != len(found):
         return None
     out: dict[str, Any] = {"episodes": sum(int(c.get("episodes") or 0) for c in costs)}
     for key in ("llm_calls", "cached_calls", "errors", "tokens_in", "tokens_out"):
@@ -326,16 +332,16 @@ def pool_costs(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                     into[k] = None if (v is None or (k in into and into[k] is None)) else into.get(k, 0) + v
         out[part] = merged
     out["device"] = ", ".join(sorted({str(c.get("device")) for c in costs if c.get("device")})) or None
-    gpu = [c.get("gpu_seconds") for c in costs]
-    out["gpu_seconds"] = round(sum(gpu), 3) if all(defined(g) for g in gpu) else None
-    usd = [c.get("price_usd") for c in costs]
-    out["price_usd"] = round(sum(usd), 8) if all(u is not None for u in usd) else None
+    gpu = _all_defined([c.get("gpu_seconds") for c in costs])
+    out["gpu_seconds"] = round(sum(gpu), 3) if gpu is not None else None
+    usd = [u for c in costs if (u := c.get("price_usd")) is not None]
+    out["price_usd"] = round(sum(usd), 8) if len(usd) == len(costs) else None
     out["priced"] = ("all" if out["price_usd"] is not None else
                      "none" if all(c.get("priced") == "none" for c in costs) else "part")
     out["unpriced"] = sorted({m for c in costs for m in c.get("unpriced") or []})
     for key in ("frames", "train_seconds"):
-        values = [c.get(key) for c in costs]
-        if all(defined(v) for v in values):
+        values = _all_defined([c.get(key) for c in costs])
+        if values is not None:
             out[key] = sum(values)
     strata = [c.get("per_episode") or {} for c in costs]
     out["pooled"] = {k: pooled_interval([s[k] for s in strata]) for k in PER_EPISODE
@@ -354,7 +360,8 @@ def calls_per_episode(summary: Mapping[str, Any], key: str) -> dict[str, Any] | 
     """A row's ``llm_calls`` or ``tokens`` per training episode as :data:`EVERY_CALL` counts
     them (its cost's, what the score-against-cost plot draws); a summary without a cost (one
     written before runs kept it) gives its episodes' own calls."""
-    found = per_episode(summary.get("cost"), key) if isinstance(summary.get("cost"), Mapping) else None
+    cost = summary.get("cost")
+    found = per_episode(cost, key) if isinstance(cost, Mapping) else None
     if found is not None:
         return found
     return summary.get({"llm_calls": "llm_calls_per_episode", "tokens": "tokens_per_episode"}[key])
@@ -411,8 +418,9 @@ def score_and_cost(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | No
                    else "mean return per episode (training rollouts)")
     scores = {n: (held_out(s) if evaluated else s.get("return")) or {} for n, s in rows.items()}
     for key, label in COST_AXES:
-        costs = {n: per_episode(s["cost"], key) for n, s in rows.items()}
-        if all(c is not None and defined(c.get("mean")) for c in costs.values()):
+        costs = {n: c for n, s in rows.items() if (c := per_episode(s["cost"], key)) is not None
+                 and defined(c.get("mean"))}
+        if len(costs) == len(rows):
             break
     else:
         return {"score": score_label, "cost": None, "points": {}, "frontier": [], "left_out": left_out,
@@ -454,7 +462,7 @@ def _neural_cell(summary: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
         "train_seconds")
     if frames is None:
         return UNDEFINED
-    return f"{int(frames)}" + (f" ({float(seconds):.0f} s)" if defined(seconds) else "")
+    return f"{int(frames)}" + (f" ({seconds:.0f} s)" if defined(seconds) else "")
 
 
 def cost_columns(summaries: Mapping[str, Mapping[str, Any]], counted: Sequence[str] = ()
@@ -464,7 +472,8 @@ def cost_columns(summaries: Mapping[str, Mapping[str, Any]], counted: Sequence[s
     price where any is priced, frames and training seconds where any row is a neural learner.
     ``counted``: the table's other columns that count calls as :data:`EVERY_CALL` does (LLM
     calls/ep, tokens/ep: :func:`calls_per_episode`), which the footnote names with them."""
-    costs = [s.get("cost") if isinstance(s.get("cost"), Mapping) else {} for s in summaries.values()]
+    costs: list[Mapping[str, Any]] = [c if isinstance(c := s.get("cost"), Mapping) else {}
+                                      for s in summaries.values()]
     columns: list[tuple[str, Any]] = []
     if any(c.get("llm_calls") for c in costs):
         columns.append((MODEL_SECONDS_HEADER, lambda s, c: (CACHED if all_cached(c) else _significant(

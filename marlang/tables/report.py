@@ -234,7 +234,7 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
                  "seeds. These intervals are over episodes, not seeds: each seed's own mean is in "
                  "summary.json (seeds).")
     note += cost_note
-    held = {s.get("held_out") for s in summaries.values() if s.get("held_out")}
+    held = {h for s in summaries.values() if (h := s.get("held_out"))}
     if evaluated and held:
         note += " Held-out set: " + "; ".join(sorted(held)) + "."
     return (f"## {title}\n\n" if title else "") + body + note + "\n"
@@ -327,8 +327,8 @@ def _over_seeds(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     """:func:`pooled_rate` (the success rate) or :func:`pooled_interval` (any other mean) of
     every seed's episodes' ``key`` (a summary's ``per_episode``); summaries without them
     (written before they were kept) give the mean of the seeds' means with no interval."""
-    strata = [(r.get("per_episode") or {}).get(key) for r in runs]
-    if all(isinstance(v, list) for v in strata):
+    strata = [v for r in runs if isinstance(v := (r.get("per_episode") or {}).get(key), list)]
+    if len(strata) == len(runs):
         return pooled_rate(strata) if key == "success_rate" else pooled_interval(strata)
     means = [float(r[key]["mean"]) for r in runs if isinstance(r.get(key), dict) and defined(r[key].get("mean"))]
     return {"mean": sum(means) / len(means) if means else None, "low": None, "high": None, "n": len(means),
@@ -371,13 +371,13 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
         row["invalid_action_rate"] = {"mean": count / decisions if decisions else 0.0, "invalid": count,
                                       "decisions": decisions}
         for key in ("evaluation", "evaluation_initial"):
-            found = [_held_out(r, key) for r in runs]
-            if all(found):
+            found = [h for r in runs if (h := _held_out(r, key))]
+            if len(found) == len(runs):
                 row[key] = _pooled_evaluation(found)
             elif isinstance(runs[0].get(key), str):  # a neural run's names its kind
                 row[key] = runs[0][key]
-        changes = [r.get("evaluation_change") for r in runs]
-        if all(isinstance(c, dict) for c in changes):
+        changes = [c for r in runs if isinstance(c := r.get("evaluation_change"), dict)]
+        if len(changes) == len(runs):
             row["evaluation_change"] = {
                 "episodes": sum(int(c.get("episodes") or 0) for c in changes),
                 "success": _over_seeds(changes, "success"),
@@ -430,7 +430,7 @@ def pool_seeds(curves: dict[str, list[dict[str, Any]]],
     return pooled, (pooled_final if final is not None else None)
 
 
-def policies_text(policies: dict[str, dict[str, str]],
+def policies_text(policies: dict[str, dict[str, Any]],
                   heading: str = "## Policies before and after learning") -> str:
     """Each agent's policy before and after learning, for reports and the CLI."""
     lines = [heading, ""]
