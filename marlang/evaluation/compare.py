@@ -95,6 +95,7 @@ def seeds_axis(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[
     if not isinstance(run, dict) or run.get("seeds") is None:
         return grid
     seeds = build_config({"run": copy.deepcopy(run)}).run.seeds
+    assert seeds is not None  # (a given run.seeds validates to a list)
     keys = [k for k, _ in grid]
     if "run.seed" in keys or "run.seeds" in keys:
         raise ConfigError("seeds are given twice: run.seeds (or --seeds) and a grid over run.seed; give them once")
@@ -155,7 +156,7 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
             f"{k}={v}" for k, v in zip(keys, combo)
             if k not in ("protocol", "env.id", "learning", SETTING_KEY) and not k.startswith("learning.")]
         name = ", ".join(label_parts)
-        label = name
+        label: str | None = name
         if cfg.all_scripted:
             # A scripted team keeps its own name; its seeds stay apart by their seed part.
             seed = SEED_PART.search(name)
@@ -177,8 +178,8 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
                 # about solving; this one shows the scripted team on the level's own limit.
                 data["env"]["max_steps"] = None
                 settings.append(Setting("scripted (level's step limit)", build_config(data), group))
-    names = [(s.group, s.name) for s in settings]
-    if len(set(names)) != len(names):
+    keys_of = [(s.group, s.name) for s in settings]
+    if len(set(keys_of)) != len(keys_of):
         raise ConfigError("--grid produces duplicate settings; list each value once")
     return settings
 
@@ -360,7 +361,7 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
             others.append(run_path.name)
             continue
         summary = RunDirectory(run_path).read_json("summary.json")  # damaged: one line naming it
-        if not summary.get("episodes"):
+        if summary is None or not summary.get("episodes"):  # (None: removed since the glob)
             continue
         if "cost" not in summary:  # a neural run's, or one written before runs kept their cost
             summary["cost"] = run_cost(run_path)
@@ -369,7 +370,9 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
         groups.setdefault(group, {})[name] = summary
         found[run_path.name] = (group, name)
         curves.setdefault(group, {})[name] = RunDirectory(run_path).read_iterations()
-    parts, summaries, runs_of = [], {}, {}
+    parts: list[str] = []
+    summaries: dict[str, dict[str, dict[str, Any]]] = {}
+    runs_of: dict[str, dict[str, dict[str, Any]]] = {}
     groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     for group, by_name in groups.items():
         ordered = dict(sorted(by_name.items(), key=lambda kv: (_is_scripted(kv[0]), _setting_order(kv[0]))))
@@ -421,21 +424,21 @@ def write_comparison(out_dir: str | Path, runs: list[str] | None = None,
     if missing:
         record["missing_runs"] = missing
     atomic_write_text(out / "summary.json", dumps_json(record, indent=2) + "\n")
-    for i, (group, by_name) in enumerate(curves.items() if training_plots else ()):
+    for i, (group, curves_of) in enumerate(curves.items() if training_plots else ()):
         suffix = "" if i == 0 else f"_{folder_name(group)}"
         of_run = runs_of[group]  # the curves are each run's; pool_seeds pools them
-        neural = {k: v for k, v in by_name.items() if v and of_run[k].get("agents") == "neural"}
-        llm = {k: v for k, v in by_name.items() if not _is_scripted(k) and v and k not in neural}
+        neural = {k: v for k, v in curves_of.items() if v and of_run[k].get("agents") == "neural"}
+        llm = {k: v for k, v in curves_of.items() if not _is_scripted(k) and v and k not in neural}
         # A scripted team is a reference only under the LLM settings' own step cap.
         caps = {of_run[k].get("max_steps") for k in llm}
-        ref = {f"{k}: mean return": of_run[k]["return"]["mean"] for k in by_name
+        ref = {f"{k}: mean return": of_run[k]["return"]["mean"] for k in curves_of
                if _is_scripted(k) and of_run[k].get("max_steps") in caps
                and of_run[k]["return"].get("mean") is not None} or None
         # Seeds of one setting are drawn as one curve (their mean, with the interval over seeds).
         if llm:
             save_figure(iteration_figure(pool_seeds(llm)[0], reference=ref), out / f"learning_curve{suffix}.png")
-        elif not neural and any(by_name.values()):
-            save_figure(iteration_figure(pool_seeds({k: v for k, v in by_name.items() if v})[0]),
+        elif not neural and any(curves_of.values()):
+            save_figure(iteration_figure(pool_seeds({k: v for k, v in curves_of.items() if v})[0]),
                         out / f"learning_curve{suffix}.png")
         if neural:
             # Neural learners against frames, with their closing greedy evaluation.
@@ -479,10 +482,11 @@ def _missing_runs(out: Path, runs: list[str] | None, found: dict[str, tuple[str,
     found_missing: dict[str, dict[str, Any]] = {}
     for folder in missing:
         seed = SEED_FOLDER.search(folder)
-        group, label = row_of.get(SEED_FOLDER.sub("", folder), (None, None))
+        row = row_of.get(SEED_FOLDER.sub("", folder))
+        label = row[1] if row else None
         found_missing[folder] = {"setting": label or SEED_FOLDER.sub("", folder), "seed": seed and seed.group(2)}
-        if label is not None and seed is not None:
-            summaries[group][label].setdefault("missing_seeds", []).append(seed.group(2))
+        if row is not None and seed is not None:
+            summaries[row[0]][row[1]].setdefault("missing_seeds", []).append(seed.group(2))
     return found_missing
 
 

@@ -244,8 +244,8 @@ def _cell_rows(out: Path, names: list[str]) -> tuple[dict[tuple[str, str], list[
     return found, knows_success
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)  # (gap's lists hold a cell per player pair: never empty)
 
 
 def matrix(out: Path) -> dict[str, Any] | None:

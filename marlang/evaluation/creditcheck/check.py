@@ -184,7 +184,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
                     credit = step_credit(env, traj, t, observations, rollout, cost, alternatives=o.alternatives,
                                          shapley=shapley, seed=o.seed)
                     row = {"episode": traj.episode, **asdict(credit)}
-                    if credit.shapley is not None:
+                    if credit.shapley is not None and credit.coalitions is not None:  # (set together)
                         row["efficiency_gap"] = sum(credit.shapley.values()) - (credit.coalitions[
                             "+".join(sorted(agents))] - credit.coalitions["{}"])
                     oracle_steps.append(row)

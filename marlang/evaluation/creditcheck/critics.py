@@ -232,7 +232,7 @@ def _llm_mca(inputs: CriticInputs, usage: Any, task_size: int) -> CriticCredits:
 # LCA ------------------------------------------------------------------------------------------------
 def recorded_key_steps(episode: Trajectory) -> list[str]:
     """LCA's key steps from a recorded episode: the steps with a non-zero team reward, in order."""
-    lines = []
+    lines: list[str] = []
     for step in episode.steps:
         r = sum(step.rewards.values()) / max(len(step.rewards), 1)
         if abs(r) > 1e-9:
