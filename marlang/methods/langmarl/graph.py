@@ -11,10 +11,9 @@ reaches the shared training state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, Protocol, Required, TypedDict
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -22,7 +21,7 @@ from marlang.agents.calls import call_model_json, call_seed
 from marlang.learners.base import UpdateOutput, UpdateState
 from marlang.methods.langmarl.parsing import TEAM, clean_policy, malformed_policy, parse_credits
 from marlang.models.structured import credit_schema
-from marlang.types import CallContext, Candidate, PolicyState, Trajectory
+from marlang.types import CallContext, Candidate, PolicyState, PolicyStateRecord, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +62,38 @@ class LangMARLState(UpdateState, total=False):
     optimized: Annotated[dict[str, Any], _merge]
 
 
+class CriticTask(TypedDict):
+    """One critic call: an episode, and the policy it was played with."""
+
+    episode: int
+    policy: PolicyStateRecord
+
+
+class GradientTask(TypedDict):
+    """One gradient call: an agent's credit (its feedback text) in one episode."""
+
+    agent: str
+    episode: int
+    policy: PolicyStateRecord
+    credit: str
+
+
+class AgentTask(TypedDict, total=False):
+    """One aggregate call (the agent's ``gradients``) or optimize call (its aggregated
+    ``gradient``)."""
+
+    agent: Required[str]
+    policy: Required[PolicyStateRecord]
+    gradients: list[str]
+    gradient: str
+
+
+class _AgentNode(Protocol):
+    """An aggregate or optimize node, as `update_call` builds it."""
+
+    def __call__(self, state: AgentTask) -> Awaitable[dict[str, Any]]: ...
+
+
 def build_langmarl_update(learner: Any, trajectory: Callable[[int], Trajectory] | None = None) -> Any:
     """The compiled update subgraph: reads ``policy`` and ``episodes``, writes ``candidate``;
     its nodes load each episode with ``trajectory`` (None: the run's episodes,
@@ -76,85 +107,89 @@ def build_langmarl_update(learner: Any, trajectory: Callable[[int], Trajectory] 
     return builder.compile(name="update:langmarl")
 
 
-def _add_nodes(builder: StateGraph, learner: Any, trajectory: Callable[[int], Trajectory]) -> None:
+def _add_nodes(builder: StateGraph[LangMARLState, None, LangMARLState, UpdateOutput], learner: Any,
+               trajectory: Callable[[int], Trajectory]) -> None:
     source, target = START, END
     options = learner.options
     agents: list[str] = list(learner.context.agents)
 
-    def update_call(build_messages: Any, role: str, given: str, answer: str) -> Any:
+    # A fanned-out node's parameter is named `state`, as LangGraph's node protocols name it: a
+    # Send's payload (the *Task records) is that node's state.
+    def update_call(build_messages: Any, role: str, given: Literal["gradients", "gradient"],
+                    answer: str) -> _AgentNode:
         """A node that asks the ``role`` model once for one agent: its messages from the task's
         policy and its ``given`` texts; the reply goes under ``answer``, keyed by the agent."""
 
-        async def node(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-            policy = PolicyState.from_dict(task["policy"])
-            messages = build_messages(policy, task["agent"], task[given])
-            text = await _ask(learner, messages, role=role, agent=task["agent"], iteration=policy.iteration,
+        async def node(state: AgentTask) -> dict[str, Any]:
+            policy = PolicyState.from_dict(state["policy"])
+            messages = build_messages(policy, state["agent"], state[given])
+            text = await _ask(learner, messages, role=role, agent=state["agent"], iteration=policy.iteration,
                               episode=-1, max_tokens=options.update_max_tokens)
-            return {answer: {task["agent"]: text}}
+            return {answer: {state["agent"]: text}}
 
         return node
 
     # critic: one call per trajectory ---------------------------------------------------------
-    def fan_out_critics(state: dict[str, Any]) -> list[Send]:
-        return [Send("critic", {"episode": e, "policy": state["policy"]}) for e in state["episodes"]]
+    def fan_out_critics(state: LangMARLState) -> list[Send]:
+        return [Send("critic", CriticTask(episode=e, policy=state["policy"])) for e in state["episodes"]]
 
-    async def critic(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        policy = PolicyState.from_dict(task["policy"])
-        episode = task["episode"]
+    async def critic(state: CriticTask) -> dict[str, Any]:
+        policy = PolicyState.from_dict(state["policy"])
+        episode = state["episode"]
         return {"credits": {str(episode): await episode_credit(learner, policy, trajectory(episode))}}
 
     # gradient: one call per (agent, trajectory), with that agent's own credit only -------------
-    def credit_for(state: dict[str, Any], episode: int, agent: str) -> dict[str, Any]:
+    def credit_for(state: LangMARLState, episode: int, agent: str) -> dict[str, Any]:
         credit = state["credits"][str(episode)]["credit"]
         return credit[TEAM] if options.credit == "global" else credit[agent]
 
-    async def join(state: dict[str, Any]) -> dict[str, Any]:
+    async def join(state: LangMARLState) -> dict[str, Any]:
         """Waits for every task of a stage; the next stage fans out from here."""
         return {}
 
-    def fan_out_gradients(state: dict[str, Any]) -> list[Send] | str:
+    def fan_out_gradients(state: LangMARLState) -> list[Send] | str:
         sends = [
-            Send("gradient", {"agent": a, "episode": e, "policy": state["policy"],
-                              "credit": credit_for(state, e, a)["feedback"]})
+            Send("gradient", GradientTask(agent=a, episode=e, policy=state["policy"],
+                                          credit=credit_for(state, e, a)["feedback"]))
             for a in agents for e in state["episodes"]
             if learner.context.learns(a) and not credit_for(state, e, a)["failed"]  # frozen: credited, not updated
         ]
         return sends or "collect_gradients"
 
-    async def gradient(task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        policy = PolicyState.from_dict(task["policy"])
-        agent, episode = task["agent"], task["episode"]
-        messages = learner.gradient_messages(policy, agent, trajectory(episode), task["credit"])
+    async def gradient(state: GradientTask) -> dict[str, Any]:
+        policy = PolicyState.from_dict(state["policy"])
+        agent, episode = state["agent"], state["episode"]
+        messages = learner.gradient_messages(policy, agent, trajectory(episode), state["credit"])
         text = await _ask(learner, messages, role="gradient", agent=agent, iteration=policy.iteration,
                           episode=episode, max_tokens=options.update_max_tokens)
         return {"gradients": {f"{agent}|{episode}": text}}
 
     # aggregate: one call per agent with two or more gradients ----------------------------------
-    def gradients_of(state: dict[str, Any], agent: str) -> list[str]:
+    def gradients_of(state: LangMARLState, agent: str) -> list[str]:
         grads = state.get("gradients") or {}
         return [grads[f"{agent}|{e}"] for e in state["episodes"] if grads.get(f"{agent}|{e}", "").strip()]
 
-    async def collect_gradients(state: dict[str, Any]) -> dict[str, Any]:
+    async def collect_gradients(state: LangMARLState) -> dict[str, Any]:
         single = {a: gradients_of(state, a)[0] for a in agents if len(gradients_of(state, a)) == 1}
         return {"aggregated": single} if single else {}
 
-    def fan_out_aggregates(state: dict[str, Any]) -> list[Send] | str:
-        sends = [Send("aggregate", {"agent": a, "policy": state["policy"], "gradients": gradients_of(state, a)})
+    def fan_out_aggregates(state: LangMARLState) -> list[Send] | str:
+        sends = [Send("aggregate", AgentTask(agent=a, policy=state["policy"], gradients=gradients_of(state, a)))
                  for a in agents if len(gradients_of(state, a)) >= 2]
         return sends or "collect_aggregates"
 
     aggregate = update_call(learner.aggregate_messages, "aggregator", "gradients", "aggregated")
 
     # optimize: one call per agent that has an update direction ---------------------------------
-    def fan_out_optimizers(state: dict[str, Any]) -> list[Send] | str:
+    def fan_out_optimizers(state: LangMARLState) -> list[Send] | str:
         aggregated = state.get("aggregated") or {}
-        sends = [Send("optimize", {"agent": a, "policy": state["policy"], "gradient": aggregated[a]})
+        sends = [Send("optimize", AgentTask(agent=a, policy=state["policy"], gradient=aggregated[a]))
                  for a in agents if (aggregated.get(a) or "").strip()]
         return sends or "propose"
 
     optimize = update_call(learner.optimize_messages, "optimizer", "gradient", "optimized")
 
-    async def propose(state: dict[str, Any]) -> dict[str, Any]:
+    async def propose(state: LangMARLState) -> dict[str, Any]:
         return {"candidate": build_candidate(learner, state).to_dict()}
 
     builder.add_node("critic", critic)
@@ -218,7 +253,7 @@ def json_opening(agents: list[str]) -> str:
     return '{"' + agents[0] + '": "'
 
 
-def build_candidate(learner: Any, state: dict[str, Any]) -> Candidate:
+def build_candidate(learner: Any, state: LangMARLState) -> Candidate:
     """The proposed policies and one ``updates.jsonl`` row per agent."""
     options = learner.options
     policy = PolicyState.from_dict(state["policy"])
