@@ -215,8 +215,8 @@ class LocalChatModel(ReplyChatModel):
 
     async def _areply(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> ChatReply:
         if "choices" in kwargs:
-            request, choice = self._choice_request(messages, **kwargs)
-            return self._chosen(request, choice, await self.engine.ascore_request(request))
+            scoring, choice = self._choice_request(messages, **kwargs)
+            return self._chosen(scoring, choice, await self.engine.ascore_request(scoring))
         request, prompt = self._request(messages, stop, **kwargs)
         return self._to_reply(await self.engine.agenerate(request), prompt)
 
