@@ -1,7 +1,8 @@
 """What a chat model can do beyond LangChain's interface, as protocols a run checks with
 ``isinstance``: score the legal actions (`ScoresChoices`), continue a given start of a reply
-(`ContinuesPrefill`), run in this process on a local engine (`RunsLocally`) and count tokens
-exactly (`CountsTokens`). Any LangChain chat model may act; marlang's declare these properties.
+(`ContinuesPrefill`), run in this process on a local engine (`RunsLocally`), name its weights
+(`NamesWeights`) and count tokens exactly (`CountsTokens`). Any LangChain chat model may act;
+marlang's declare these properties.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ class RunsLocally(Protocol):
 
     @property
     def engine(self) -> LocalLM:
+        ...
+
+
+@runtime_checkable
+class NamesWeights(Protocol):
+    """A chat model that names the content hash of its weights (`LocalChatModel`): the
+    manifest records it."""
+
+    @property
+    def weights_id(self) -> str:
         ...
 
 

@@ -23,7 +23,7 @@ from marlang.envs import make as make_env
 from marlang.envs.core.base import MultiAgentEnv
 from marlang.envs.core.numeric import NumericTextEnv
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, LearnerContext, learner_entry
-from marlang.models.capabilities import engine_of, scores_choices
+from marlang.models.capabilities import NamesWeights, engine_of, scores_choices
 from marlang.models.local_policy import LocalPolicy, local_policies
 from marlang.prompts import PromptLibrary
 from marlang.run.loop import LoopOptions
@@ -372,9 +372,10 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
         out["team"] = team_players(c, model_id, adapters if adapters else None)
     if adapters:
         out["adapters"] = dict(adapters)
+    if isinstance(model, NamesWeights) and model.weights_id:
+        out["weights_id"] = model.weights_id
     engine = engine_of(model)
     if engine is not None:
-        out["weights_id"] = engine.weights_id
         out["device"] = str(engine.device)  # where the local model ran (cuda: the cost's GPU seconds)
     sandbox = env.sandbox if env is not None else None
     if sandbox is not None:
