@@ -29,6 +29,15 @@ UNREACHABLE = 10**6
 """Distance reported for cells no path reaches."""
 
 
+def parse_cell(value: Any, what: str) -> Cell:
+    """``value`` (two integers, as reset options give a cell) as a ``Cell``; a ValueError
+    naming ``what`` for any other number of coordinates."""
+    coordinates = [int(v) for v in value]
+    if len(coordinates) != 2:
+        raise ValueError(f"{what}: {value!r} is not an (x, y) cell")
+    return coordinates[0], coordinates[1]
+
+
 def step_cell(cell: Cell, direction: str) -> Cell:
     """The cell next to ``cell`` in ``direction``."""
     dx, dy = DIRECTIONS[direction]

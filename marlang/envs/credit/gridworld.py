@@ -34,6 +34,7 @@ from marlang.envs.credit.grid import (
     facing_distances_from,
     facing_goals,
     format_cell,
+    parse_cell,
     resolve_moves,
     step_cell,
     steps_phrase,
@@ -225,13 +226,13 @@ class FacingGridEnv(NumericTextEnv):
             picks = self._rng.choice(len(cells), size=n, replace=False)
             self.positions = [cells[int(i)] for i in picks]
         else:
-            positions = [tuple(int(v) for v in cell) for cell in given]
+            positions = [parse_cell(cell, "agent_positions") for cell in given]
             if len(positions) != n or len(set(positions)) != n:
                 raise ValueError(f"agent_positions must be {n} distinct cells, got {given!r}")
             for cell in positions:
                 if cell not in free:
                     raise ValueError(f"agent_positions: {cell} is not a free floor cell")
-            self.positions = positions  # type: ignore[assignment]
+            self.positions = positions
         facings = options.get("agent_facings")
         if facings is None:
             self.facings = [DIRECTION_NAMES[int(i)] for i in self._rng.integers(4, size=n)]

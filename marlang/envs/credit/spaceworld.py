@@ -13,7 +13,7 @@ import numpy as np
 
 from marlang.envs.core.base import env_metadata
 from marlang.envs.core.numeric import NumericTextEnv, StepOutcome, check_agent_count
-from marlang.envs.credit.grid import manhattan
+from marlang.envs.credit.grid import manhattan, parse_cell
 from marlang.envs.credit.gridworld import (
     DIRECTION_NAMES,
     MOVE_ACTIONS,
@@ -175,12 +175,12 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
         if given:
             if len(given) != len(keys):
                 raise ValueError(f"reset options must give all of {list(keys)} or none of them")
-            cells = [[tuple(int(v) for v in c) for c in group] for group in given]
+            cells = [[parse_cell(c, key) for c in group] for key, group in zip(keys, given, strict=True)]
             flat = [c for group in cells for c in group]
             if any(len(group) != 2 for group in cells) or len(set(flat)) != 6:
                 raise ValueError(f"{', '.join(keys)} must be 2 cells each, 6 distinct cells in all")
             for cell in flat:
-                if not self.layout.in_bounds(cell):  # type: ignore[arg-type]
+                if not self.layout.in_bounds(cell):
                     raise ValueError(
                         f"cell {cell} is outside the {self.grid_size}x{self.grid_size} grid"
                     )
@@ -189,9 +189,9 @@ class SpaceworldEnv(RankedByKey, FeatureSpaces, NumericTextEnv):
             picks = self._rng.choice(n_cells, size=6, replace=False)
             flat = [(int(p) % self.grid_size, int(p) // self.grid_size) for p in picks]
             cells = [flat[0:2], flat[2:4], flat[4:6]]
-        self.positions = list(cells[0])  # type: ignore[arg-type]
-        self.part_positions = list(cells[1])  # type: ignore[arg-type]
-        self.destinations = list(cells[2])  # type: ignore[arg-type]
+        self.positions = list(cells[0])
+        self.part_positions = list(cells[1])
+        self.destinations = list(cells[2])
         self.carried_by = [None, None]
         self.delivered = [False, False]
         self.collided = False

@@ -179,6 +179,9 @@ def test_invalid_arguments_raise_clear_errors():
         env.reset(options={"agent_positions": [(0, 0), (1, 1)]})
     with pytest.raises(ValueError, match="outside the 10x10 grid"):
         env.reset(options={**SIMPLE, "destinations": [(3, 0), (10, 9)]})
+    for cell in ((0, 0, 4), (0,)):  # (a third coordinate was taken as a cell no part ever shares)
+        with pytest.raises(ValueError, match=r"agent_positions: .* is not an \(x, y\) cell"):
+            env.reset(options={**SIMPLE, "agent_positions": [cell, (9, 9)]})
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"unknown action 'grab'.*'pick up', 'drop'\]"):
         env.step({"agent_0": "grab", "agent_1": "stay"})
