@@ -68,9 +68,10 @@ class EnvRegistry:
         ``success=False``: the env has no notion of success (tables leave that column out)."""
         if isinstance(env_id, EnvSpec):
             spec = env_id
+        elif factory is None or description is None:
+            raise TypeError(f"register({env_id!r}) needs a factory and a description, or one EnvSpec")
         else:
-            spec = EnvSpec(env_id, factory, description,  # type: ignore[arg-type]
-                           default_agents=default_agents, success=success)
+            spec = EnvSpec(env_id, factory, description, default_agents=default_agents, success=success)
         check_spec(spec)
         if spec.id in self._store and not overwrite:
             raise ValueError(

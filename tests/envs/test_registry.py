@@ -114,6 +114,8 @@ def test_user_registration_on_a_private_registry():
         registry.register("mine/other", factory, "")
     with pytest.raises(TypeError, match="callable"):
         registry.register("mine/other", "not a factory", "text")
+    with pytest.raises(TypeError, match="needs a factory and a description"):
+        registry.register("mine/other", factory)
     registry.unregister("mine/goto")
     assert "mine/goto" not in registry
 
