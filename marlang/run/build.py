@@ -21,7 +21,7 @@ from marlang.agents import CallContext, LLMAgent, ReflexionMemory
 from marlang.config import ConfigError, ExperimentConfig, ModelConfig, redact_secrets, slot_player
 from marlang.envs import make as make_env
 from marlang.envs.core.base import MultiAgentEnv
-from marlang.envs.core.numeric import NumericTextEnv
+from marlang.envs.core.numeric import NumericObservations
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, LearnerContext, learner_entry
 from marlang.models.capabilities import NamesWeights, engine_of, scores_choices
 from marlang.models.local_policy import LocalPolicy, local_policies
@@ -105,9 +105,11 @@ def sandbox_options(config: ExperimentConfig) -> dict[str, Any]:
     return options
 
 
-def start_sandbox(env: MultiAgentEnv) -> None:
+def start_sandbox(env: Any) -> None:
     """An env that runs generated code starts its sandbox now, so that a machine that cannot
     confine the code is refused in one line before anything is created."""
+    if not isinstance(env, MultiAgentEnv):  # an env of one's own (a plain ParallelEnv) runs no code
+        return
     from marlang.sandbox import IsolationUnavailableError
 
     try:
@@ -181,14 +183,14 @@ def slot_models(config: ExperimentConfig, model: Any) -> dict[str, Any]:
     return out
 
 
-def neural_slots(config: ExperimentConfig, env: MultiAgentEnv) -> dict[str, NeuralPolicy]:
+def neural_slots(config: ExperimentConfig, env: Any) -> dict[str, NeuralPolicy]:
     """The trained policy of every neural slot (one loaded per checkpoint), checked against
     the env: a neural policy reads the numeric observations the env must have."""
     wanted = {a: s.checkpoint for a, s in config.slots().items() if s.kind == "neural" and s.checkpoint}
     if not wanted:
         return {}
     first = next(iter(wanted))
-    if not isinstance(env.unwrapped, NumericTextEnv):
+    if not isinstance(env.unwrapped, NumericObservations):
         raise ConfigError(f"team.{first}: a neural slot reads numeric observations, and env {config.env.id!r} "
                           "has none (the envs neural runs train on have them: lbf/*, rware/*, gridworld/*, "
                           "babyai-marl/*, ...)")
@@ -377,7 +379,7 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
     engine = engine_of(model)
     if engine is not None:
         out["device"] = str(engine.device)  # where the local model ran (cuda: the cost's GPU seconds)
-    sandbox = env.sandbox if env is not None else None
+    sandbox = env.sandbox if isinstance(env, MultiAgentEnv) else None
     if sandbox is not None:
         # Which isolation ran the generated code: it differs between machines.
         out["sandbox"] = sandbox.isolation.to_dict()

@@ -70,3 +70,15 @@ def test_an_env_that_runs_no_code_names_no_sandbox_in_the_manifest(tmp_path):
     parts = _build(_config(), tmp_path / "run")
     assert parts.env is not None and parts.env.sandbox is None
     assert "sandbox" not in manifest(_config(), setting="s", model_id="m", prompts=PromptLibrary(), env=parts.env)
+
+
+def test_an_env_of_ones_own_that_is_a_plain_parallel_env_starts_and_is_named_without_a_sandbox():
+    from pettingzoo import ParallelEnv
+
+    from marlang.run.build import manifest, start_sandbox
+
+    class PlainEnv(ParallelEnv):  # what the own-env how-to writes: no marlang base class
+        possible_agents = ["agent_0", "agent_1"]
+
+    start_sandbox(PlainEnv())
+    assert "sandbox" not in manifest(_config(), setting="s", model_id="m", prompts=PromptLibrary(), env=PlainEnv())

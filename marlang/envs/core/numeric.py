@@ -74,7 +74,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from gymnasium.spaces import Box, Discrete, Space
@@ -132,6 +132,15 @@ def check_agent_count(env_id: str, n_agents: Any, valid: Sequence[int]) -> int:
         choices = valid[0] if len(valid) == 1 else f"one of {list(valid)}"
         raise ValueError(f"{env_id}: n_agents must be {choices}, got {n_agents!r}")
     return int(n_agents)
+
+
+@runtime_checkable
+class NumericObservations(Protocol):
+    """An env a neural policy can act in: each agent's observation as numbers (every
+    `NumericTextEnv`; an env of one's own may declare it too)."""
+
+    def numeric_observation(self, agent: str) -> np.ndarray:
+        ...
 
 
 class NumericTextEnv(StepLimited, MultiAgentEnv, ABC):
