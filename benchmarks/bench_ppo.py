@@ -205,7 +205,7 @@ def make_minibatch(
 def ppo_loss(
     scores: Sequence[torch.Tensor], values: torch.Tensor, mb: Minibatch, total: int
 ) -> torch.Tensor:
-    """PPOLearner._step's loss (temperature 1, per-agent value head), summed over ``mb``'s
+    """PPOLearner._loss (temperature 1, per-agent value head), summed over ``mb``'s
     decisions and divided by ``total``, so chunks of a minibatch add up to its mean loss."""
     logp = torch.log_softmax(torch.stack(list(scores)), dim=-1)
     new_logp = logp.gather(1, mb.action[:, None])[:, 0]
@@ -442,7 +442,7 @@ class UpdateParts:
     def build(
         cls, model: Any, tokenizer: Any, variant: str, decisions: int, checkpointing: bool = False
     ) -> UpdateParts:
-        if checkpointing:  # as PPOLearner does with gradient_checkpointing: true
+        if checkpointing:  # as LoraTrainer does with gradient_checkpointing: true
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         mb = make_minibatch(tokenizer, decisions).to(model.device)
         pad_id = int(tokenizer.pad_token_id)

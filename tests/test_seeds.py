@@ -46,12 +46,12 @@ def test_a_learner_seed_follows_the_run_seed_unless_set():
 
 
 def test_the_held_out_set_is_one_for_every_training_seed_unless_eval_seed_says_otherwise():
-    from marlang.methods.lora.template import AdapterLearner
+    import functools
 
-    class Options:
-        eval_episodes, eval_every = 4, 1
+    from marlang.methods.lora.trainer import evaluation_plan
+    from marlang.methods.ppo.options import PPOOptions
 
-    held = AdapterLearner.evaluation_plan.__get__(type("L", (), {"options": Options()})())
+    held = functools.partial(evaluation_plan, PPOOptions(eval_episodes=4, eval_every=1))
     assert held(0, 0).seeds == held(3, 0).seeds  # the same levels at every evaluation
     assert set(held(0, 0).seeds).isdisjoint(held(0, 1).seeds)  # another run.eval_seed: another set
     assert set(held(0, 0).seeds).isdisjoint(env_seeds(0, "train", range(10_000)))

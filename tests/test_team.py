@@ -588,7 +588,7 @@ def test_going_back_to_the_initial_adapters_after_training_restores_them_and_fre
                team={"agent_1": {"model": {"spec": b}}})
     experiment = Experiment(c, tmp_path / "run")
     experiment.run()
-    learner = experiment.learner
+    learner = experiment.learner.trainer
 
     def lora_b():
         return {k: v.clone() for base in learner.bases for k, v in base.team.state_dict().items() if "lora_B" in k}
@@ -596,16 +596,16 @@ def test_going_back_to_the_initial_adapters_after_training_restores_them_and_fre
     trained = lora_b()
     assert trained and any(bool(v.abs().sum() > 0) for v in trained.values())
     assert any(len(o.state) for o in learner.optimizers.values())
-    learner._load_state(PolicyState(iteration=0))
+    learner.load_state(PolicyState(iteration=0))
     assert all(bool((v == 0).all()) for v in lora_b().values())
     assert all(not o.state for o in learner.optimizers.values())
 
-    state = learner._adapters_dir(0) / "ppo_state.pt"
+    state = learner.adapters_dir(0) / "ppo_state.pt"
     saved = torch.load(state, weights_only=True)
     torch.save({**saved, "weights": {k: v for k, v in saved["weights"].items() if "agent_1" not in k}},
                tmp_path / "odd.pt")
     odd = PolicyState(iteration=1, adapters={"agent_0": {"path": "x", "hash": "y"}},
                       extra={"ppo_state": str(tmp_path / "odd.pt")})
     with pytest.raises(ValueError, match="does not match this team's adapters"):
-        learner._load_state(odd)
+        learner.load_state(odd)
     assert all(bool((v == 0).all()) for v in lora_b().values())  # nothing was loaded

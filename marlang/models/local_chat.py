@@ -103,6 +103,10 @@ class LocalChatModel(ReplyChatModel):
         """Calls may pass ``choices``: the answer is the choice the model finds most likely."""
         return True
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is for this model (its own tokenizer)."""
+        return len(self.engine.encode(text))
+
     @property
     def generate_calls(self) -> int:
         """Batched decoding runs of the shared engine (all copies together)."""

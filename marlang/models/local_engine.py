@@ -217,6 +217,11 @@ class LocalLM:
         return f"{self.model_id}@{self.weights_id}"
 
     @property
+    def pad_id(self) -> int:
+        """The padding token's id (batched rows are padded with it)."""
+        return self._pad_id
+
+    @property
     def base_model(self) -> PreTrainedModel:
         """The transformers model under any attached adapters."""
         return self.adapters.model.get_base_model() if self.adapters is not None else self.model
@@ -340,9 +345,10 @@ class LocalLM:
     def format_chat(self, messages: Sequence[dict[str, str]]) -> str:
         """Render role/content messages with the tokenizer's chat template, ready to continue."""
         template = None if self.tokenizer.chat_template else _PLAIN_CHAT_TEMPLATE
-        return self.tokenizer.apply_chat_template(
+        # tokenize=False: the rendered text
+        return str(self.tokenizer.apply_chat_template(
             list(messages), chat_template=template, tokenize=False, add_generation_prompt=True
-        )
+        ))
 
     def encode(self, text: str) -> tuple[int, ...]:
         """Token ids of already-formatted text (the chat template supplies special tokens)."""
@@ -551,7 +557,7 @@ class LocalLM:
         return False
 
     def _decode_text(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
 
     def _tail_has_stop(self, token_ids: Sequence[int], stops: Sequence[str]) -> bool:
         """Whether a stop string may have just appeared: one did not before this token (the

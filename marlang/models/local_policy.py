@@ -15,66 +15,114 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from marlang.models.chat_templates import render_chat
+from marlang.models.capabilities import engine_of
+from marlang.models.chat_templates import continue_conversation, render_chat, turn_suffix
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
+    from transformers import PreTrainedModel
 
-    from marlang.models.local_engine import LocalLM, ScoreOutput, ServedAdapters
+    from marlang.models.local_engine import (
+        GenerationOutput,
+        GenerationRequest,
+        LocalLM,
+        ScoreOutput,
+        ServedAdapters,
+    )
     from marlang.models.scoring import ScoredDecisions
 
 
-@dataclass(eq=False)
 class LocalPolicy:
-    """One local base model the run's slots act on: its engine, the slots on it with their
-    chat models, and the adapters attached to it (None until a learner attaches them)."""
+    """One local base model the run's slots act on: its engine (held here, never handed out),
+    the slots on it with their chat models, and the adapters attached to it (none until a
+    learner attaches them)."""
 
-    engine: LocalLM
-    """Serves every slot on the model; ``engine.adapters``: the adapters it serves (a
-    learner's, or a trained team played back)."""
-    chat_models: dict[str, Any] = field(default_factory=dict)
-    """Each slot on this model, with the chat model it acts through (sections that differ only
-    in sampling settings share the engine)."""
+    def __init__(self, engine: LocalLM, chat_models: dict[str, Any] | None = None) -> None:
+        self._engine = engine
+        self.chat_models: dict[str, Any] = dict(chat_models or {})
+        """Each slot on this model, with the chat model it acts through (sections that differ
+        only in sampling settings share the engine)."""
+
+    @classmethod
+    def of(cls, model: object) -> LocalPolicy | None:
+        """A handle on the local model a chat model runs on (None: a served or remote model)."""
+        engine = engine_of(model)
+        return None if engine is None else cls(engine)
+
+    # the model ------------------------------------------------------------------------------
+    @property
+    def model(self) -> PreTrainedModel:
+        """The torch model: the base model, wrapped by the adapters once they are attached."""
+        return self._engine.model
+
+    @property
+    def base_id(self) -> str:
+        """The base weights' identity (adapter files name it)."""
+        return self._engine.base_id
 
     @property
     def pad_id(self) -> int:
         """The padding token's id (scoring pads rows with it)."""
-        return self.engine._pad_id
+        return self._engine.pad_id
+
+    @property
+    def eos_id(self) -> int:
+        """The end-of-sequence token's id."""
+        return int(self._engine.tokenizer.eos_token_id)
+
+    @property
+    def adapters(self) -> ServedAdapters | None:
+        """The adapters the engine serves (None: the base model only)."""
+        return self._engine.adapters
 
     def attach(self, adapters: ServedAdapters) -> None:
         """Serve every request on this model with ``adapters`` (a request names its adapter)."""
-        self.engine.attach_adapters(adapters)
+        self._engine.attach_adapters(adapters)
 
     # the engine's compute thread ------------------------------------------------------------
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the engine's compute thread (where every batch runs)."""
-        return await self.engine.run(fn, *args)
+        return await self._engine.run(fn, *args)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[Any]:
         """The model held alone: no batch runs on it meanwhile."""
-        with self.engine.exclusive() as model:
+        with self._engine.exclusive() as model:
             yield model
 
     # prompts ---------------------------------------------------------------------------------
     def render(self, messages: Sequence[BaseMessage]) -> str:
         """The prompt text of ``messages`` as the slots' chat model encodes it."""
-        return render_chat(self.engine, messages)
+        return render_chat(self._engine, messages)
 
     def encode(self, text: str) -> tuple[int, ...]:
-        return self.engine.encode(text)
+        return self._engine.encode(text)
 
-    # scoring ---------------------------------------------------------------------------------
+    def turn_suffix(self) -> str:
+        """What the chat template adds after a reply for the next user turn
+        (`marlang.models.chat_templates.turn_suffix`)."""
+        return turn_suffix(self._engine)
+
+    def continue_conversation(self, prompt_ids: Sequence[int], reply_ids: Sequence[int], user_text: str,
+                              suffix: str) -> tuple[int, ...]:
+        """The next prompt's token ids after a prompt and its reply
+        (`marlang.models.chat_templates.continue_conversation`)."""
+        return continue_conversation(self._engine, prompt_ids, reply_ids, user_text, suffix)
+
+    # generating and scoring -----------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationOutput]:
+        """One batched generate (call it on the compute thread or through `run`)."""
+        return self._engine.generate(requests)
+
     def score_actions(self, prompt: str, actions: Sequence[str], adapter: str | None) -> ScoreOutput:
         """Every action's score after ``prompt`` under ``adapter``, and the value where its
         agent has a value head (the engine's batched scoring; call it on the compute thread
         or through `run`)."""
         from marlang.models.local_engine import ScoreRequest
 
-        return self.engine.score_requests([ScoreRequest(prompt, tuple(actions), adapter)])[0]
+        return self._engine.score_requests([ScoreRequest(prompt, tuple(actions), adapter)])[0]
 
     def score_tokens(self, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
                      agents: Sequence[str] | None = None, **kwargs: Any) -> ScoredDecisions:
@@ -83,12 +131,12 @@ class LocalPolicy:
         model has active (a trainer's)."""
         from marlang.models.scoring import score_decisions
 
-        served = self.engine.adapters
+        served = self._engine.adapters
         if agents is not None:
             assert served is not None, "score_tokens(agents=...) needs adapters attached"
             kwargs["adapter_names"] = served.adapter_names(list(agents))
         # the engine's model: the adapted one once adapters are attached
-        return score_decisions(self.engine.model, items, self.pad_id, **kwargs)
+        return score_decisions(self._engine.model, items, self.pad_id, **kwargs)
 
 
 def local_policies(chat_models: Mapping[str, Any]) -> dict[str, LocalPolicy]:
@@ -97,7 +145,7 @@ def local_policies(chat_models: Mapping[str, Any]) -> dict[str, LocalPolicy]:
     handles: dict[int, LocalPolicy] = {}
     out: dict[str, LocalPolicy] = {}
     for name, chat in chat_models.items():
-        engine = getattr(chat, "engine", None)
+        engine = engine_of(chat)
         if engine is None:
             continue
         handle = handles.setdefault(id(engine), LocalPolicy(engine))

@@ -31,6 +31,7 @@ class LoraOptions(NumbersNotBooleans):
     @field_validator("r", "alpha", "layers")
     @classmethod
     def _check_positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        assert info.field_name is not None  # a field validator's
         rule = {
             "r": "is the LoRA rank and must be >= 1 (e.g. 16)",
             "alpha": "must be >= 1 (scale is alpha / r, e.g. 32)",

@@ -118,7 +118,7 @@ def attach_trained_adapters(engine: Any, sources: Mapping[str, tuple[str, str]],
     # The hash the training run recorded for each agent (over the saved files), so a
     # play-back's manifest names the same adapters as the run's learner_state.json.
     hashes: dict[str, str] = {}
-    for directory, here, saved, _, shared in plans:
+    for _directory, here, saved, _, _shared in plans:
         found = adapters._per_agent({unit: files_sha256(path) for unit, path in saved.items()})
         hashes.update({a: h for a, h in found.items() if a in here or (a == "central" and len(plans) == 1)})
     return hashes

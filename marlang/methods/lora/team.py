@@ -103,7 +103,7 @@ class TeamAdapters:
 
         check_lora_targets(base, self.lora.targets)
         if dtype is not None or device is not None:
-            base.to(device=device, dtype=dtype)
+            base.to(device=device, dtype=dtype)  # type: ignore[call-arg]  # transformers types .to as an unbound wrapper
         config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else None
         self.hidden_size: int = int((config or base.config).hidden_size)
 
@@ -289,7 +289,7 @@ class TeamAdapters:
         per_agent_shape = (len(self.agents), self.hidden_size)
         if agent == CENTRAL and hidden.dim() >= 2 and tuple(hidden.shape[-2:]) == per_agent_shape:
             hidden = hidden.flatten(-2)
-        weight = head[0].weight
+        weight = next(head.parameters())  # the first layer's weights: where the head lives
         return head(hidden.to(device=weight.device, dtype=weight.dtype)).squeeze(-1)
 
     # ------------------------------------------------------------------------- state and hashes
@@ -498,7 +498,7 @@ class TeamAdapters:
         saved_sharing = {m.get("sharing") for u, m in manifests.items() if u != CENTRAL}
         if saved_sharing and saved_sharing != {self.sharing}:
             raise ValueError(
-                f"adapters in {directory} were saved with sharing {sorted(saved_sharing)}, this "
+                f"adapters in {directory} were saved with sharing {sorted(map(str, saved_sharing))}, this "
                 f"team uses {self.sharing!r}; set learning.sharing to the saved mode"
             )
         foreign = sorted(u for u in saved if u not in self.adapters and u != CENTRAL)

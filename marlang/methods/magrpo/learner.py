@@ -19,11 +19,21 @@ gradients are summed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from marlang.methods.lora.template import SEED_OFFSET, AdapterLearner
+from marlang.learners.base import Learner, LearnerOptions
+from marlang.methods.lora.options import AdapterOptions
+from marlang.methods.lora.trainer import (
+    SEED_OFFSET,
+    EpochOrder,
+    LoraTrainer,
+    StepLog,
+    check_local_model,
+    evaluation_plan,
+)
 from marlang.methods.magrpo.grpo_loss import policy_loss, shared_prompt_logprobs
 from marlang.methods.magrpo.options import MAGRPOOptions, check_config
 from marlang.methods.magrpo.sampling import TreeRequest, open_server, sample_local, sample_remote
@@ -44,6 +54,9 @@ from marlang.methods.magrpo.tree import (
 )
 from marlang.types import Acting, Candidate, PolicyState, RolloutPlan
 
+if TYPE_CHECKING:
+    from marlang.learners.context import LearnerContext
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["GRPOLearner", "MAGRPOLearner"]
@@ -52,13 +65,17 @@ SEEDS_PER_NODE = 1_000_003
 """Spreads the sampling seeds of a tree's nodes apart."""
 
 
-class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
+class MAGRPOLearner(Learner):
     """MAGRPO on the learner seam (see the module docstring)."""
 
     name: ClassVar[str] = "magrpo"
     options_model = MAGRPOOptions
-    options: MAGRPOOptions
-    state_name: ClassVar[str] = "magrpo_state"
+    uses_adapters: ClassVar[bool] = True
+
+    def __init__(self, options: MAGRPOOptions, context: LearnerContext) -> None:
+        super().__init__(options, context)
+        self.options: MAGRPOOptions = options
+        self.trainer = LoraTrainer[TrainingSample](self.name, options, context, state_name="magrpo_state")
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -66,13 +83,16 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         check_config(config, cls.name)
 
     @classmethod
-    def label(cls, options: MAGRPOOptions) -> str:  # type: ignore[override]
+    def check_model(cls, model: Any, options: LearnerOptions) -> None:
+        assert isinstance(options, AdapterOptions)
+        check_local_model(cls.name, model, options)
+
+    @classmethod
+    def label(cls, options: LearnerOptions) -> str:
         return cls.name if getattr(options, "joint_mode", "align") == "align" else f"{cls.name} (cross)"
 
-    def sampling_update(self) -> dict[str, Any]:
-        options = self.options
-        return {"cache": False, "temperature": options.temperature, "top_p": options.top_p,
-                "top_k": options.top_k}
+    def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
+        return evaluation_plan(self.options, iteration, seed, final)
 
     # the rollout server --------------------------------------------------------------------
     _server: Any = None
@@ -82,18 +102,21 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         if self.options.rollout_server is None:
             return None
         if self._server is None:
-            self._server = open_server(self.options, self.run_path)
+            self._server = open_server(self.options, self.trainer.run_path)
         return self._server
 
     async def prepare_rollout(self, state: PolicyState, phase: str) -> dict[str, Acting]:
-        """As every adapter learner; with a rollout server, the committed adapters are loaded
-        there first and every learning slot's calls go to its adapter by name."""
-        acting = await super().prepare_rollout(state, phase)
+        """The committed adapters; learning slots sample completions in training. With a
+        rollout server, the adapters are loaded there first and every learning slot's calls
+        go to its adapter by name."""
+        options = self.options
+        acting = await self.trainer.acting(state, phase, scores_actions=False, temperature=options.temperature,
+                                           sampling={"temperature": options.temperature, "top_p": options.top_p,
+                                                     "top_k": options.top_k})
         server = self.rollout_server()
         if server is None:
             return acting
-        assert self.local is not None
-        await self.local.run(self._publish, state)
+        await self.trainer.local.run(self._publish, state)
         options = self.options
         for name, own in acting.items():
             chat = self.context.local[name].chat_models[name]
@@ -108,14 +131,13 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     def _publish(self, state: PolicyState) -> dict[str, str]:
         """Load ``state``'s adapters into the rollout server (the initial ones saved first under
         ``adapters/initial/``)."""
-        server, team = self.rollout_server(), self.team
-        assert server is not None and team is not None
+        server, team = self.rollout_server(), self.trainer.team
+        assert server is not None
         refs = state.adapters
         if not refs:
             if self._initial_refs is None:  # saved once: the initial weights never change
-                directory = self.run_path / "adapters" / "initial"
-                assert self.local is not None
-                with self.local.exclusive():  # the initial weights: prepare_rollout has loaded them
+                directory = self.trainer.run_path / "adapters" / "initial"
+                with self.trainer.local.exclusive():  # the initial weights: prepare_rollout has loaded them
                     hashes = team.save(directory)
                 self._initial_refs = {a: {"path": str(directory / team.adapter_for(a)), "hash": hashes[a]}
                                       for a in self.context.learning_agents}
@@ -139,21 +161,22 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     records_rollouts: ClassVar[bool] = True  # the trees are the rollouts: each problem played once
 
     async def update_from_plan(self, state: PolicyState, plan: RolloutPlan) -> Candidate:
+        options, trainer = self.options, self.trainer
         await self.prepare_rollout(state, "train")   # the committed adapters (and the server's)
         seeds = list(plan.seeds)
-        assert self.local is not None
-        roots = await self.local.run(self._grow, seeds, state.iteration)  # one tree per problem
+        roots = await trainer.local.run(self._grow, seeds, state.iteration)  # one tree per problem
         self._record_episodes(roots, plan, state)    # each tree's first path is the problem's episode
-        backpropagate(roots, self.options.advantage)  # returns, and advantages against siblings
+        backpropagate(roots, options.advantage)      # returns, and advantages against siblings
         samples: dict[str, list[TrainingSample]] = {}
         for root in roots:
             for agent, items in training_samples(root).items():
                 if self.context.learns(agent):  # a frozen slot's answers are judged, not trained
                     samples.setdefault(agent, []).extend(items)
-        stats = await self.train(samples, state.iteration)  # epochs of minibatches, with `loss`
+        records, counters = await self._fit(samples, state.iteration)  # epochs of minibatches
         trees = {k: v for k, v in tree_stats(roots).items() if v is not None}
-        candidate = await self.save_candidate(state.iteration, stats, counters=trees)
-        write_trees(self.run_path, state.iteration, roots, seeds)
+        counters = {**trees, **counters}
+        candidate = await trainer.save(state.iteration, records, counters)
+        write_trees(trainer.run_path, state.iteration, roots, seeds)
         return candidate
 
     def _record_episodes(self, roots: list[Node], plan: RolloutPlan, state: PolicyState) -> None:
@@ -225,17 +248,16 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
 
         server = self.rollout_server()
         if server is not None:
-            assert self.local is not None
-            return sample_remote(requests, self.options, server=server, local=self.local, seed=seed,
+            return sample_remote(requests, self.options, server=server, local=self.trainer.local, seed=seed,
                                  stop=self.context.stop)
-        return sample_local(requests, self.options, local_of=self.local_of, adapter_of=self._adapter_of, seed=seed,
-                            cache_depth=cache_depth)
+        return sample_local(requests, self.options, local_of=self.trainer.local_of, adapter_of=self._adapter_of,
+                            seed=seed, cache_depth=cache_depth)
 
     def _adapter_of(self, agent: str) -> str | None:
         """The adapter ``agent``'s answers come from: its own while it learns; a frozen slot
         answers as it plays (the base model, or the adapters it plays back)."""
-        if agent in self._base_of:
-            return self.team_of(agent).adapter_for(agent)
+        if self.trainer.trains(agent):
+            return self.trainer.team_of(agent).adapter_for(agent)
         return self.context.actors[agent].adapter
 
     def _seed(self, iteration: int, tree: int, node: Node, k: int, g: int) -> int:
@@ -244,13 +266,35 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         return (options.seed * SEED_OFFSET + iteration) * SEEDS_PER_NODE + tree * 997 + node.turn * 131 + k * 17 + g
 
     # training --------------------------------------------------------------------------------
-    def fit(self, samples: dict[str, list[TrainingSample]], iteration: int) -> dict[str, Any]:
+    async def _fit(self, samples: dict[str, list[TrainingSample]], iteration: int
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """``epochs`` passes of minibatches over each agent's completions, one adapter at a
-        time, and the update's records."""
+        time (siblings together), and the update's records and counters."""
+        options, trainer = self.options, self.trainer
+        by_unit = trainer.by_unit((agent, s) for agent, items in samples.items() for s in items)
+        order, log = EpochOrder.of(options.seed, iteration), StepLog()
+        with trainer.seeded(iteration):              # LoRA dropout, the same when re-run
+            await trainer.local.run(self._old_and_reference_logprobs, by_unit)
+            for _epoch in range(options.epochs):
+                for unit, batch in trainer.minibatches(by_unit, options.minibatch_size, order.adapters,
+                                                       order=_grouped):
+                    log.add(unit, await trainer.step(unit, batch, functools.partial(self._loss, unit),
+                                                     weight=_weight))
+        records = []
+        for agent in self.context.learning_agents:
+            mine = samples.get(agent, [])
+            records.append({"agent": agent, "completions": len(mine),
+                            "advantage_mean": (sum(s.advantage for s in mine) / len(mine)) if mine else None,
+                            **log.means(trainer.unit_of(agent), ("loss", "grad_norm"))})
+        counters = {"completions": sum(len(v) for v in samples.values()), "steps": log.steps,
+                    "skipped_steps": log.skipped}
+        return records, counters
+
+    def _old_and_reference_logprobs(self, by_unit: dict[str, list[TrainingSample]]) -> None:
+        """Set each completion's old log-probs (the ratio losses' old policy: those recorded
+        when it was sampled; a rollout server records none: the adapters before this update,
+        which it served) and, with ``beta`` > 0, its log-probs under the base model."""
         options = self.options
-        by_unit = self.group_by_unit((agent, s) for agent, items in samples.items() for s in items)
-        # the ratio losses' old policy: the log-probs recorded when the completions were sampled
-        # (a rollout server records none: the adapters before this update, which it served)
         if options.loss != "reinforce":
             for unit, items in by_unit.items():
                 sampled = all(s.completion.logprobs is not None for s in items)
@@ -261,25 +305,8 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
             for unit, items in by_unit.items():
                 for s, lp in zip(items, self._logprobs(unit, items, base=True), strict=True):
                     s.ref_logprobs = lp
-        totals, steps, skipped = self.epochs(by_unit, iteration)
-        records = []
-        for agent in self.context.learning_agents:
-            acc = totals.get(self.unit_of(agent), {})
-            n = acc.get("steps", 0.0)
-            mine = samples.get(agent, [])
-            records.append({"agent": agent, "completions": len(mine),
-                            "advantage_mean": (sum(s.advantage for s in mine) / len(mine)) if mine else None,
-                            **{k: (acc[k] / n if n else None) for k in ("loss", "grad_norm")}})
-        counters = {"completions": sum(len(v) for v in samples.values()), "steps": steps, "skipped_steps": skipped}
-        return {"records": records, "counters": counters}
 
-    def minibatch_order(self, items: list[TrainingSample], rng: random.Random) -> list[TrainingSample]:
-        return [items[i] for i in grouped_order(items, rng)]
-
-    def sample_weight(self, sample: TrainingSample) -> float:
-        return float(sample.weight)
-
-    def loss(self, unit: str, part: list[TrainingSample], total: float) -> dict[str, Any]:
+    def _loss(self, unit: str, part: list[TrainingSample], total: float) -> dict[str, Any]:
         """``learning.loss`` of some completions of a minibatch weighing ``total``: their
         weighted mean loss times their share of the minibatch's weight."""
         import torch
@@ -304,7 +331,7 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
         import torch
 
         options = self.options
-        team = self.team_of(unit)
+        team = self.trainer.team_of(unit)
         out: list[Any] = []
         with team.training(unit, train_mode=False), torch.no_grad():
             ctx = team.model.disable_adapter() if base else contextlib.nullcontext()
@@ -319,9 +346,19 @@ class MAGRPOLearner(AdapterLearner[MAGRPOOptions, TrainingSample]):
     def _completion_logprobs(self, unit: str, part: list[TrainingSample]) -> tuple[Any, Any]:
         """Token log-probs ``[B, T]`` of ``part``'s completions (``unit``'s) and their mask,
         each shared prompt run once (``shared_prompt_logprobs``)."""
-        return shared_prompt_logprobs(self.team_of(unit).model, [s.completion.prompt_ids for s in part],
-                                      [s.completion.token_ids for s in part], self.local_of(unit).pad_id,
+        trainer = self.trainer
+        return shared_prompt_logprobs(trainer.team_of(unit).model, [s.completion.prompt_ids for s in part],
+                                      [s.completion.token_ids for s in part], trainer.local_of(unit).pad_id,
                                       self.options.temperature)
+
+def _grouped(items: list[TrainingSample], rng: random.Random) -> list[TrainingSample]:
+    """An epoch's order of one unit's completions: groups of siblings kept together."""
+    return [items[i] for i in grouped_order(items, rng)]
+
+
+def _weight(sample: TrainingSample) -> float:
+    return float(sample.weight)
+
 
 def _sampled_logprobs(sample: TrainingSample) -> Any:
     import torch

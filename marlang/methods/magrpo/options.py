@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from marlang.config import slot_player
-from marlang.methods.lora.template import AdapterOptions
+from marlang.methods.lora.options import AdapterOptions
 
 TEXT_ENVS = ("code/", "math/", "qa/")
 """Env id prefixes whose agents answer in free text (MAGRPO's domain)."""

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from marlang.agents.answer_parsing import extract_answer
 from marlang.methods.magrpo.tree import Completion, Node
-from marlang.models.chat_templates import continue_conversation, turn_suffix
 from marlang.models.local_engine import GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
@@ -66,13 +65,13 @@ def sample_local(requests: Sequence[TreeRequest], options: MAGRPOOptions, *, loc
     for k, r in enumerate(requests):
         local = local_of(r.agent)
         if id(local) not in batches:
-            batches[id(local)] = (local, [], [], turn_suffix(local.engine) if continues else "")
+            batches[id(local)] = (local, [], [], local.turn_suffix() if continues else "")
         _local, rows, batch, suffix = batches[id(local)]
         if r.prior is None:
             prompt_ids = local.encode(local.render(r.messages))
         else:
-            prompt_ids = continue_conversation(local.engine, r.prior.prompt_ids, r.prior.token_ids,
-                                               str(r.messages[-1].content), suffix)
+            prompt_ids = local.continue_conversation(r.prior.prompt_ids, r.prior.token_ids,
+                                                    str(r.messages[-1].content), suffix)
         prompts.append(prompt_ids)
         for g in range(G):
             rows.append(k * G + g)
@@ -84,7 +83,7 @@ def sample_local(requests: Sequence[TreeRequest], options: MAGRPOOptions, *, loc
                 past=r.prior.past if r.prior is not None else None))
     outs: list[Any] = [None] * len(requests) * G
     for local, rows, batch, _suffix in batches.values():  # one in all unless slots are on several
-        for row, out in zip(rows, local.engine.generate(batch), strict=True):
+        for row, out in zip(rows, local.generate(batch), strict=True):
             outs[row] = out
     return [[completion(r, prompt_ids, out.token_ids, out.text, logprobs=out.token_logprobs, past=out.cache)
              for out in outs[k * G:(k + 1) * G]]
@@ -116,7 +115,7 @@ def sample_remote(requests: Sequence[TreeRequest], options: MAGRPOOptions, *, se
         replies = [f.result() for f in futures]
     finally:  # stopped or failed: the calls not yet sent are never sent
         pool.shutdown(wait=False, cancel_futures=True)
-    eos = local.engine.tokenizer.eos_token_id
+    eos = local.eos_id
     result: list[list[Completion]] = []
     for k, r in enumerate(requests):
         group = []

@@ -150,3 +150,23 @@ def _with_rewards(traj: Trajectory, agent: str, shaped: list[float]) -> Trajecto
         step.rewards[agent] = float(r)
     return copy
 
+
+
+def with_central_values(samples: Sequence[DecisionSample], states: dict[tuple[int, int], Any],
+                        values: dict[tuple[int, int], float], bootstrap: dict[tuple[int, str], float], *,
+                        gamma: float, gae_lambda: float) -> list[CentralSample]:
+    """With a central value head: each decision's old value is the head's value of its step's
+    ``states`` (``values``, keyed by ``(episode, t)``), its advantage and return GAE over them
+    (``bootstrap``: V after a cut-off timeline, keyed by ``(episode, agent)``); the head's own
+    samples are returned, one per decision."""
+    for s in samples:
+        s.old_value = values[(s.episode, s.t)]
+    by_timeline: dict[tuple[int, str], list[DecisionSample]] = {}
+    for s in samples:
+        by_timeline.setdefault((s.episode, s.agent), []).append(s)
+    for (episode, agent), timeline in by_timeline.items():
+        adv, ret = gae([s.reward for s in timeline], [s.old_value for s in timeline],
+                       bootstrap.get((episode, agent), 0.0), gamma, gae_lambda)
+        for s, a, r in zip(timeline, adv, ret, strict=True):
+            s.advantage, s.ret = a, r
+    return [CentralSample(states[(s.episode, s.t)], s.old_value, s.ret) for s in samples]

@@ -13,7 +13,7 @@ from minigrid.envs.babyai.core.verifier import GoToInstr, ObjDesc
 
 from marlang.envs import ACTIONS, BabyAITextEnv, make
 from marlang.envs.babyai.shaping import DEFAULT_SCALE, goal_progress, potential
-from marlang.methods.ppo.learner import _load_hook
+from marlang.methods.ppo.options import load_hook
 from marlang.types import Step, TextObservation, Trajectory
 
 
@@ -197,7 +197,7 @@ def test_observations_without_a_distance_are_refused_in_one_line():
 
 
 def test_ppo_hands_its_discount_to_a_hook_that_takes_one():
-    hook = _load_hook("marlang.envs.babyai.shaping:goal_progress", 0.9)
+    hook = load_hook("marlang.envs.babyai.shaping:goal_progress", 0.9)
     assert hook.keywords == {"gamma": 0.9}
-    plain = _load_hook("tests.methods.ppo.ppo_hooks:one_per_step", 0.9)
+    plain = load_hook("tests.methods.ppo.ppo_hooks:one_per_step", 0.9)
     assert not hasattr(plain, "keywords")

@@ -3,6 +3,7 @@
 each process writes its adapters and its per-agent losses. Run by
 tests/methods/lora/test_distributed.py."""
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -41,19 +42,18 @@ def main(out: Path, loss: str, minibatch_size: int) -> None:
     options = MAGRPOOptions(epochs=1, minibatch_size=minibatch_size, micro_batch_size=4, eval_episodes=0, lr=1e-2,
                             device="cpu", loss=loss, lora={"r": 4, "alpha": 8, "dropout": 0.0})
     learner = MAGRPOLearner(options, context)
-    learner.setup()
-    eos = model.engine.tokenizer.eos_token_id
+    learner.trainer.setup()
+    eos = learner.trainer.local.eos_id
     # process r keeps the nodes r, r + world, ...: an uneven split (2 nodes and 1 under two)
     mine = {a: [s for i, s in enumerate(items) if (i // 4) % world == rank] for a, items in samples(eos).items()}
     if loss != "reinforce":  # the ratio losses' old policy: the adapters before the update
         for agent, items in mine.items():
             for s, lp in zip(items, learner._logprobs(agent, items), strict=True):
                 s.completion.logprobs = tuple(float(x) for x in lp)
-    stats = learner._seeded_train(mine, 0)
-    losses = {r["agent"]: r["loss"] for r in stats["records"]}
-    torch.save(learner.team.state_dict(), out / f"rank{rank}.pt")
-    (out / f"rank{rank}.json").write_text(json.dumps({"losses": losses, "world": world,
-                                                      "counters": stats["counters"]}))
+    records, counters = asyncio.run(learner._fit(mine, 0))
+    losses = {r["agent"]: r["loss"] for r in records}
+    torch.save(learner.trainer.team.state_dict(), out / f"rank{rank}.pt")
+    (out / f"rank{rank}.json").write_text(json.dumps({"losses": losses, "world": world, "counters": counters}))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 launch``: each process writes its loss (its share of the minibatch's) and its adapters.
 Run by tests/methods/lora/test_distributed.py."""
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from marlang.methods.ppo.learner import PPOLearner, PPOOptions
 from marlang.methods.ppo.samples import DecisionSample, PPOSamples
 from marlang.models.local_policy import local_policies
 from marlang.testing import tiny_chat_model
+from marlang.types import PolicyState
 
 ACTIONS = [" turn left", " turn right", " go forward", " pick up"]
 
@@ -39,12 +41,16 @@ def main(out: Path) -> None:
     options = PPOOptions(epochs=1, minibatch_size=64, eval_episodes=0, lr=1e-2, device="cpu",
                          lora={"r": 4, "alpha": 8, "dropout": 0.0})
     learner = PPOLearner(options, context)
-    learner.setup()
     # each process gets decisions of both agents (a different half of each agent's)
     mine = [s for i, s in enumerate(samples()) if (i // 2) % world == rank]
-    stats = learner._seeded_train(PPOSamples(mine), 0)
-    losses = {r["agent"]: r["loss"] for r in stats["records"]}
-    torch.save(learner.team.state_dict(), out / f"rank{rank}.pt")
+
+    async def given_samples(trajectories):
+        return PPOSamples(mine)
+
+    learner._samples = given_samples
+    candidate = asyncio.run(learner.update(PolicyState(iteration=0), []))
+    losses = {r["agent"]: r["loss"] for r in candidate.records}
+    torch.save(learner.trainer.team.state_dict(), out / f"rank{rank}.pt")
     (out / f"rank{rank}.json").write_text(json.dumps({"losses": losses, "world": world}))
 
 

@@ -379,14 +379,14 @@ def test_memoryful_turns_continue_the_kv_cache_and_score_as_the_full_prompt(tmp_
     from marlang.testing import tiny_chat_model
 
     seen: dict = {}
-    original = MAGRPOLearner._seeded_train
+    original = MAGRPOLearner._old_and_reference_logprobs
 
-    def spy(self, samples, iteration):
-        seen["samples"] = samples["agent_0"]
-        seen["scored"] = self._logprobs("agent_0", samples["agent_0"])
-        return original(self, samples, iteration)
+    def spy(self, by_unit):
+        seen["samples"] = by_unit["agent_0"]
+        seen["scored"] = self._logprobs("agent_0", by_unit["agent_0"])
+        return original(self, by_unit)
 
-    monkeypatch.setattr(MAGRPOLearner, "_seeded_train", spy)
+    monkeypatch.setattr(MAGRPOLearner, "_old_and_reference_logprobs", spy)
     from marlang.models import local_engine
 
     prefill = local_engine.left_padded_prefill
@@ -450,7 +450,7 @@ def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_it
     from marlang.testing import tiny_chat_model
 
     sampled, trained = [], []
-    sample, train = MAGRPOLearner._sample, MAGRPOLearner._seeded_train
+    sample, fit = MAGRPOLearner._sample, MAGRPOLearner._fit
 
     def pressing_sample(self, requests, iteration, cache_depth=0):
         sampled.append(len(requests))
@@ -464,12 +464,12 @@ def test_ctrl_c_stops_magrpo_at_its_next_tree_step_and_the_resume_trains_that_it
                 time.sleep(0.01)
         return out
 
-    def counting_train(self, samples, iteration):
+    async def counting_fit(self, samples, iteration):
         trained.append(iteration)
-        return train(self, samples, iteration)
+        return await fit(self, samples, iteration)
 
     monkeypatch.setattr(MAGRPOLearner, "_sample", pressing_sample)
-    monkeypatch.setattr(MAGRPOLearner, "_seeded_train", counting_train)
+    monkeypatch.setattr(MAGRPOLearner, "_fit", counting_fit)
     config = build_config({
         "env": {"id": "code/humaneval", "n_agents": 1, "max_steps": 2,
                 "kwargs": {"memory": "last", "task_ids": ["HumanEval/0"]}},

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from marlang.config import ConfigError, build_config
-from marlang.methods.ppo.learner import clip_gradients
+from marlang.methods.lora.distributed import clip_gradients
 from marlang.methods.ppo.samples import gae
 from marlang.run import Experiment
 from marlang.rundir import RunDirectory
@@ -135,21 +135,23 @@ def test_gradient_clipping_really_clips():
     assert after == pytest.approx(0.5, rel=1e-4)
 
 
-def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_path):
-    """With ``value: central`` the head trains in the template's epochs on the samples PPO's
+def test_the_central_value_head_is_one_more_unit_of_the_updates_epochs(tmp_path):
+    """With ``value: central`` the head trains in the update's epochs on the samples PPO's
     sample step returns: its steps are counted with the adapters', and its weights are those
     of its own loop of clipped value loss (mean over each minibatch of ``minibatch_size``, the
     order drawn from ``seed * SEED_OFFSET + 1``, a clipped and guarded step)."""
+    import asyncio
     import math
     import random
     from types import SimpleNamespace
 
     from marlang.learners.context import LearnerContext
     from marlang.methods.lora.team import CENTRAL
-    from marlang.methods.lora.template import SEED_OFFSET
+    from marlang.methods.lora.trainer import SEED_OFFSET
     from marlang.methods.ppo.learner import PPOLearner, PPOOptions
     from marlang.methods.ppo.samples import CentralSample, DecisionSample, PPOSamples
     from marlang.models.local_policy import local_policies
+    from marlang.types import PolicyState
 
     agents = ["agent_0", "agent_1"]
     options = PPOOptions(epochs=2, minibatch_size=4, micro_batch_size=2, eval_episodes=0, lr=1e-2, value_lr=1e-2,
@@ -161,7 +163,7 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
                                  local=local_policies({a: model for a in agents}),
                                  run_dir=tmp_path)
         out = PPOLearner(options, context)
-        out.setup()
+        out.trainer.setup()
         return out
 
     actions = [" turn left", " turn right", " go forward"]
@@ -169,16 +171,20 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
                                 candidates=actions, action_index=i % 3, old_logprob=-1.1, old_value=0.0,
                                 advantage=0.3 * (-1) ** i, ret=0.1 * i) for i in range(6)]
     trained = learner()
-    hidden = trained.team.hidden_size
+    hidden = trained.trainer.team.hidden_size
     generator = torch.Generator().manual_seed(0)
     central = [CentralSample(torch.randn(2, hidden, generator=generator), 0.05 * i, 1.0 - 0.2 * i)
                for i in range(6)]
-    stats = trained._seeded_train(PPOSamples(decisions, central), 0)
+    async def given_samples(trajectories):
+        return PPOSamples(decisions, central)
+
+    trained._samples = given_samples
+    candidate = asyncio.run(trained.update(PolicyState(iteration=0), []))
     # adapters: 3 decisions each, one minibatch per epoch; the head: 6 samples, 2 per epoch
-    assert stats["counters"]["minibatches"] == 2 * (1 + 1 + 2)
+    assert candidate.counters["minibatches"] == 2 * (1 + 1 + 2)
 
     reference = learner()
-    head, optimizer = reference.team.value_heads[CENTRAL], reference.optimizers[CENTRAL]
+    head, optimizer = reference.trainer.team.value_heads[CENTRAL], reference.trainer.optimizers[CENTRAL]
     params = list(head.parameters())
     rng = random.Random(options.seed * SEED_OFFSET + 1)
     for _ in range(options.epochs):
@@ -186,7 +192,7 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
         rng.shuffle(order)
         for i in range(0, len(order), options.minibatch_size):
             batch = order[i:i + options.minibatch_size]
-            values = reference.team.value(CENTRAL, torch.stack([s.state for s in batch]))
+            values = reference.trainer.team.value(CENTRAL, torch.stack([s.state for s in batch]))
             old_v = torch.tensor([s.old_value for s in batch])
             ret = torch.tensor([s.ret for s in batch])
             clipped = old_v + (values - old_v).clamp(-options.clip_coef, options.clip_coef)
@@ -196,7 +202,7 @@ def test_the_central_value_head_is_one_more_unit_of_the_templates_epochs(tmp_pat
             norm = clip_gradients(params, options.max_grad_norm)
             assert math.isfinite(norm) and norm <= options.max_skip_norm
             optimizer.step()
-    for mine, theirs in zip(trained.team.value_heads[CENTRAL].parameters(), params, strict=True):
+    for mine, theirs in zip(trained.trainer.team.value_heads[CENTRAL].parameters(), params, strict=True):
         assert torch.equal(mine, theirs)
     assert not torch.equal(params[-1], torch.zeros_like(params[-1]))  # the head did move
 
@@ -268,25 +274,25 @@ def test_a_trained_team_plays_back_from_its_run_directory(tmp_path):
 def test_a_run_killed_during_an_update_resumes_to_the_same_adapters(tmp_path, monkeypatch):
     """The update is re-run from the committed adapters and optimizer state on the same
     rollouts: the result equals an uninterrupted run's, and no rollout is played twice."""
-    from marlang.methods.ppo import learner as ppo
-
     cfg = ppo_config(eval_episodes=0)
     whole = Experiment(cfg, tmp_path / "whole", chat_model=tiny_chat_model(max_tokens=8)).run()
     expected = RunDirectory(whole.run_dir).read_json("learner_state.json")["adapters"]
 
-    original = ppo.PPOLearner.fit
+    from marlang.methods.lora.trainer import LoraTrainer
+
+    original = LoraTrainer.save
     calls = {"n": 0}
 
-    def dies_in_second_update(self, samples, iteration):
+    async def dies_in_second_update(self, iteration, records, counters):
         calls["n"] += 1
         if calls["n"] == 2:
-            raise KeyboardInterrupt  # as a kill would, mid-update
-        return original(self, samples, iteration)
+            raise KeyboardInterrupt  # as a kill would, mid-update (its steps taken, nothing saved)
+        return await original(self, iteration, records, counters)
 
-    monkeypatch.setattr(ppo.PPOLearner, "fit", dies_in_second_update)
+    monkeypatch.setattr(LoraTrainer, "save", dies_in_second_update)
     with pytest.raises(KeyboardInterrupt):
         Experiment(cfg, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
-    monkeypatch.setattr(ppo.PPOLearner, "fit", original)
+    monkeypatch.setattr(LoraTrainer, "save", original)
     played = len(RunDirectory(tmp_path / "run").load_episode_dicts())
     resumed = Experiment(cfg, tmp_path / "run", resume=True, chat_model=tiny_chat_model(max_tokens=8)).run()
     assert resumed.episodes_run == 0 and played == 4
@@ -365,7 +371,7 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
     config = ppo_config(iterations=1, epochs=1, eval_episodes=0)
     config = config.model_copy(update={"agents": config.agents.model_copy(update={"calibration": "content_free"})})
     first: list[dict] = []
-    original = PPOLearner.loss
+    original = PPOLearner._loss
 
     def recording(self, unit, batch, total):
         terms = original(self, unit, batch, total)
@@ -374,7 +380,7 @@ def test_a_calibrated_policy_trains_on_the_logits_it_sampled_from(tmp_path, monk
                           "offsets": [s.offsets for s in batch]})
         return terms
 
-    monkeypatch.setattr(PPOLearner, "loss", recording)
+    monkeypatch.setattr(PPOLearner, "_loss", recording)
     result = Experiment(config, tmp_path / "run", chat_model=tiny_chat_model(max_tokens=8)).run()
     decisions = [dec for d in RunDirectory(result.run_dir).load_episode_dicts() if d["phase"] == "train"
                  for s in d["steps"] for dec in s["decisions"].values()]

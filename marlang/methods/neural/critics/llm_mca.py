@@ -114,11 +114,13 @@ class TokenCounter:
     """Tokens of a text for one model: exact with a local tokenizer, estimated otherwise."""
 
     def __init__(self, model: Any) -> None:
-        self.engine = getattr(model, "engine", None)
+        from marlang.models.capabilities import CountsTokens
+
+        self.exact = model.count_tokens if isinstance(model, CountsTokens) else None
 
     def __call__(self, text: str) -> int:
-        if self.engine is not None:
-            return len(self.engine.encode(text))
+        if self.exact is not None:
+            return self.exact(text)
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
