@@ -45,6 +45,18 @@ _REPROMPTS = {
 """Per answer format: what was missing, what to write, and the reply's start on local models."""
 
 
+ACTION_PREFIX = "Action: "
+"""What a scoring agent's reply says before the action it scores (after its thought, if any)."""
+
+
+def history_entry(step: int, obs: TextObservation, decision: Decision) -> str:
+    """What an agent remembers of its decision at ``step`` (its prompts' recent steps)."""
+    if obs.legal_actions:
+        return f"step {step}: you did '{decision.action}'"
+    shown = " ".join(decision.action.split())[:80] or "(no answer)"
+    return f"step {step}: you answered '{shown}'"
+
+
 def _answer_format(obs: TextObservation) -> str:
     form = obs.data.get("answer_format", "text")
     return form if form in FREE_TEXT_ACTIONS else "text"
@@ -133,24 +145,45 @@ class LLMAgent:
             reflections=self.memory.render_reflections(),
         )
 
-    def _history(self, ctx: CallContext) -> str:
-        recent = self.memory.recent(ctx.episode, self.history)
+    def _history(self, ctx: CallContext, entries: list[str] | None = None) -> str:
+        if entries is None:
+            recent = self.memory.recent(ctx.episode, self.history)
+        else:
+            recent = entries[-self.history:] if self.history > 0 else []
         return ("Your recent steps:\n" + "\n".join(recent)) if recent else ""
 
     def act_messages(
         self, obs: TextObservation, transcript: list[Message], ctx: CallContext, instruction: str | None = None,
-        role: str | None = None,
+        role: str | None = None, history: list[str] | None = None,
     ) -> list[BaseMessage]:
+        """The prompt to act on ``obs``; ``history``: the episode's `history_entry`s so far
+        instead of the ones this agent's memory holds for ``ctx.episode``."""
         if instruction is None:
             instruction = "act_instruction_cot" if self.chain_of_thought else "act_instruction_direct"
         instruction = self.prompts.get(instruction).render()
         user = self.prompts.get("act").render(
             observation=obs.text,
-            history=self._history(ctx),
+            history=self._history(ctx, history),
             messages=render_transcript(transcript),
             instruction=instruction,
         )
         return [SystemMessage(self.system_prompt(obs, role)), HumanMessage(user)]
+
+    def scoring_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
+                         role: str | None = None, history: list[str] | None = None) -> list[BaseMessage]:
+        """The prompt a scoring agent thinks (optionally) and then scores its actions after
+        (`act_messages` with the scoring instruction)."""
+        instruction = "act_instruction_score" if self.chain_of_thought else "act_instruction_direct"
+        return self.act_messages(obs, transcript, ctx, instruction=instruction, role=role, history=history)
+
+    def next_decision_messages(self, trajectory: Trajectory) -> list[BaseMessage]:
+        """The scoring prompt on ``trajectory``'s final observation, as this agent's next
+        decision in it would be rendered: its instruction and the episode's recent steps (no
+        team messages: none were sent yet). What a cut-off episode's bootstrap value is read on."""
+        entries = [history_entry(step.t, step.observations[self.name], step.decisions[self.name])
+                   for step in trajectory.steps if self.name in step.decisions and self.name in step.observations]
+        ctx = CallContext(episode=trajectory.episode).for_step(len(trajectory.steps))
+        return self.scoring_messages(trajectory.final_observations[self.name], [], ctx, history=entries)
 
     def speak_messages(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
                        role: str | None = None) -> list[BaseMessage]:
@@ -229,11 +262,7 @@ class LLMAgent:
             decision = await self._act_by_scoring(obs, transcript, ctx, role)
         else:
             decision = await self._act_by_generating(obs, transcript, ctx, role)
-        if obs.legal_actions:
-            self.memory.record(ctx.episode, f"step {ctx.step}: you did '{decision.action}'")
-        else:
-            shown = " ".join(decision.action.split())[:80] or "(no answer)"
-            self.memory.record(ctx.episode, f"step {ctx.step}: you answered '{shown}'")
+        self.memory.record(ctx.episode, history_entry(ctx.step, obs, decision))
         return decision
 
     async def _answer_in_text(self, obs: TextObservation, transcript: list[Message], ctx: CallContext,
@@ -272,7 +301,7 @@ class LLMAgent:
         if key not in self._priors:
             model = self.acting(ctx).model
             reply = await invoke_model(model, messages, ctx, role="actor", agent=self.name, max_tokens=1,
-                                       choices=list(obs.legal_actions), choice_prefix="Action: ")
+                                       choices=list(obs.legal_actions), choice_prefix=ACTION_PREFIX)
             scored = ScoredChoice.from_reply(reply, obs.legal_actions)
             if scored is None:
                 raise ValueError(f"agents.calibration 'content_free' needs a model that scores choices; "
@@ -289,16 +318,12 @@ class LLMAgent:
         (``action_temperature`` > 0). Every decision is legal by construction; the decision
         records every score, log pi of the action, the value where the model has a value
         head, and the exact scored prompt."""
-        messages = self.act_messages(
-            obs, transcript, ctx,
-            instruction="act_instruction_score" if self.chain_of_thought else "act_instruction_direct",
-            role=role,
-        )
+        messages = self.scoring_messages(obs, transcript, ctx, role=role)
         thought = ""
         if self.chain_of_thought:
             raw = await self._call(messages, ctx, "actor", self.max_tokens, stop=["Action:", "\n\n"])
             thought = " ".join(raw.split("Action:")[0].split())
-        prefix = (f"{thought}\n" if thought else "") + "Action: "
+        prefix = (f"{thought}\n" if thought else "") + ACTION_PREFIX
         sampling: dict[str, Any] = {}
         temperature = self.acting(ctx).action_temperature or 0.0
         if temperature > 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from marlang.agents.llm_agent import ACTION_PREFIX
 from marlang.learners.base import Learner, LearnerOptions
 from marlang.methods.lora.distributed import launched_rank, launched_world_size
 from marlang.methods.lora.options import AdapterOptions
@@ -140,14 +141,15 @@ class PPOLearner(Learner):
                                                        gae_lambda=options.gae_lambda))
 
     async def _bootstrap_value(self, traj: Trajectory, agent: str) -> float:
-        """V of a truncated episode's final observation, from the agent's value head (the
-        observation in the acting prompt, without the episode's step history)."""
+        """V of a cut-off episode's final observation, from the agent's value head, read on the
+        prompt its next decision would be scored after (`LLMAgent.next_decision_messages`)."""
         obs = traj.final_observations.get(agent)
         if obs is None or agent not in self.context.actors or len(obs.legal_actions) < 2:
             return 0.0
         local = self.trainer.local_of(agent)
-        prompt = local.render(self.context.act_messages(agent, obs, "act_instruction_direct")) + "Action:"
-        out = await local.run(local.score_actions, prompt, [" " + a for a in obs.legal_actions], agent)
+        end, lead = ActionPolicy.split_prefix(ACTION_PREFIX)
+        prompt = local.render(self.context.actors[agent].next_decision_messages(traj)) + end
+        out = await local.run(local.score_actions, prompt, ActionPolicy.candidates(obs.legal_actions, lead), agent)
         return float(out.value or 0.0)
 
     def _loss(self, unit: str, part: list[Any], total: float) -> dict[str, Any]:
