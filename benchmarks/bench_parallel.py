@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from marlang.config import build_config
+from marlang.models.capabilities import engine_of
 from marlang.run import Experiment, build_chat_model
 
 
@@ -94,7 +95,7 @@ def main(episodes: int = 8, max_steps: int = 4, model: Any = None, label: str = 
     """Measure and print; ``model`` (a chat model, default the embedded one) plays every episode."""
     if model is None:
         model, _ = build_chat_model(_config(1, episodes, max_steps).model)
-    engine = getattr(model, "engine", None)
+    engine = engine_of(model)
     # Warm-up: load weights and run one tiny episode so neither setting pays first-call costs.
     with tempfile.TemporaryDirectory() as tmp:
         Experiment(_config(1, 1, 1), Path(tmp) / "warm", chat_model=model).run()
