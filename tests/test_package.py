@@ -45,7 +45,7 @@ def test_each_method_has_one_folder_beside_the_lora_core_and_the_seam():
     assert methods == ["langmarl", "lora", "magrpo", "neural", "ppo", "reflexion"]
     assert (root / "methods" / "neural" / "critics" / "__init__.py").exists()
     assert sorted(p.stem for p in (root / "learners").glob("*.py")) == ["__init__", "base", "context"]
-    assert {"team", "files", "options", "template", "distributed", "playback"} <= {
+    assert {"team", "files", "options", "trainer", "distributed", "playback"} <= {
         p.stem for p in (root / "methods" / "lora").glob("*.py")}
     # (a checkout may keep an old folder's __pycache__; no module is left there)
     assert not list((root / "trainers").glob("**/*.py")) and not list((root / "credit").glob("**/*.py"))
