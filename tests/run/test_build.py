@@ -77,8 +77,8 @@ def test_an_env_of_ones_own_that_is_a_plain_parallel_env_starts_and_is_named_wit
 
     from marlang.run.build import manifest, start_sandbox
 
-    class PlainEnv(ParallelEnv):  # what the own-env how-to writes: no marlang base class
-        possible_agents = ["agent_0", "agent_1"]
+    class PlainEnv(ParallelEnv):
+        """What the own-env how-to writes: no marlang base class."""
 
     start_sandbox(PlainEnv())
     assert "sandbox" not in manifest(_config(), setting="s", model_id="m", prompts=PromptLibrary(), env=PlainEnv())
