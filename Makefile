@@ -39,6 +39,7 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/mypy
 	$(BIN)/mkdocs build --strict -d site
 	$(BIN)/python -m pytest -q
 
@@ -63,6 +64,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check marlang tests benchmarks docs/hooks
 	# the package's import layers and no cycles ([tool.importlinter] in pyproject.toml)
 	$(BIN)/lint-imports --no-logo
+	# the whole package's types ([tool.mypy] in pyproject.toml)
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
