@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 VOLATILE = {"time", "timestamp", "started", "finished", "duration", "duration_s", "latency", "latency_s",
-            "wall_s", "seconds", "created", "elapsed", "elapsed_s", "path", "run_dir",
+            "wall_s", "wall_seconds", "seconds", "created", "elapsed", "elapsed_s", "path", "run_dir",
             "cached_calls"}  # how many replies the response cache already held: not what was played
 
 
