@@ -40,9 +40,9 @@ def test_alternating_episode_on_smollm2_then_an_exact_free_replay(tmp_path, smol
     cache = SQLiteResponseCache(tmp_path / "responses.sqlite")
     model = LocalChatModel(engine=smollm2_engine, cache=cache)
 
-    served_before = smollm2_engine.requests_served
+    served_before = smollm2_engine.counters.requests_served
     first = Experiment(_config(), tmp_path / "first", chat_model=model, cache=cache).run()
-    served = smollm2_engine.requests_served - served_before
+    served = smollm2_engine.counters.requests_served - served_before
     episodes = _episodes(first.run_dir)
     assert [e["episode"] for e in episodes] == [0, 1]
     step = episodes[0]["steps"][0]
@@ -63,11 +63,11 @@ def test_alternating_episode_on_smollm2_then_an_exact_free_replay(tmp_path, smol
     # run made twice (two levels can read alike, and a greedy choice has no seed) is served once
     n_steps = sum(e["n_steps"] for e in episodes)
     assert served + cache.hits == n_steps * 6 + 2 * 2 and cache.hits <= 2
-    assert smollm2_engine.generate_calls > 0
+    assert smollm2_engine.counters.generate_calls > 0
 
-    served_before = smollm2_engine.requests_served
+    served_before = smollm2_engine.counters.requests_served
     again = Experiment(_config(), tmp_path / "again", chat_model=model, cache=cache).run()
-    assert smollm2_engine.requests_served == served_before  # every call a cache hit
+    assert smollm2_engine.counters.requests_served == served_before  # every call a cache hit
     assert [_without_cache_counts(e) for e in _episodes(again.run_dir)] == [
         _without_cache_counts(e) for e in episodes
     ]

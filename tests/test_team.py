@@ -465,7 +465,8 @@ def test_magrpo_samples_and_trains_each_slot_on_its_own_base_model(tmp_path, two
     experiment = Experiment(c, tmp_path / "run")
     result = experiment.run()
     engine_a, engine_b = (experiment.slot_models[x].engine for x in ("agent_0", "agent_1"))
-    assert engine_a.generate_calls >= 1 and engine_b.generate_calls >= 1  # each slot sampled on its own model
+    # each slot sampled on its own model
+    assert engine_a.counters.generate_calls >= 1 and engine_b.counters.generate_calls >= 1
     assert _adapter_bases(result.run_dir / "adapters" / "0") == {"agent_0": a, "agent_1": b}
     rows = RunDirectory(result.run_dir).read_iterations()
     assert rows[0]["completions"] == 4  # two completions of each agent, each trained on its base

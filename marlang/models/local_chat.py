@@ -24,6 +24,7 @@ from marlang.models.chat_reply import ChatReply, ReplyChatModel
 from marlang.models.chat_templates import render_chat
 from marlang.models.grammar import schema_of
 from marlang.models.local_engine import (
+    EngineCounters,
     GenerationOutput,
     GenerationRequest,
     LocalLM,
@@ -108,14 +109,9 @@ class LocalChatModel(ReplyChatModel):
         return len(self.engine.encode(text))
 
     @property
-    def generate_calls(self) -> int:
-        """Batched decoding runs of the shared engine (all copies together)."""
-        return self.engine.generate_calls
-
-    @property
-    def requests_served(self) -> int:
-        """Requests the shared engine answered (cache hits never reach it)."""
-        return self.engine.requests_served
+    def counters(self) -> EngineCounters:
+        """The shared engine's work so far (all copies together; cache hits never reach it)."""
+        return self.engine.counters
 
     @property
     def _llm_type(self) -> str:

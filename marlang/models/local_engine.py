@@ -84,6 +84,19 @@ class ServedAdapters(Protocol):
 
 
 @dataclass
+class EngineCounters:
+    """How much work an engine's model has done, counted by the engine (read them, do not
+    write them). Cache hits never reach the engine, so they never count."""
+
+    generate_calls: int = 0
+    """Batched decoding runs."""
+    score_calls: int = 0
+    """Batched scoring runs."""
+    requests_served: int = 0
+    """Requests the model answered, generated or scored."""
+
+
+@dataclass
 class _RowState:
     """Decoding state of one request inside a batch."""
 
@@ -103,8 +116,7 @@ class LocalLM:
 
     Several chat models (e.g. `LocalChatModel` copies with different sampling params) can
     share one `LocalLM`; generation is serialized by a lock, so it is safe to use from many
-    threads and event loops. Counters: `generate_calls` (batched decoding runs) and
-    `requests_served` (requests answered by the model, so cache hits never count).
+    threads and event loops. ``counters`` says how much work it has done (`EngineCounters`).
     """
 
     def __init__(
@@ -140,8 +152,8 @@ class LocalLM:
         # per worker thread, which otherwise fragments into many GB over a training run.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marlang-engine")
         self._stats_lock = threading.Lock()
-        self._generate_calls = 0
-        self._requests_served = 0
+        self.counters = EngineCounters()
+        """Batched runs and requests served so far (shared by every chat model on the engine)."""
         # One batcher per event loop, created on first use; a closed loop's batcher goes with
         # it, so a process may call asyncio.run() many times.
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopBatcher] = (
@@ -152,7 +164,6 @@ class LocalLM:
         ] = weakref.WeakKeyDictionary()
         self._batchers_lock = threading.Lock()
         self._scorer: Any = None
-        self._score_calls = 0
         self._weights_id: str | None = None
         self._weights_signature: tuple[int, ...] | None = None
         self._weights_id_lock = threading.Lock()
@@ -327,21 +338,6 @@ class LocalLM:
             return {}
         return {"adapter_names": self.adapters.adapter_names(list(adapters))}
 
-    @property
-    def generate_calls(self) -> int:
-        """Number of batched decoding runs so far."""
-        return self._generate_calls
-
-    @property
-    def score_calls(self) -> int:
-        """Number of batched scoring runs so far."""
-        return self._score_calls
-
-    @property
-    def requests_served(self) -> int:
-        """Number of requests answered by the model so far."""
-        return self._requests_served
-
     def format_chat(self, messages: Sequence[dict[str, str]]) -> str:
         """Render role/content messages with the tokenizer's chat template, ready to continue."""
         template = None if self.tokenizer.chat_template else _PLAIN_CHAT_TEMPLATE
@@ -396,8 +392,8 @@ class LocalLM:
                     values = self._values([r.adapter for r in chunk], scored.prompt_hidden)
             outputs.extend(ScoreOutput(s.tolist(), v) for s, v in zip(scored.scores, values, strict=True))
             with self._stats_lock:
-                self._score_calls += 1
-                self._requests_served += len(chunk)
+                self.counters.score_calls += 1
+                self.counters.requests_served += len(chunk)
         return outputs
 
     async def ascore(self, prompt: str, candidates: Sequence[str], adapter: str | None = None) -> list[float]:
@@ -441,8 +437,8 @@ class LocalLM:
                     for r in requests]
             self._decode(rows, self._forward_kwargs([r.adapter for r in requests]))
         with self._stats_lock:
-            self._generate_calls += 1
-            self._requests_served += len(rows)
+            self.counters.generate_calls += 1
+            self.counters.requests_served += len(rows)
         logger.debug("%s: generated %d requests in one batch", self.model_id, len(rows))
         return [
             GenerationOutput(

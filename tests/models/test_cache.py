@@ -29,7 +29,7 @@ def test_second_identical_call_is_served_from_the_cache(
     model = tiny_chat_model(tiny_engine, max_tokens=6, cache=cache)
     first = model.invoke(MESSAGES)
     second = model.invoke(MESSAGES)
-    assert tiny_engine.requests_served == 1
+    assert tiny_engine.counters.requests_served == 1
     assert (cache.hits, cache.misses) == (1, 1)
     assert second.content == first.content
     assert second.usage_metadata["output_tokens"] == first.usage_metadata["output_tokens"]
@@ -43,7 +43,7 @@ async def test_async_calls_hit_the_cache_too(tmp_path: Path, tiny_engine: LocalL
     first = await model.ainvoke(MESSAGES, seed=3)
     second = await model.ainvoke(MESSAGES, seed=3)
     assert second.content == first.content
-    assert tiny_engine.requests_served == 1
+    assert tiny_engine.counters.requests_served == 1
 
 
 def test_seed_temperature_and_model_id_are_part_of_the_key(
@@ -61,7 +61,7 @@ def test_seed_temperature_and_model_id_are_part_of_the_key(
     other.model_id = "local:other-tiny"
     tiny_chat_model(other, temperature=1.0, max_tokens=4, cache=cache).invoke(MESSAGES, seed=1)
     assert cache.hits == 0 and cache.misses == 7
-    assert tiny_engine.requests_served == 6 and other.requests_served == 1
+    assert tiny_engine.counters.requests_served == 6 and other.counters.requests_served == 1
     model.invoke(MESSAGES, seed=1)
     assert cache.hits == 1
     # The key material LangChain hands the cache names the model and the call's seed.
@@ -78,7 +78,7 @@ def test_entries_persist_across_processes_worth_of_objects(tmp_path: Path) -> No
     reopened = SQLiteResponseCache(path)
     replay_model = tiny_chat_model(max_tokens=5, cache=reopened)
     assert replay_model.invoke(MESSAGES).content == first.content
-    assert replay_model.requests_served == 0
+    assert replay_model.counters.requests_served == 0
     assert len(reopened) == 1
 
 
@@ -167,7 +167,7 @@ def test_other_weights_under_the_same_model_id_do_not_share_entries(tmp_path: Pa
     assert first.weights_id == same.weights_id
     for engine in (first, retrained, same):
         tiny_chat_model(engine, max_tokens=4, cache=cache).invoke(MESSAGES)
-    assert (first.requests_served, retrained.requests_served, same.requests_served) == (1, 1, 0)
+    assert [e.counters.requests_served for e in (first, retrained, same)] == [1, 1, 0]
     assert (cache.hits, cache.misses) == (1, 2)
     assert tiny_chat_model(first).weights_id in tiny_chat_model(first)._get_llm_string()
 
@@ -202,7 +202,7 @@ def test_rewriting_an_hf_directory_changes_its_weights_id(tmp_path: Path, monkey
     assert reloaded.weights_id == trained.weights_id
     assert hashed == []  # unchanged files are not read again
     tiny_chat_model(reloaded, max_tokens=4, cache=cache).invoke(MESSAGES)
-    assert reloaded.requests_served == 0  # same weights: the stored answer
+    assert reloaded.counters.requests_served == 0  # same weights: the stored answer
 
     save_tiny_model(directory, seed=1)  # retrained in place
     retrained = LocalLM.from_spec(spec)
@@ -210,4 +210,4 @@ def test_rewriting_an_hf_directory_changes_its_weights_id(tmp_path: Path, monkey
     assert retrained.weights_id != trained.weights_id
     assert any(p.suffix == ".safetensors" for p in hashed)
     tiny_chat_model(retrained, max_tokens=4, cache=cache).invoke(MESSAGES)
-    assert retrained.requests_served == 1  # not the old weights' answer
+    assert retrained.counters.requests_served == 1  # not the old weights' answer

@@ -29,12 +29,12 @@ def chat(text: str) -> list:
 async def test_concurrent_calls_share_one_generate_call(tiny_engine: LocalLM) -> None:
     model = tiny_chat_model(tiny_engine, max_tokens=12)
     replies = await asyncio.gather(*(model.ainvoke(chat(q)) for q in QUESTIONS))
-    assert tiny_engine.generate_calls == 1
-    assert tiny_engine.requests_served == len(QUESTIONS)
+    assert tiny_engine.counters.generate_calls == 1
+    assert tiny_engine.counters.requests_served == len(QUESTIONS)
     # Left padding must not change greedy answers: compare with one request at a time.
     alone = [model.invoke(chat(q)).content for q in QUESTIONS]
     assert [r.content for r in replies] == alone
-    assert tiny_engine.generate_calls == 1 + len(QUESTIONS)
+    assert tiny_engine.counters.generate_calls == 1 + len(QUESTIONS)
 
 
 def test_batching_works_across_several_event_loops(tiny_engine: LocalLM) -> None:
@@ -47,8 +47,8 @@ def test_batching_works_across_several_event_loops(tiny_engine: LocalLM) -> None
     first = asyncio.run(round_of_calls())
     second = asyncio.run(round_of_calls())
     assert first == second
-    assert tiny_engine.generate_calls == 2
-    assert tiny_engine.requests_served == 6
+    assert tiny_engine.counters.generate_calls == 2
+    assert tiny_engine.counters.requests_served == 6
 
 
 async def test_mixed_sampling_params_in_one_batch(tiny_engine: LocalLM) -> None:
@@ -60,13 +60,13 @@ async def test_mixed_sampling_params_in_one_batch(tiny_engine: LocalLM) -> None:
         (await sampled.ainvoke(chat(QUESTIONS[1]), seed=11)).content,
         (await short.ainvoke(chat(QUESTIONS[2]))).content,
     ]
-    calls_before = tiny_engine.generate_calls
+    calls_before = tiny_engine.counters.generate_calls
     together = await asyncio.gather(
         greedy.ainvoke(chat(QUESTIONS[0])),
         sampled.ainvoke(chat(QUESTIONS[1]), seed=11),
         short.ainvoke(chat(QUESTIONS[2])),
     )
-    assert tiny_engine.generate_calls == calls_before + 1
+    assert tiny_engine.counters.generate_calls == calls_before + 1
     # Each request keeps its own params and generator, whoever shares the batch; the short
     # request finishes first and leaves the batch (pruned from the KV cache).
     assert [r.content for r in together] == solo
@@ -140,8 +140,8 @@ def test_requests_beyond_max_batch_size_are_split() -> None:
     model.engine.max_batch_size = 2
     replies = asyncio.run(model.abatch([chat(q) for q in QUESTIONS]))
     assert len(replies) == 5
-    assert model.generate_calls == 3
-    assert model.requests_served == 5
+    assert model.counters.generate_calls == 3
+    assert model.counters.requests_served == 5
 
 
 async def test_bad_request_fails_alone(tiny_engine: LocalLM) -> None:
@@ -160,7 +160,7 @@ def test_copies_share_the_engine_and_its_counters(tiny_engine: LocalLM) -> None:
     assert warm.engine is model.engine
     model.invoke(chat("a"))
     warm.invoke(chat("b"))
-    assert model.requests_served == warm.requests_served == 2
+    assert model.counters.requests_served == warm.counters.requests_served == 2
 
 
 def test_identifying_params_name_model_and_every_sampling_param(tiny_engine: LocalLM) -> None:
@@ -200,10 +200,10 @@ def test_load_chat_model_reuses_a_given_engine(tiny_engine: LocalLM) -> None:
 @pytest.mark.real_model
 async def test_embedded_model_answers_in_batches(smollm2_engine: LocalLM) -> None:
     model = load_chat_model("local:smollm2", engine=smollm2_engine, max_tokens=12)
-    calls_before = smollm2_engine.generate_calls
+    calls_before = smollm2_engine.counters.generate_calls
     questions = ["What is the capital of France?", "What is 2+2?"]
     replies = await asyncio.gather(*(model.ainvoke([HumanMessage(q)]) for q in questions))
-    assert smollm2_engine.generate_calls == calls_before + 1
+    assert smollm2_engine.counters.generate_calls == calls_before + 1
     assert "Paris" in replies[0].content
     assert "4" in replies[1].content
     assert replies[0].response_metadata["model_name"] == "local:smollm2"
@@ -212,7 +212,7 @@ async def test_embedded_model_answers_in_batches(smollm2_engine: LocalLM) -> Non
 def test_sync_batch_is_decoded_together(tiny_engine: LocalLM) -> None:
     model = tiny_chat_model(tiny_engine, max_tokens=4)
     replies = model.batch([chat(q) for q in QUESTIONS])
-    assert tiny_engine.generate_calls == 1
+    assert tiny_engine.counters.generate_calls == 1
     assert [r.content for r in replies] == [model.invoke(chat(q)).content for q in QUESTIONS]
 
 
@@ -269,7 +269,7 @@ async def test_choices_answer_the_most_likely_choice(tiny_engine: LocalLM) -> No
     scores = reply.response_metadata["choice_logprobs"]
     assert list(scores) == ACTIONS
     assert reply.content == max(scores, key=scores.get)
-    assert tiny_engine.generate_calls == 0 and tiny_engine.requests_served == 1
+    assert tiny_engine.counters.generate_calls == 0 and tiny_engine.counters.requests_served == 1
     # The trailing space of the prefix moves onto the choices; the scores are exactly the
     # plain one-candidate-at-a-time log-probs of that text.
     prompt = tiny_engine.format_chat(
@@ -316,7 +316,7 @@ def test_choices_are_part_of_the_cache_key(tmp_path) -> None:
     again = engine_model.invoke(chat("go"), choices=ACTIONS)
     other = engine_model.invoke(chat("go"), choices=ACTIONS[:2])
     assert first.content == again.content and other.content in ACTIONS[:2]
-    assert engine_model.requests_served == 2  # the repeat was a cache hit
+    assert engine_model.counters.requests_served == 2  # the repeat was a cache hit
 
 
 def test_bad_choices_are_a_clear_error(tiny_engine: LocalLM) -> None:
@@ -332,7 +332,7 @@ async def test_concurrent_choices_are_scored_in_one_batch(tiny_engine: LocalLM) 
     together = await asyncio.gather(
         *(model.ainvoke(chat(q), choices=ACTIONS, choice_prefix="Action: ") for q in QUESTIONS)
     )
-    assert tiny_engine.score_calls == 1 and tiny_engine.requests_served == len(QUESTIONS)
+    assert tiny_engine.counters.score_calls == 1 and tiny_engine.counters.requests_served == len(QUESTIONS)
     for q, reply in zip(QUESTIONS, together, strict=True):
         alone = model.invoke(chat(q), choices=ACTIONS, choice_prefix="Action: ")
         assert reply.content == alone.content

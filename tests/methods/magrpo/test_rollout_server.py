@@ -58,7 +58,7 @@ def test_rollouts_sample_the_committed_adapters_by_name_and_reload_them_after_ea
                                                                                          server):
     result, engine = _run(tiny_dir, server.url, tmp_path / "run")
     run = result.run_dir.resolve()
-    assert engine.generate_calls == 0  # every rollout, tree and evaluation sampled on the server
+    assert engine.counters.generate_calls == 0  # every rollout, tree and evaluation sampled on the server
     loads = [(b["lora_name"], Path(b["lora_path"])) for _, p, b in server.log if p == "/v1/load_lora_adapter"]
     unloads = [b["lora_name"] for _, p, b in server.log if p == "/v1/unload_lora_adapter"]
     # the initial adapters, then each committed update's: named by run, agent and content hash
