@@ -6,36 +6,24 @@ checks) stay fast until a model or environment is actually needed.
 
 from __future__ import annotations
 
-from marlang.lazy import lazy_getattr
+from marlang.lazy import home_of_each, lazy_getattr
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ExperimentConfig": "marlang.config",
-    "load_config": "marlang.config",
-    "ConfigError": "marlang.config",
-    "TextObservation": "marlang.types",
-    "Message": "marlang.types",
-    "Decision": "marlang.types",
-    "Step": "marlang.types",
-    "Trajectory": "marlang.types",
-    "LLMAgent": "marlang.agents",
-    "ReflexionMemory": "marlang.agents",
-    "parse_action": "marlang.agents",
-    "register_protocol": "marlang.graphs",
-    "build_protocol": "marlang.graphs",
-    "list_protocols": "marlang.graphs",
-    "build_episode_graph": "marlang.graphs",
-    "run_episode": "marlang.graphs",
-    "make_env": "marlang.envs:make",
-    "register_env": "marlang.envs",
-    "list_envs": "marlang.envs",
-    "load_chat_model": "marlang.models",
-    "Experiment": "marlang.run.experiment",
-    "run_experiment": "marlang.run.experiment",
-    "run_comparison": "marlang.evaluation.compare",
+    "marlang.config": ("ExperimentConfig", "load_config", "ConfigError"),
+    "marlang.types": ("TextObservation", "Message", "Decision", "Step", "Trajectory"),
+    "marlang.agents": ("LLMAgent", "ReflexionMemory", "parse_action"),
+    "marlang.graphs": (
+        "register_protocol", "build_protocol", "list_protocols", "build_episode_graph", "run_episode",
+    ),
+    "marlang.envs:make": ("make_env",),
+    "marlang.envs": ("register_env", "list_envs"),
+    "marlang.models": ("load_chat_model",),
+    "marlang.run.experiment": ("Experiment", "run_experiment"),
+    "marlang.evaluation.compare": ("run_comparison",),
 }
 
-__all__ = list(_EXPORTS)
+__all__ = list(home_of_each(_EXPORTS))
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 import marlang
+from marlang.lazy import home_of_each
 
 
 @pytest.mark.parametrize("name", marlang.__all__)
 def test_every_public_name_is_its_home_modules_object(name):
-    target = marlang._EXPORTS[name]
+    target = home_of_each(marlang._EXPORTS)[name]
     module, _, attr = target.partition(":")
     assert getattr(marlang, name) is getattr(importlib.import_module(module), attr or name)
 

@@ -35,10 +35,9 @@ from marlang.lazy import lazy_getattr
 
 # Overcooked and Pistonball load their packages on first use, not on ``import marlang``.
 _LAZY = {
-    "OvercookedTextEnv": "marlang.envs.overcooked.text",
-    "ScriptedOvercookedTeam": "marlang.envs.overcooked.scripted",
-    "PistonballTextEnv": "marlang.envs.pistonball.text",
-    "PistonballRuleTeam": "marlang.envs.pistonball.text",
+    "marlang.envs.overcooked.text": ("OvercookedTextEnv",),
+    "marlang.envs.overcooked.scripted": ("ScriptedOvercookedTeam",),
+    "marlang.envs.pistonball.text": ("PistonballTextEnv", "PistonballRuleTeam"),
 }
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

@@ -11,43 +11,22 @@ from typing import TYPE_CHECKING
 from marlang.lazy import lazy_getattr
 
 _EXPORTS = {
-    # building models from spec strings
-    "load_chat_model": "marlang.models.factory",
-    "load_local_engine": "marlang.models.factory",
-    "make_scorer": "marlang.models.factory",
-    "list_model_specs": "marlang.models.factory",
-    "parse_model_spec": "marlang.models.factory",
-    # local models
-    "LocalLM": "marlang.models.local_engine",
-    "SamplingParams": "marlang.models.local_engine",
-    "GenerationRequest": "marlang.models.local_engine",
-    "GenerationOutput": "marlang.models.local_engine",
-    "LocalChatModel": "marlang.models.local_chat",
-    "load_smollm2": "marlang.models.local_weights",
-    "load_hf_model": "marlang.models.local_weights",
-    "SMOLLM2_INSTALL_COMMAND": "marlang.models.local_weights",
-    # remote models
-    "ResilientChatModel": "marlang.models.remote",
-    # action scoring
-    "ActionScorer": "marlang.models.scoring",
-    "CausalLMScorer": "marlang.models.scoring",
-    "KVReuseScorer": "marlang.models.scoring",
-    "PerCandidateScorer": "marlang.models.scoring",
-    "RepeatedPromptScorer": "marlang.models.scoring",
-    "PackedScorer": "marlang.models.scoring",
-    "ScoredDecisions": "marlang.models.scoring",
-    "score_decisions": "marlang.models.scoring",
-    # response cache
-    "SQLiteResponseCache": "marlang.models.cache",
-    "default_cache_dir": "marlang.models.cache",
-    # accounting
-    "UsageRecorder": "marlang.models.accounting",
-    "LLMCallRecord": "marlang.models.accounting",
-    # errors
-    "ModelNotAvailableError": "marlang.models.errors",
-    "ModelServerError": "marlang.models.errors",
-    "ModelUnreachableError": "marlang.models.errors",
-    "ScoringNotSupportedError": "marlang.models.errors",
+    "marlang.models.factory": (
+        "load_chat_model", "load_local_engine", "make_scorer", "list_model_specs", "parse_model_spec",
+    ),
+    "marlang.models.local_engine": ("LocalLM", "SamplingParams", "GenerationRequest", "GenerationOutput"),
+    "marlang.models.local_chat": ("LocalChatModel",),
+    "marlang.models.local_weights": ("load_smollm2", "load_hf_model", "SMOLLM2_INSTALL_COMMAND"),
+    "marlang.models.remote": ("ResilientChatModel",),
+    "marlang.models.scoring": (
+        "ActionScorer", "CausalLMScorer", "KVReuseScorer", "PerCandidateScorer", "RepeatedPromptScorer",
+        "PackedScorer", "ScoredDecisions", "score_decisions",
+    ),
+    "marlang.models.cache": ("SQLiteResponseCache", "default_cache_dir"),
+    "marlang.models.accounting": ("UsageRecorder", "LLMCallRecord"),
+    "marlang.models.errors": (
+        "ModelNotAvailableError", "ModelServerError", "ModelUnreachableError", "ScoringNotSupportedError",
+    ),
 }
 
 __all__ = [

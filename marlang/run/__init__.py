@@ -10,17 +10,12 @@ from __future__ import annotations
 from marlang.lazy import lazy_getattr
 
 _EXPORTS = {
-    "Experiment": "marlang.run.experiment",
-    "run_experiment": "marlang.run.experiment",
-    "RunResult": "marlang.rundir",
-    "RunLoop": "marlang.run.loop",
-    "LoopOptions": "marlang.run.loop",
-    "RunRecord": "marlang.run.record",
-    "episode_metrics": "marlang.run.record",
-    "Resume": "marlang.run.resume",
-    "build_chat_model": "marlang.run.build",
-    "build_run": "marlang.run.build",
-    "RunParts": "marlang.run.build",
+    "marlang.run.experiment": ("Experiment", "run_experiment"),
+    "marlang.rundir": ("RunResult",),
+    "marlang.run.loop": ("RunLoop", "LoopOptions"),
+    "marlang.run.record": ("RunRecord", "episode_metrics"),
+    "marlang.run.resume": ("Resume",),
+    "marlang.run.build": ("build_chat_model", "build_run", "RunParts"),
 }
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -13,12 +13,9 @@ from marlang.methods.neural.options import NeuralOptions, NeuralPPOOptions, QMIX
 from marlang.methods.neural.reward_hook import RewardHook, load_reward_hook
 
 _LAZY = {
-    "BenchmarlTraining": "marlang.methods.neural.learner",
-    "benchmarl_configs": "marlang.methods.neural.learner",
-    "MarlangTask": "marlang.methods.neural.benchmarl_task",
-    "NumericParallelEnv": "marlang.methods.neural.benchmarl_task",
-    "RewardHookCallback": "marlang.methods.neural.callbacks",
-    "IterationRecorder": "marlang.methods.neural.callbacks",
+    "marlang.methods.neural.learner": ("BenchmarlTraining", "benchmarl_configs"),
+    "marlang.methods.neural.benchmarl_task": ("MarlangTask", "NumericParallelEnv"),
+    "marlang.methods.neural.callbacks": ("RewardHookCallback", "IterationRecorder"),
 }
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

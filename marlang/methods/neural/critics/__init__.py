@@ -11,12 +11,11 @@ from marlang.lazy import lazy_getattr
 from marlang.methods.neural.critics.options import CRITICS, CreditOptions, check_credit_config
 
 _LAZY = {
-    "Critic": "marlang.methods.neural.critics.critic",
-    "build_critic": "marlang.methods.neural.critics.critic",
-    "LCACritic": "marlang.methods.neural.critics.lca",
-    "LLMCreditCritic": "marlang.methods.neural.critics.llm_mca",
-    "DifferenceCritic": "marlang.methods.neural.critics.difference",
-    "StepRecords": "marlang.methods.neural.critics.records",
+    "marlang.methods.neural.critics.critic": ("Critic", "build_critic"),
+    "marlang.methods.neural.critics.lca": ("LCACritic",),
+    "marlang.methods.neural.critics.llm_mca": ("LLMCreditCritic",),
+    "marlang.methods.neural.critics.difference": ("DifferenceCritic",),
+    "marlang.methods.neural.critics.records": ("StepRecords",),
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
