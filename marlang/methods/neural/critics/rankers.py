@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -139,6 +139,7 @@ def usage_rates(calls: int, tokens: int, frames: int) -> dict[str, float]:
             "critic_tokens_per_kframe": round(1000 * tokens / frames, 3)}
 
 
+@dataclass(eq=False)
 class LLMRanker:
     """Asks ``model`` (role ``critic``) whether the agent's action helped the team. A model
     that can score choices answers by comparing log p("Yes") and log p("No") (always
@@ -148,18 +149,23 @@ class LLMRanker:
 
     name = "llm"
 
-    def __init__(self, model: Any, *, preamble: str, question: Any,
-                 max_tokens: int = 64, seed: int = 0, max_concurrency: int = 8,
-                 callbacks: Sequence[Any] = ()) -> None:
-        self.model = model
-        self.preamble = preamble
-        self.question = question
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.max_concurrency = max_concurrency
-        self.callbacks = list(callbacks)
-        self.iteration = 0
-        self.scores = scores_choices(model)
+    model: Any
+    _: KW_ONLY
+    preamble: str
+    question: Any
+    """The prompt template of the question (rendered with the step's texts and action)."""
+    max_tokens: int = 64
+    seed: int = 0
+    max_concurrency: int = 8
+    callbacks: list[Any] = field(default_factory=list)
+    iteration: int = field(default=0, init=False)
+    """The training iteration its calls are counted under (the critic sets it)."""
+    scores: bool = field(init=False)
+    """Whether the model answers by scoring "Yes"/"No" rather than by a generated reply."""
+
+    def __post_init__(self) -> None:
+        self.callbacks = list(self.callbacks)  # the caller's list is not the ranker's
+        self.scores = scores_choices(self.model)
 
     def messages(self, query: RankQuery) -> list[Any]:
         from langchain_core.messages import HumanMessage, SystemMessage
