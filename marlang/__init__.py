@@ -20,6 +20,7 @@ _EXPORTS = {
     "marlang.envs:make": ("make_env",),
     "marlang.envs": ("register_env", "list_envs"),
     "marlang.models": ("load_chat_model",),
+    "marlang.usergraph.marks": ("prompt", "chat_model"),
     "marlang.run.experiment": ("Experiment", "run_experiment"),
     "marlang.evaluation.compare": ("run_comparison",),
 }

@@ -1,0 +1,56 @@
+"""What a marlang run assigns to a user's graph for one invocation: prompt texts by name and
+chat models by role, held in a context variable so that concurrent invocations (asyncio tasks,
+threads started from a copied context) each see their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from langchain_core.language_models import BaseChatModel
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Prompt texts by mark name, chat models by role, and each bound prompt's version (a
+    prompt without one is version 0). A mark the binding does not name returns its default."""
+
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    models: Mapping[str, BaseChatModel] = field(default_factory=dict)
+    versions: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.versions) - set(self.prompts))
+        if unknown:
+            raise ValueError(f"versions given for prompts the binding does not hold: {unknown}; bind their texts too")
+        # read-only views: a binding is shared by every node of the invocation
+        object.__setattr__(self, "prompts", MappingProxyType(dict(self.prompts)))
+        object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
+        object.__setattr__(self, "versions", MappingProxyType(dict(self.versions)))
+
+    def prompt_versions(self) -> dict[str, int]:
+        """The version of each bound prompt, by name."""
+        return {name: self.versions.get(name, 0) for name in self.prompts}
+
+
+_CURRENT: ContextVar[Binding | None] = ContextVar("marlang_usergraph_binding", default=None)
+
+
+def current_binding() -> Binding | None:
+    """The binding of the invocation running in this context, None outside a marlang run."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def bind(binding: Binding) -> Iterator[Binding]:
+    """Run the block (one invocation of the user's graph) inside ``binding``; the previous
+    binding, if any, is back afterwards."""
+    token = _CURRENT.set(binding)
+    try:
+        yield binding
+    finally:
+        _CURRENT.reset(token)
