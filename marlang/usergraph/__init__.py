@@ -5,9 +5,9 @@ every chat-model call of an invocation to its node (`run_graph`).
 
 from __future__ import annotations
 
-from marlang.usergraph.binding import Binding, bind, current_binding
+from marlang.usergraph.binding import ROLE_METADATA_KEY, Binding, bind, current_binding
 from marlang.usergraph.episode import NO_MODEL_CALLED, GraphEpisode, arun_graph, run_graph
-from marlang.usergraph.marks import ROLE_METADATA_KEY, Mark, chat_model, declared_marks, prompt
+from marlang.usergraph.marks import Mark, chat_model, declared_marks, prompt
 from marlang.usergraph.recorder import NodeCall, NodeCallRecorder
 
 __all__ = [

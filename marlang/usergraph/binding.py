@@ -5,13 +5,18 @@ threads started from a copied context) each see their own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from langchain_core.language_models import BaseChatModel
+
+ROLE_METADATA_KEY = "marlang_role"
+"""The callback-metadata key under which a chat model returned by a mark inside a run carries
+its role, so that the node-call recorder can attribute its calls."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,8 @@ class Binding:
     prompts: Mapping[str, str] = field(default_factory=dict)
     models: Mapping[str, BaseChatModel] = field(default_factory=dict)
     versions: Mapping[str, int] = field(default_factory=dict)
+    _role_models: dict[str, BaseChatModel] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.versions) - set(self.prompts))
@@ -31,6 +38,20 @@ class Binding:
         object.__setattr__(self, "prompts", MappingProxyType(dict(self.prompts)))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
         object.__setattr__(self, "versions", MappingProxyType(dict(self.versions)))
+
+    def model_for(self, role: str, default: Callable[[], BaseChatModel]) -> BaseChatModel:
+        """The chat model playing ``role`` in this binding (``default()`` where it binds none),
+        carrying ``role`` in its callback metadata; the same object at every call, so that a
+        node marking its model on each call keeps one model's state."""
+        with self._lock:
+            if role not in self._role_models:
+                bound = self.models.get(role)
+                model = bound if bound is not None else default()
+                # a copy shares the model's client or engine; only its metadata names the role
+                self._role_models[role] = model.model_copy(
+                    update={"metadata": {**(model.metadata or {}), ROLE_METADATA_KEY: role}}
+                )
+            return self._role_models[role]
 
     def prompt_versions(self) -> dict[str, int]:
         """The version of each bound prompt, by name."""

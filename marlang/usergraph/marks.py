@@ -16,10 +16,6 @@ from langchain_core.language_models import BaseChatModel
 
 from marlang.usergraph.binding import current_binding
 
-ROLE_METADATA_KEY = "marlang_role"
-"""The callback-metadata key under which a chat model returned by a mark inside a run carries
-its role, so that the node-call recorder can attribute its calls."""
-
 _SHOWN_DEFAULT = 60
 """Characters of a default shown in a conflict error."""
 
@@ -91,7 +87,8 @@ def chat_model(role: str, default: str | BaseChatModel) -> BaseChatModel:
     """The chat model playing ``role``: ``default`` outside a marlang run (a spec such as
     ``"openai:gpt-4o-mini"`` or ``"local:smollm2"`` is built by `marlang.models.load_chat_model`,
     a chat model is returned as is), inside one the model the run assigns to ``role`` (the
-    default where it assigns none), carrying ``role`` in its callback metadata.
+    default where it assigns none), carrying ``role`` in its callback metadata: one copy for the
+    whole binding.
 
     Like `prompt`, it returns the model of the moment it is called; a spec default is built at
     every call outside a run, so a node that marks its model on each call passes an instance.
@@ -106,13 +103,9 @@ def chat_model(role: str, default: str | BaseChatModel) -> BaseChatModel:
     place, module = _caller()
     _register(Mark("chat_model", role, shown, place, module))
     binding = current_binding()
-    model = binding.models.get(role) if binding is not None else None
-    if model is None:
-        model = _build(default)
     if binding is None:
-        return model
-    # a copy shares the model's client or engine; only its metadata names the role
-    return model.model_copy(update={"metadata": {**(model.metadata or {}), ROLE_METADATA_KEY: role}})
+        return _build(default)
+    return binding.model_for(role, lambda: _build(default))
 
 
 def _build(default: str | BaseChatModel) -> BaseChatModel:

@@ -16,7 +16,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from marlang.usergraph.marks import ROLE_METADATA_KEY
+from marlang.usergraph.binding import ROLE_METADATA_KEY
 
 
 @dataclass

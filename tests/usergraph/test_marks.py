@@ -57,6 +57,13 @@ def test_inside_a_binding_the_marks_return_the_bound_values():
     assert current_binding() is None
 
 
+def test_a_role_plays_one_model_throughout_a_binding():
+    with bind(Binding(models={"solver": ScriptedChatModel(replies=["first", "second"])})):
+        replies = [marlang.chat_model("solver", app.DEFAULT_MODEL).invoke([HumanMessage("q")]).text for _ in range(2)]
+        assert marlang.chat_model("other", app.DEFAULT_MODEL) is marlang.chat_model("other", app.DEFAULT_MODEL)
+    assert replies == ["first", "second"]  # the scripted model's script goes on from call to call
+
+
 async def test_concurrent_invocations_each_see_their_own_binding():
     graph = app.build_graph()
 
