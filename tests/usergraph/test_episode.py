@@ -120,6 +120,20 @@ def test_a_graph_that_raises_is_a_failed_episode_with_the_calls_before():
     assert [call.node for call in episode.calls] == ["solver"]
 
 
+def test_a_model_call_that_raises_is_recorded_with_its_error():
+    def refuse(messages: list) -> str:
+        raise ConnectionError("the server hung up")
+
+    def node(state: dict) -> dict:
+        return {"answer": marlang.chat_model("solver", ScriptedChatModel(reply_fn=refuse)).invoke("q").text}
+
+    graph = StateGraph(dict).add_node("solver", node).add_edge(START, "solver").compile()
+    episode = run_graph(graph, {"question": "q"})
+    assert episode.error == "ConnectionError: the server hung up"
+    (call,) = episode.calls
+    assert (call.node, call.role, call.reply, call.error) == ("solver", "solver", "", episode.error)
+
+
 async def test_a_graph_past_its_recursion_limit_is_a_failed_episode():
     def node(state: dict) -> dict:
         marlang.chat_model("looper", ScriptedChatModel(replies=["again"])).invoke([HumanMessage("q")])
