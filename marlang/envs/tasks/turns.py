@@ -5,7 +5,7 @@ turn's replies, or that they wait). ``CooperativeTaskEnv`` mixes ``TurnTexts`` i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,24 +53,16 @@ class TurnTexts:
     _history: Sequence[TurnRecord]
     _current: Mapping[str, str]
 
-    # What the env supplies (``CooperativeTaskEnv`` and its tasks override every one).
+    # What the env supplies (``CooperativeTaskEnv`` and its tasks define every one): declared
+    # for the type checker, never given a body here.
+    acting_agents: Callable[[], list[str]]
+    role: Callable[[str], str]
+    _problem_text: Callable[[], str]
+    _instruction: Callable[[str], str]
+    _render_answer: Callable[[str], str]
+
     @property
     def turn(self) -> int:
-        raise NotImplementedError
-
-    def acting_agents(self) -> list[str]:
-        raise NotImplementedError
-
-    def role(self, agent: str) -> str:
-        raise NotImplementedError
-
-    def _problem_text(self) -> str:
-        raise NotImplementedError
-
-    def _instruction(self, agent: str) -> str:
-        raise NotImplementedError
-
-    def _render_answer(self, answer: str) -> str:
         raise NotImplementedError
 
     def _team_answer_note(self, record: TurnRecord) -> str | None:
