@@ -358,30 +358,28 @@ class LLMAgent:
         messages = self.act_messages(obs, transcript, ctx, role=role)
         raw = await self._call(messages, ctx, "actor", self.max_tokens)
         parsed = parse_action(raw, obs.legal_actions)
-        decision: Decision
         if parsed.action is not None:
-            decision = Decision(parsed.action, thought=parsed.thought, raw=raw, valid=True)
-        else:
-            decision = None  # type: ignore[assignment]
-            if self.reprompt:
-                follow_up = messages + [
-                    AIMessage(raw),
-                    HumanMessage(self.prompts.get("reprompt").render(actions=", ".join(obs.legal_actions))),
-                ]
-                raw2 = await self._call(follow_up, ctx, "actor", 16, extra=1)
-                parsed2 = parse_action(raw2, obs.legal_actions)
-                if parsed2.action is not None:
-                    decision = Decision(
-                        parsed2.action, thought=parsed.thought, raw=f"{raw}\n[re-prompt] {raw2}",
-                        valid=False, reprompted=True,
-                    )
-                else:
-                    raw = f"{raw}\n[re-prompt] {raw2}"
-            if decision is None:
-                fallback = self._fallback(obs)
-                decision = Decision(fallback, thought=parsed.thought, raw=raw, valid=False,
-                                    reprompted=self.reprompt, fallback=True)
-                logger.debug("%s: no legal action in %r; fallback %r", self.name, raw, fallback)
+            return Decision(parsed.action, thought=parsed.thought, raw=raw, valid=True)
+        decision: Decision | None = None
+        if self.reprompt:
+            follow_up = messages + [
+                AIMessage(raw),
+                HumanMessage(self.prompts.get("reprompt").render(actions=", ".join(obs.legal_actions))),
+            ]
+            raw2 = await self._call(follow_up, ctx, "actor", 16, extra=1)
+            parsed2 = parse_action(raw2, obs.legal_actions)
+            if parsed2.action is not None:
+                decision = Decision(
+                    parsed2.action, thought=parsed.thought, raw=f"{raw}\n[re-prompt] {raw2}",
+                    valid=False, reprompted=True,
+                )
+            else:
+                raw = f"{raw}\n[re-prompt] {raw2}"
+        if decision is None:
+            fallback = self._fallback(obs)
+            decision = Decision(fallback, thought=parsed.thought, raw=raw, valid=False,
+                                reprompted=self.reprompt, fallback=True)
+            logger.debug("%s: no legal action in %r; fallback %r", self.name, raw, fallback)
         return decision
 
     async def reflect(self, trajectory: Trajectory, ctx: CallContext, steps: list[str] | None = None,
