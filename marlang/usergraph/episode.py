@@ -6,6 +6,7 @@ error of a failed run, which never leaves `run_graph` as an exception).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,18 +23,94 @@ NO_MODEL_CALLED = "the graph called no chat model"
 attribute or train, so it counts as failed."""
 
 
+RECORDED_CHARS = 2000
+"""Characters kept of each value of an input or output in an episode's record (a graph's output
+may be any object of any size; the record holds its text, cut)."""
+
+_RECORDED_KEYS = 100
+"""Keys kept of a recorded mapping (an input item, an output state)."""
+
+_MESSAGE_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
 @dataclass
 class GraphEpisode:
     """One invocation: the graph's output state (None if it raised), its chat-model calls in the
-    order they began, and the error (None for a run that ended and called a model)."""
+    order they began, and the error (None for a run that ended and called a model); played as a
+    task's episode (`play_task`), also the task's input item and the reward (None when failed)."""
 
     output: Any
     calls: list[NodeCall] = field(default_factory=list)
     error: str | None = None
+    input: Any = None
+    reward: float | None = None
 
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    def to_record(self) -> dict[str, Any]:
+        """The episode as JSON-able values (a line of ``episodes.jsonl``): the input and output
+        as text cut to `RECORDED_CHARS` per value, the reward, the error, and each call with its
+        node, path, role, messages as role/content pairs, reply, tokens, latency and prompt
+        versions."""
+        return {
+            "input": _recorded(self.input),
+            "output": _recorded(self.output),
+            "reward": self.reward,
+            "error": self.error,
+            "calls": [_call_record(call) for call in self.calls],
+        }
+
+
+def _text(value: Any) -> str:
+    """``value`` as text cut to `RECORDED_CHARS`; an object whose ``str`` raises is named by its type."""
+    if type(value) is str:
+        text = value
+    else:
+        try:
+            text = str(value)
+        except Exception:  # noqa: BLE001 - a graph's output object may raise from __str__
+            text = f"<{type(value).__name__} that cannot be shown>"
+        if type(text) is not str:  # a str subclass may override what it shows later
+            text = f"<{type(value).__name__} that cannot be shown>"
+    if len(text) <= RECORDED_CHARS:
+        return text
+    return f"{text[:RECORDED_CHARS]}...({len(text) - RECORDED_CHARS} characters left out)"
+
+
+def _recorded(value: Any) -> Any:
+    """A JSON-safe rendering of an input item or output state: a plain mapping by key (the first
+    `_RECORDED_KEYS`), each value (and any other value) None, a bool, an int, a finite float or
+    its text, cut. The exact type is checked, so a subclass that lies in its methods is text."""
+    if type(value) is dict:
+        return {_text(key): _scalar(item) for key, item in list(value.items())[:_RECORDED_KEYS]}
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or type(value) is bool or (type(value) is int and abs(value) < 2**63):
+        return value
+    if type(value) is float and math.isfinite(value):
+        return value
+    return _text(value)
+
+
+def _call_record(call: NodeCall) -> dict[str, Any]:
+    return {
+        "order": call.order,
+        "node": call.node,
+        "path": list(call.path),
+        "role": call.role,
+        "messages": [{"role": _MESSAGE_ROLES.get(message.type, message.type), "content": message.text}
+                     for message in call.messages],
+        "reply": call.reply,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "latency_s": call.latency_s,
+        "prompt_versions": dict(call.prompt_versions),
+        "error": call.error,
+    }
 
 
 def _config(recorder: NodeCallRecorder, recursion_limit: int) -> RunnableConfig:

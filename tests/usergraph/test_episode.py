@@ -4,6 +4,8 @@ no model gives a failed episode instead of an exception."""
 
 from __future__ import annotations
 
+import json
+import math
 import operator
 from typing import Annotated, Any, TypedDict
 
@@ -15,7 +17,7 @@ from langgraph.types import Send
 import marlang
 from marlang.models import load_chat_model
 from marlang.testing import ScriptedChatModel
-from marlang.usergraph import NO_MODEL_CALLED, Binding, arun_graph, run_graph
+from marlang.usergraph import NO_MODEL_CALLED, Binding, GraphEpisode, arun_graph, run_graph
 from tests.usergraph import planner_coder_app as app
 
 
@@ -163,3 +165,41 @@ def test_the_embedded_model_plays_both_nodes_and_its_calls_are_recorded(smollm2_
     assert planner.reply and coder.messages[-1].text == planner.reply == episode.output["plan"]
     assert coder.reply == episode.output["answer"]
     assert 0 < planner.output_tokens <= 12 and planner.input_tokens > 10
+
+
+def test_an_episodes_record_is_json_with_each_call_by_node():
+    binding = Binding(prompts={"coder": "Coder: write it."}, versions={"coder": 3})
+    episode = run_graph(app.build_graph(), {"question": "add two numbers"}, binding)
+    episode.input, episode.reward = "add two numbers", 0.5
+    record = json.loads(json.dumps(episode.to_record(), allow_nan=False))
+    assert {key: record[key] for key in ("input", "reward", "error")} == {
+        "input": "add two numbers", "reward": 0.5, "error": None}
+    assert record["output"] == {"question": "add two numbers", "plan": "Plan: add two numbers",
+                                "answer": "Coder: Plan: add two numbers"}
+    planner, coder = record["calls"]
+    assert coder == {
+        "order": 1, "node": "coder", "path": ["coder"], "role": "coder",
+        "messages": [{"role": "system", "content": "Coder: write it."},
+                     {"role": "user", "content": "Plan: add two numbers"}],
+        "reply": "Coder: Plan: add two numbers", "input_tokens": 7, "output_tokens": 5,
+        "latency_s": coder["latency_s"], "prompt_versions": {"coder": 3}, "error": None,
+    }
+    assert planner["node"] == "planner" and planner["latency_s"] > 0
+
+
+class Unshowable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_record_holds_only_json_safe_text_of_what_the_graph_left():
+    episode = GraphEpisode({"big": 10**30, "nan": math.nan, "text": "y" * 5000, "odd": Unshowable(), 3: [1, 2]},
+                           error="ValueError: broke")
+    episode.input = {"question": "q", "tests": ["assert f() == 1"]}
+    record = episode.to_record()
+    json.dumps(record, allow_nan=False)
+    assert record["input"] == {"question": "q", "tests": "['assert f() == 1']"}
+    assert record["output"]["big"] == str(10**30) and record["output"]["nan"] == "nan"
+    assert record["output"]["text"] == "y" * 2000 + "...(3000 characters left out)"
+    assert record["output"]["odd"] == "<Unshowable that cannot be shown>" and record["output"]["3"] == "[1, 2]"
+    assert (record["reward"], record["error"], record["calls"]) == (None, "ValueError: broke", [])
