@@ -1,6 +1,7 @@
 """Your own LangGraph graph under marlang: the marks a graph's code writes (`prompt`,
 `chat_model`), the binding a run sets around one invocation, and the recorder that attributes
-every chat-model call of an invocation to its node (`run_graph`).
+every chat-model call of an invocation to its node (`run_graph`); what a config names for a graph and
+its task (`GraphSpec`, `TaskSpec`), played over the task's inputs with its reward (`play_task`).
 """
 
 from __future__ import annotations
@@ -9,20 +10,27 @@ from marlang.usergraph.binding import ROLE_METADATA_KEY, Binding, bind, current_
 from marlang.usergraph.episode import NO_MODEL_CALLED, GraphEpisode, arun_graph, run_graph
 from marlang.usergraph.marks import Mark, chat_model, declared_marks, prompt
 from marlang.usergraph.recorder import NodeCall, NodeCallRecorder
+from marlang.usergraph.spec import GraphSpec, TaskSpec
+from marlang.usergraph.task import aplay_task, play_task, reward_value
 
 __all__ = [
     "NO_MODEL_CALLED",
     "ROLE_METADATA_KEY",
     "Binding",
     "GraphEpisode",
+    "GraphSpec",
     "Mark",
     "NodeCall",
     "NodeCallRecorder",
+    "TaskSpec",
+    "aplay_task",
     "arun_graph",
     "bind",
     "chat_model",
     "current_binding",
     "declared_marks",
+    "play_task",
     "prompt",
+    "reward_value",
     "run_graph",
 ]
