@@ -61,7 +61,7 @@ bench-gpu: $(STAMP)
 	$(BIN)/python benchmarks/gpu.py $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check marlang tests benchmarks docs/hooks
+	$(BIN)/ruff check marlang tests benchmarks docs/hooks examples
 	# the package's import layers and no cycles ([tool.importlinter] in pyproject.toml)
 	$(BIN)/lint-imports --no-logo
 	# the whole package's types ([tool.mypy] in pyproject.toml)
