@@ -24,12 +24,15 @@ MAX_ATTEMPTS = 2  # the coder's first try and one revision
 
 
 class Problem(TypedDict):
+    """One input of the task; the graph is given its prompt (``input: prompt`` in a config)."""
+
     task_id: str
     prompt: str
     entry_point: str
 
 
-class State(Problem, total=False):
+class State(TypedDict, total=False):
+    prompt: str
     plan: str
     code: str
     review: str
@@ -99,15 +102,16 @@ def problems() -> list[Problem]:
     ]
 
 
-def score(item: Mapping[str, Any], output: Mapping[str, Any], episode: object = None) -> float:
-    """The share of the problem's hidden tests the final code passes, judged as marlang's
-    ``code/humaneval`` env judges an answer: the prompt's prefix, then the code, in its sandbox."""
+def score(item: Mapping[str, Any], output: str, episode: object = None) -> float:
+    """The share of the problem's hidden tests the final code (``output``, the state's ``code``)
+    passes, judged as marlang's ``code/humaneval`` env judges an answer: the prompt's prefix, then
+    the code, in its sandbox."""
     from marlang.envs.tasks.coding import program_prefix
     from marlang.envs.tasks.feedback import code_from_answer
     from marlang.sandbox import SandboxLimits, shared_sandbox
 
     problem = _humaneval()[item["task_id"]]
-    code = code_from_answer(str(output.get("code") or ""))
+    code = code_from_answer(output)
     if not code.strip():
         return 0.0
     program = "\n\n\n".join(part for part in (program_prefix(problem.prompt), code) if part)
@@ -126,10 +130,10 @@ def main() -> None:
     item = next((p for p in problems() if p["task_id"] == args.problem), None)
     if item is None:
         parser.error(f"no problem {args.problem!r}: HumanEval's task ids run from HumanEval/0 to HumanEval/163")
-    output = build_graph(args.model, args.max_tokens).invoke(item)
-    print(output["code"])
-    print(f"tester: {output['review']}")
-    print(f"hidden tests passed: {score(item, output):.0%}")
+    state = build_graph(args.model, args.max_tokens).invoke({"prompt": item["prompt"]})
+    print(state["code"])
+    print(f"tester: {state['review']}")
+    print(f"hidden tests passed: {score(item, state['code']):.0%}")
 
 
 if __name__ == "__main__":

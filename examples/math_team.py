@@ -29,11 +29,14 @@ DATA_FILES: str | None = str(
 
 
 class Problem(TypedDict):
+    """One input of the task; the graph is given its problem (``input: problem`` in a config)."""
+
     task_id: str
     problem: str
 
 
-class State(Problem, total=False):
+class State(TypedDict, total=False):
+    problem: str
     solution: str
     answer: str
 
@@ -82,14 +85,15 @@ def problems() -> list[Problem]:
     return [Problem(task_id=p.task_id, problem=p.problem) for p in _math().values()]
 
 
-def score(item: Mapping[str, Any], output: Mapping[str, Any], episode: object = None) -> float:
-    """1.0 when the checker's final answer (its last ``\\boxed{}``, or what follows "the answer
-    is") equals the reference by marlang's math answer check, else 0.0."""
+def score(item: Mapping[str, Any], output: str, episode: object = None) -> float:
+    """1.0 when the checker's final answer (in ``output``, the state's ``answer``: its last
+    ``\\boxed{}``, or what follows "the answer is") equals the reference by marlang's math answer
+    check, else 0.0."""
     from marlang.envs.tasks.data import math_answers_equal
     from marlang.envs.tasks.data.math_answers import extract_final_answer
 
     reference = _math()[item["task_id"]].answer
-    return float(math_answers_equal(extract_final_answer(str(output.get("answer") or "")), reference))
+    return float(math_answers_equal(extract_final_answer(output), reference))
 
 
 def main() -> None:
@@ -98,9 +102,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="tokens per reply")
     args = parser.parse_args()
     item = problems()[0]
-    output = build_graph(args.model, args.max_tokens).invoke(item)
-    print(output["answer"])
-    print(f"correct: {score(item, output):.0f}")
+    state = build_graph(args.model, args.max_tokens).invoke({"problem": item["problem"]})
+    print(state["answer"])
+    print(f"correct: {score(item, state['answer']):.0f}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from marlang.envs import make
 from marlang.sandbox import Sandbox, SandboxLimits, detect_isolation
 from marlang.testing import ScriptedChatModel
 from marlang.usergraph import Binding, run_graph
+from marlang.usergraph.spec import GraphSpec, TaskSpec
+from marlang.usergraph.task import play_task
 from tests.examples.example_apps import EXAMPLES, load_example, load_unmarked
 from tests.sandbox.hostile_programs import (
     ALWAYS_EQUAL,
@@ -26,6 +28,7 @@ from tests.sandbox.memory_attacks import BASELINE, CHECK_RECORDER, TEST_FILE, re
 
 app = load_example("humaneval_team")
 ITEM = next(p for p in app.problems() if p["task_id"] == "HumanEval/0")
+INPUT = {"prompt": ITEM["prompt"]}  # what a config's `graph.input: prompt` gives the graph
 
 
 def team(messages: Sequence[BaseMessage]) -> str:
@@ -42,7 +45,8 @@ def team(messages: Sequence[BaseMessage]) -> str:
 
 def test_the_graph_plays_its_bound_models_and_prompts_node_by_node():
     models = {role: ScriptedChatModel(reply_fn=team) for role in ("planner", "coder", "tester")}
-    episode = run_graph(app.build_graph(), ITEM, Binding(prompts={"planner": "You plan, in two steps."}, models=models))
+    binding = Binding(prompts={"planner": "You plan, in two steps."}, models=models)
+    episode = run_graph(app.build_graph(), INPUT, binding)
     assert not episode.failed, episode.error
     assert [(call.node, call.role) for call in episode.calls] == [
         ("planner", "planner"), ("coder", "coder"), ("tester", "tester"), ("coder", "coder"), ("tester", "tester"),
@@ -50,13 +54,13 @@ def test_the_graph_plays_its_bound_models_and_prompts_node_by_node():
     assert episode.calls[0].messages[0].text == "You plan, in two steps."
     assert (episode.output["attempts"], episode.output["review"]) == (2, "ACCEPT")
     assert "return True" in episode.output["code"]
-    assert "test" not in episode.output  # the hidden tests never enter the graph's state
+    assert set(episode.output) == {"prompt", "plan", "code", "review", "attempts"}  # no hidden test
 
 
 def test_the_tester_sends_the_code_back_once_at_most():
     never = ScriptedChatModel(replies=["REVISE: still wrong"])
     models = {"planner": ScriptedChatModel(reply_fn=team), "coder": ScriptedChatModel(reply_fn=team), "tester": never}
-    episode = run_graph(app.build_graph(), ITEM, Binding(models=models))
+    episode = run_graph(app.build_graph(), INPUT, Binding(models=models))
     assert [call.node for call in episode.calls] == ["planner", "coder", "tester", "coder", "tester"]
     assert episode.output["attempts"] == app.MAX_ATTEMPTS
 
@@ -69,7 +73,7 @@ def test_unbound_each_node_builds_the_default_model(monkeypatch):
         return ScriptedChatModel(reply_fn=team)
 
     monkeypatch.setattr("marlang.models.factory.load_chat_model", load_chat_model)
-    output = app.build_graph().invoke(ITEM)
+    output = app.build_graph().invoke(INPUT)
     assert built == ["local:smollm2"] * 5
     assert (output["attempts"], output["review"]) == (2, "ACCEPT")
 
@@ -79,9 +83,9 @@ def test_the_app_is_the_plain_graph_plus_its_marks():
     every mark bound to its default."""
     plain, prompts, roles = load_unmarked("humaneval_team", lambda spec: ScriptedChatModel(reply_fn=team))
     assert set(prompts) == set(roles) == {"planner", "coder", "tester"}
-    unmarked = plain.build_graph().invoke(ITEM)
+    unmarked = plain.build_graph().invoke(INPUT)
     models = {role: ScriptedChatModel(reply_fn=team) for role in roles}
-    marked = run_graph(app.build_graph(), ITEM, Binding(prompts=prompts, models=models))
+    marked = run_graph(app.build_graph(), INPUT, Binding(prompts=prompts, models=models))
     assert marked.output == unmarked
     assert unmarked["attempts"] == 2
 
@@ -96,6 +100,17 @@ def test_marlang_is_imported_only_by_the_reward_and_the_data():
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("marlang")
     }
     assert importers == {"score", "_humaneval"}
+
+
+def test_a_task_spec_plays_and_scores_the_app():
+    """The names a config gives (graph.build, input, output; task.data, reward) play the app."""
+    graph = GraphSpec(build="humaneval_team:build_graph", input="prompt", output="code")
+    task = TaskSpec(data="humaneval_team:problems", reward="humaneval_team:score")
+    models = {role: ScriptedChatModel(reply_fn=team) for role in ("planner", "coder", "tester")}
+    episodes = play_task(graph, task, binding=Binding(models=models), limit=2)
+    assert [episode.error for episode in episodes] == [None, None]
+    # four of HumanEval/0's seven tests expect True; HumanEval/1's code defines the wrong function
+    assert [episode.reward for episode in episodes] == [4 / 7, 0.0]
 
 
 # ----------------------------------------------------------------- the reward
@@ -138,8 +153,8 @@ def test_the_score_is_code_humanevals_verdict(code_env):
             "blank": "",
         }
         for what, answer in answers.items():
-            assert app.score(item, {"code": answer}) == _env_pass_rate(code_env, task_id, answer), (task_id, what)
-        assert app.score(item, {"code": answers["canonical"]}) == 1.0
+            assert app.score(item, answer) == _env_pass_rate(code_env, task_id, answer), (task_id, what)
+        assert app.score(item, answers["canonical"]) == 1.0
 
 
 CHECKER_NAMES = """
@@ -183,7 +198,7 @@ def test_answers_that_game_the_tests_score_what_the_tests_say(attack):
         coder = ScriptedChatModel(replies=[_fenced(program)])
         models = {"planner": ScriptedChatModel(replies=["plan"]), "coder": coder,
                   "tester": ScriptedChatModel(replies=["ACCEPT"])}
-        episode = run_graph(app.build_graph(), item, Binding(models=models))
-        honest = app.score(item, {"code": _fenced(f"def {entry}(*args):\n    return {returned}\n")})
-        got = app.score(item, episode.output, episode)
+        episode = run_graph(app.build_graph(), {"prompt": item["prompt"]}, Binding(models=models))
+        honest = app.score(item, _fenced(f"def {entry}(*args):\n    return {returned}\n"))
+        got = app.score(item, episode.output["code"], episode)
         assert got in (0.0, honest) and got < 1.0, (attack, task_id, got, honest)

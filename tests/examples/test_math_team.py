@@ -15,10 +15,13 @@ from langchain_core.messages import BaseMessage
 from marlang.envs import make
 from marlang.testing import ScriptedChatModel
 from marlang.usergraph import Binding, run_graph
+from marlang.usergraph.spec import GraphSpec, TaskSpec
+from marlang.usergraph.task import play_task
 from tests.examples.example_apps import EXAMPLES, load_example, load_unmarked
 
 app = load_example("math_team")
 ITEM = app.problems()[0]  # C(5, 2): 10
+INPUT = {"problem": ITEM["problem"]}  # what a config's `graph.input: problem` gives the graph
 
 
 def team(messages: Sequence[BaseMessage]) -> str:
@@ -31,13 +34,13 @@ def team(messages: Sequence[BaseMessage]) -> str:
 def test_the_graph_plays_its_bound_models_and_prompts_node_by_node():
     models = {role: ScriptedChatModel(reply_fn=team) for role in ("solver", "checker")}
     binding = Binding(prompts={"checker": "You check: \\boxed{} it."}, models=models)
-    episode = run_graph(app.build_graph(), ITEM, binding)
+    episode = run_graph(app.build_graph(), INPUT, binding)
     assert not episode.failed, episode.error
     assert [(call.node, call.role) for call in episode.calls] == [("solver", "solver"), ("checker", "checker")]
     assert episode.calls[1].messages[0].text == "You check: \\boxed{} it."
-    assert set(episode.output) == {"task_id", "problem", "solution", "answer"}  # no reference answer
-    assert app.score(ITEM, episode.output, episode) == 1.0
-    assert app.score(ITEM, {"answer": episode.output["solution"]}) == 0.0
+    assert set(episode.output) == {"problem", "solution", "answer"}  # no reference answer
+    assert app.score(ITEM, episode.output["answer"], episode) == 1.0
+    assert app.score(ITEM, episode.output["solution"]) == 0.0
 
 
 def test_unbound_each_node_builds_the_default_model(monkeypatch):
@@ -48,9 +51,9 @@ def test_unbound_each_node_builds_the_default_model(monkeypatch):
         return ScriptedChatModel(reply_fn=team)
 
     monkeypatch.setattr("marlang.models.factory.load_chat_model", load_chat_model)
-    output = app.build_graph().invoke(ITEM)
+    output = app.build_graph().invoke(INPUT)
     assert built == ["local:smollm2"] * 2
-    assert app.score(ITEM, output) == 1.0
+    assert app.score(ITEM, output["answer"]) == 1.0
 
 
 def test_the_app_is_the_plain_graph_plus_its_marks():
@@ -58,11 +61,21 @@ def test_the_app_is_the_plain_graph_plus_its_marks():
     every mark bound to its default."""
     plain, prompts, roles = load_unmarked("math_team", lambda spec: ScriptedChatModel(reply_fn=team))
     assert set(prompts) == set(roles) == {"solver", "checker"}
-    unmarked = plain.build_graph().invoke(ITEM)
+    unmarked = plain.build_graph().invoke(INPUT)
     models = {role: ScriptedChatModel(reply_fn=team) for role in roles}
-    marked = run_graph(app.build_graph(), ITEM, Binding(prompts=prompts, models=models))
+    marked = run_graph(app.build_graph(), INPUT, Binding(prompts=prompts, models=models))
     assert marked.output == unmarked
     assert "\\boxed{10}" in unmarked["answer"]
+
+
+def test_a_task_spec_plays_and_scores_the_app():
+    """The names a config gives (graph.build, input, output; task.data, reward) play the app."""
+    graph = GraphSpec(build="math_team:build_graph", input="problem", output="answer")
+    task = TaskSpec(data="math_team:problems", reward="math_team:score")
+    models = {role: ScriptedChatModel(reply_fn=team) for role in ("solver", "checker")}
+    episodes = play_task(graph, task, binding=Binding(models=models))
+    assert [episode.error for episode in episodes] == [None] * 3
+    assert [episode.reward for episode in episodes] == [1.0, 0.0, 0.0]  # only C(5, 2) is 10
 
 
 def test_marlang_is_imported_only_by_the_reward_and_the_data():
@@ -85,7 +98,7 @@ def test_the_score_is_the_math_envs_answer_check():
         for reply in replies:
             env.reset(options={"problem": item["task_id"]})
             _, _, _, _, infos = env.step({"agent_0": reply})
-            assert app.score(item, {"answer": reply}) == float(infos["agent_0"]["correct"]), (item, reply)
+            assert app.score(item, reply) == float(infos["agent_0"]["correct"]), (item, reply)
     env.close()
 
 
