@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 import marlang
 
@@ -39,7 +40,7 @@ class State(TypedDict, total=False):
     attempts: int
 
 
-def build_graph(model: str = MODEL, max_tokens: int = MAX_TOKENS) -> Any:
+def build_graph(model: str = MODEL, max_tokens: int = MAX_TOKENS) -> CompiledStateGraph:
     """The compiled graph; each node reads its marks when it runs (a mark called once at import
     would fix its value there, and a run could not change it)."""
 

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 import marlang
 
@@ -41,7 +42,7 @@ class State(TypedDict, total=False):
     answer: str
 
 
-def build_graph(model: str = MODEL, max_tokens: int = MAX_TOKENS) -> Any:
+def build_graph(model: str = MODEL, max_tokens: int = MAX_TOKENS) -> CompiledStateGraph:
     """The compiled graph; each node reads its marks when it runs (a mark called once at import
     would fix its value there, and a run could not change it)."""
 
