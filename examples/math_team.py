@@ -87,14 +87,18 @@ def problems() -> list[Problem]:
 
 
 def score(item: Mapping[str, Any], output: str, episode: object = None) -> float:
-    """1.0 when the checker's final answer (in ``output``, the state's ``answer``: its last
-    ``\\boxed{}``, or what follows "the answer is") equals the reference by marlang's math answer
-    check, else 0.0."""
+    """1.0 when the checker's answer (``output``, the state's ``answer``, reduced as the math env
+    reduces a reply: its last ``\\boxed{}``, what follows "the answer is", else the reply itself)
+    equals the reference by marlang's math answer check, else 0.0 (also for an output that is
+    no text)."""
     from marlang.envs.tasks.data import math_answers_equal
-    from marlang.envs.tasks.data.math_answers import extract_final_answer
+    from marlang.envs.tasks.data.math_answers import team_answer
 
+    if not isinstance(output, str):  # an object that only claims to be the answer scores nothing
+        return 0.0
     reference = _math()[item["task_id"]].answer
-    return float(math_answers_equal(extract_final_answer(output), reference))
+    answer = team_answer(str.__str__(output))  # the text itself, whatever a subclass says of it
+    return float(bool(answer) and math_answers_equal(answer, reference))
 
 
 def main() -> None:

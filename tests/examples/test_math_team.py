@@ -43,7 +43,7 @@ def test_the_graph_plays_its_bound_models_and_prompts_node_by_node():
     assert app.score(ITEM, episode.output["solution"]) == 0.0
 
 
-def test_unbound_each_node_builds_the_default_model(monkeypatch):
+def test_unbound_every_node_plays_the_default_model_built_once(monkeypatch):
     built: list[str] = []
 
     def load_chat_model(spec: str) -> ScriptedChatModel:
@@ -51,8 +51,9 @@ def test_unbound_each_node_builds_the_default_model(monkeypatch):
         return ScriptedChatModel(reply_fn=team)
 
     monkeypatch.setattr("marlang.models.factory.load_chat_model", load_chat_model)
+    monkeypatch.setattr("marlang.usergraph.marks._built", {})
     output = app.build_graph().invoke(INPUT)
-    assert built == ["local:smollm2"] * 2
+    assert built == ["local:smollm2"]  # built once, played by every node
     assert app.score(ITEM, output["answer"]) == 1.0
 
 
@@ -93,13 +94,32 @@ def test_marlang_is_imported_only_by_the_reward_and_the_data():
 def test_the_score_is_the_math_envs_answer_check():
     env = make("math/math", n_agents=1, max_steps=1, data_files=app.DATA_FILES)
     replies = ["\\boxed{10}", "The answer is 10.", "\\boxed{\\frac{20}{2}}", "\\boxed{10.0}", "\\boxed{11}",
-               "The answer is 11.", "\\boxed{<answer>}", ""]
+               "The answer is 11.", "\\boxed{<answer>}", "", "10", " 10\n", "11"]
     for item in app.problems():
         for reply in replies:
             env.reset(options={"problem": item["task_id"]})
             _, _, _, _, infos = env.step({"agent_0": reply})
             assert app.score(item, reply) == float(infos["agent_0"]["correct"]), (item, reply)
     env.close()
+
+
+def test_an_output_that_only_claims_to_be_the_answer_scores_nothing():
+    class Agrees(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+        def __str__(self) -> str:
+            return "\\boxed{10}"
+
+        def strip(self, chars: str | None = None) -> str:
+            return "10"
+
+    item = app.problems()[0]  # its answer is 10
+    assert app.score(item, Agrees("anything")) == 0.0
+    assert app.score(item, Agrees("\\boxed{10}")) == 1.0  # a subclass scores what its text says
+    assert app.score(item, 10) == 0.0  # type: ignore[arg-type]
 
 
 @pytest.mark.real_model

@@ -145,19 +145,9 @@ class MathTaskEnv(_ReasoningTaskEnv):
     kind: ClassVar[str] = "math"
 
     def _normalize_answer(self, text: str) -> str:
-        from marlang.envs.tasks.data.math_answers import (
-            extract_boxed,
-            extract_final_answer,
-            is_placeholder_answer,
-        )
+        from marlang.envs.tasks.data.math_answers import team_answer
 
-        final = extract_final_answer(text)
-        if final is not None:
-            return final
-        boxed = extract_boxed(text)
-        if is_placeholder_answer(text) or (boxed is not None and is_placeholder_answer(boxed)):
-            return ""  # the prompt's template copied back: no answer
-        return text.strip()
+        return team_answer(text)
 
     def _same(self, a: str, b: str) -> bool:
         from marlang.envs.tasks.data import math_answers_equal

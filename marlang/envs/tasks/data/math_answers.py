@@ -125,6 +125,19 @@ def extract_final_answer(text: str | None) -> str | None:
     return answer
 
 
+def team_answer(text: str) -> str:
+    """What a reply answers, as the math env judges it: its final answer (``extract_final_answer``),
+    else the whole reply stripped; a placeholder copied from the prompt (``\\boxed{<answer>}``) is
+    no answer (""). The one reduction the env and any reward built on it use."""
+    final = extract_final_answer(text)
+    if final is not None:
+        return final
+    boxed = extract_boxed(text)
+    if is_placeholder_answer(text) or (boxed is not None and is_placeholder_answer(boxed)):
+        return ""  # the prompt's template copied back: no answer
+    return text.strip()
+
+
 def _strip_outer_braces(s: str) -> str:
     while s.startswith("{") and s.endswith("}"):
         depth = 0
