@@ -45,9 +45,13 @@ def _shown(text: str) -> str:
 def _register(mark: Mark) -> None:
     with _lock:
         # the same place marked again is the same mark (a node called twice, a module reloaded
-        # after an edit); another place must agree on a prompt's default
+        # after an edit); another place of the same app (its top-level package, or the script)
+        # must agree on a prompt's default; two apps in one process (tests, a notebook importing
+        # both) name their prompts on their own
         for seen in _marks.values():
             if (seen.kind, seen.name) != ("prompt", mark.name) or mark.kind != "prompt":
+                continue
+            if _app(seen.module) != _app(mark.module):
                 continue
             if seen.place == mark.place or seen.default == mark.default:
                 continue
@@ -57,6 +61,11 @@ def _register(mark: Mark) -> None:
                 "or give one of them another name"
             )
         _marks[(mark.kind, mark.name, mark.place)] = mark
+
+
+def _app(module: str) -> str:
+    """The app a module belongs to: its top-level package (``my_app`` for ``my_app.nodes``)."""
+    return module.partition(".")[0]
 
 
 def _caller(depth: int = 2) -> tuple[str, str]:
@@ -70,8 +79,8 @@ def prompt(name: str, default: str) -> str:
     inside one (``default`` where the run binds no text for ``name``).
 
     Call it where the prompt is used (in the node, or in the builder the run calls): it returns
-    the text of the moment it is called. Two places marking ``name`` with different defaults
-    raise a ValueError.
+    the text of the moment it is called. Two places of one app (one top-level package, or one
+    script) marking ``name`` with different defaults raise a ValueError.
     """
     if not isinstance(default, str):
         raise TypeError(f"prompt {name!r}: the default must be a str, not {type(default).__name__}")
@@ -90,8 +99,8 @@ def chat_model(role: str, default: str | BaseChatModel) -> BaseChatModel:
     default where it assigns none), carrying ``role`` in its callback metadata: one copy for the
     whole binding.
 
-    Like `prompt`, it returns the model of the moment it is called; a spec default is built at
-    every call outside a run, so a node that marks its model on each call passes an instance.
+    Like `prompt`, it returns the model of the moment it is called. A spec default is built once
+    per process and spec (a node that marks its model on every call loads its weights once).
     """
     if isinstance(default, BaseChatModel):
         shown = type(default).__name__
@@ -108,12 +117,19 @@ def chat_model(role: str, default: str | BaseChatModel) -> BaseChatModel:
     return binding.model_for(role, lambda: _build(default))
 
 
+_built: dict[str, BaseChatModel] = {}  # a spec default's model, built once per process
+_build_lock = threading.Lock()  # held while building: two threads asking for one spec load it once
+
+
 def _build(default: str | BaseChatModel) -> BaseChatModel:
     if isinstance(default, BaseChatModel):
         return default
     from marlang.models.factory import load_chat_model  # loads a backend only when a spec is built
 
-    return load_chat_model(default)
+    with _build_lock:
+        if default not in _built:
+            _built[default] = load_chat_model(default)
+        return _built[default]
 
 
 def declared_marks(module: str | ModuleType | None = None) -> list[Mark]:

@@ -4,6 +4,7 @@ each concurrent invocation in its own binding, discovery, and the conflict error
 from __future__ import annotations
 
 import asyncio
+import importlib
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,22 @@ def test_a_spec_default_is_built_by_the_model_factory(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     model = marlang.chat_model("remote", "openai:gpt-4o-mini")
     assert isinstance(model, ResilientChatModel)
+
+
+def test_a_spec_default_is_built_once_however_often_its_node_runs(monkeypatch):
+    from marlang.models import factory
+
+    built: list[str] = []
+
+    def load(spec: str, **kwargs: object) -> ScriptedChatModel:
+        built.append(spec)
+        return ScriptedChatModel(replies=["ok"])
+
+    monkeypatch.setattr(factory, "load_chat_model", load)
+    monkeypatch.setattr("marlang.usergraph.marks._built", {})
+    first = marlang.chat_model("once", "local:once-only")
+    assert all(marlang.chat_model("once", "local:once-only") is first for _ in range(3))
+    assert built == ["local:once-only"]
 
 
 def test_inside_a_binding_the_marks_return_the_bound_values():
@@ -114,3 +131,15 @@ def test_a_prompt_marked_twice_with_different_defaults_names_both_and_the_fix():
     assert "'You answer at length.'" in message
     assert message.count(f"{__file__}:") == 2
     assert message.endswith("give both the same default or give one of them another name")
+
+
+def test_two_apps_in_one_process_name_their_prompts_on_their_own(tmp_path, monkeypatch):
+    # the test's own app and another top-level module both mark one name, each with its default
+    marlang.prompt("planner_of_two_apps", "Plan as the first app does.")
+    (tmp_path / "another_app.py").write_text(
+        'import marlang\n\ntext = marlang.prompt("planner_of_two_apps", "Plan as the second app does.")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    other = importlib.import_module("another_app")
+    assert other.text == "Plan as the second app does."
+    with pytest.raises(ValueError, match="marked twice"):  # within one app the defaults must agree
+        marlang.prompt("planner_of_two_apps", "Plan otherwise.")
