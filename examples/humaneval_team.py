@@ -105,21 +105,10 @@ def problems() -> list[Problem]:
 
 def score(item: Mapping[str, Any], output: str, episode: object = None) -> float:
     """The share of the problem's hidden tests the final code (``output``, the state's ``code``)
-    passes, judged as marlang's ``code/humaneval`` env judges an answer: the prompt's prefix, then
-    the code, in its sandbox."""
-    from marlang.envs.tasks.coding import program_prefix
-    from marlang.envs.tasks.feedback import code_from_answer
-    from marlang.sandbox import SandboxLimits, shared_sandbox
+    passes, judged as marlang's ``code/humaneval`` env judges an answer."""
+    from marlang.envs.tasks.coding import judge_code
 
-    problem = _humaneval()[item["task_id"]]
-    code = code_from_answer(output)
-    if not code.strip():
-        return 0.0
-    program = "\n\n\n".join(part for part in (program_prefix(problem.prompt), code) if part)
-    # code/humaneval's limits: 10 s for the whole run, 3 s a test
-    sandbox = shared_sandbox(SandboxLimits(wall_seconds=10.0, cpu_seconds=10.0, test_timeout=3.0))
-    result = sandbox.run_tests(program, problem.tests, setup=problem.test_setup)
-    return result.passed / len(problem.tests)
+    return judge_code(_humaneval()[item["task_id"]], output).pass_rate
 
 
 def main() -> None:

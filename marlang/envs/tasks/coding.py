@@ -1,6 +1,7 @@
 """The cooperative coding env (HumanEval, MBPP, CoopHumanEval): a team writes a Python
 function, the sandbox runs it against the problem's hidden tests, and the share of tests
 passed is the team's quality; joint teams write helper functions plus the main function.
+``judge_code`` gives that verdict for one answer outside an episode (an app's reward).
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 import ast
 import logging
 import re
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marlang.envs.tasks.cooperative import (
     CooperativeTaskEnv,
@@ -16,7 +18,7 @@ from marlang.envs.tasks.cooperative import (
     TurnEvaluation,
     TurnRecord,
 )
-from marlang.envs.tasks.data import HELPER_FUNCTION_NAME
+from marlang.envs.tasks.data import HELPER_FUNCTION_NAME, CodeProblem
 from marlang.envs.tasks.feedback import (
     REWARD_MODES,
     CodeCheck,
@@ -28,6 +30,7 @@ from marlang.envs.tasks.feedback import (
     fenced,
 )
 from marlang.envs.tasks.levelled import (
+    HelperUsage,
     analyze_code,
     claims_cooperation,
     helper_does_work,
@@ -36,7 +39,17 @@ from marlang.envs.tasks.levelled import (
     real_helpers,
 )
 
+if TYPE_CHECKING:
+    from marlang.sandbox import HelperProbe, Sandbox, SandboxLimits, SandboxResult
+
 logger = logging.getLogger(__name__)
+
+RUN_SECONDS = 10.0
+"""Wall-clock (and CPU) seconds for one whole run of a team's program and its hidden tests."""
+TEST_SECONDS = 3.0
+"""Seconds for one hidden test."""
+DISK_MB = 64
+"""Most MiB a team's program may write."""
 
 NO_HELPER = "# no helper needed"
 """The reference team's helper answer when the canonical solution has nothing but the main
@@ -88,6 +101,115 @@ def _segment(source: str, node: ast.stmt) -> str:
     return "\n".join(lines[start - 1 : node.end_lineno])
 
 
+def code_limits(
+    timeout: float = RUN_SECONDS, test_timeout: float = TEST_SECONDS, disk_mb: int = DISK_MB
+) -> SandboxLimits:
+    """The sandbox limits a team's code is judged under (a test never outlasts the run)."""
+    from marlang.sandbox import SandboxLimits
+
+    return SandboxLimits(
+        wall_seconds=timeout,
+        cpu_seconds=timeout,
+        test_timeout=min(test_timeout, timeout),
+        disk_mb=disk_mb,
+    )
+
+
+def judge_code(problem: CodeProblem, answer: str, *, sandbox: Sandbox | None = None) -> CodeCheck:
+    """Judge one answer to a coding problem as ``CodeTaskEnv`` judges a sequential team's final
+    code: the code in the answer after the prompt's prefix, run against the hidden tests in
+    ``sandbox`` (None: the shared pool under ``code_limits()``, the env's default).
+
+    ``check.pass_rate`` is the share of hidden tests passed, the env's ``pass_rate`` info.
+    """
+    if sandbox is None:
+        from marlang.sandbox import shared_sandbox
+
+        sandbox = shared_sandbox(limits=code_limits())
+    code = code_from_answer(answer)
+    program = _program_layout(problem.prompt, [], code)[0]
+    facts = _located_facts(program, [("", code)])
+    check, _ = _check_program(
+        problem, program, code, answered=bool(code.strip()), facts=facts, sandbox=sandbox
+    )
+    return check
+
+
+def _program_layout(
+    prompt: str, helper_codes: Sequence[str], main: str
+) -> tuple[str, list[tuple[int, int] | None]]:
+    """The program the sandbox runs: the prompt's prefix, then the helpers' code, then the main
+    function's, each answer that is not blank; and the (first, last) line of each helper
+    answer in it (None for a blank one)."""
+    prefix = program_prefix(prompt)
+    chunks = [prefix] if prefix else []
+    lines: list[tuple[int, int] | None] = []
+    for code in [*helper_codes, main]:
+        if not code.strip():
+            lines.append(None)
+            continue
+        first = 1 + sum(chunk.count("\n") + 3 for chunk in chunks)
+        lines.append((first, first + code.count("\n")))
+        chunks.append(code)
+    return "\n\n\n".join(chunks), lines[: len(helper_codes)]
+
+
+def _located_facts(program: str, writers: Sequence[tuple[str, str]]) -> CodeFacts:
+    """The program's static facts; a syntax error is placed in the code of the writer (a
+    label, "" for none, and their code) that made it, with line numbers of that code."""
+    facts = analyze_code(program)
+    if facts.compiles:
+        return facts
+    for label, code in writers:
+        own = analyze_code(code)
+        if code.strip() and not own.compiles and not _continues_stub(code):
+            where = f"{label}'s code, " if label else ""
+            return CodeFacts(False, f"{where}{own.syntax_error}", facts.functions)
+    return facts
+
+
+def _check_program(
+    problem: CodeProblem,
+    program: str,
+    main: str,
+    *,
+    answered: bool,
+    facts: CodeFacts,
+    sandbox: Sandbox,
+    usage: HelperUsage | None = None,
+    helper_names: tuple[str, ...] = (),
+    probe: HelperProbe | None = None,
+) -> tuple[CodeCheck, SandboxResult | None]:
+    """Run ``program`` against the problem's hidden tests (nothing runs for an unanswered
+    one) and the check built from the run, with the sandbox's result."""
+    tests = tuple(problem.tests)
+    if not answered:
+        check = CodeCheck(
+            answered=False, entry_point=problem.entry_point, facts=facts, status="no_answer",
+            passed=0, total=len(tests), usage=usage, helper_names=helper_names,
+        )
+        return check, None
+    extra = {"probe": probe} if probe is not None else {}
+    result = sandbox.run_tests(program, tests, setup=problem.test_setup or "", **extra)
+    diagnostics = diagnose_tests(result, tests)
+    status = str(result.status)
+    check = CodeCheck(
+        answered=True,
+        entry_point=problem.entry_point,
+        facts=facts,
+        status=status,
+        passed=sum(t.passed for t in diagnostics),
+        total=len(tests),
+        entry_defined=_defines(main, problem.entry_point),
+        error_type=result.error_type if status != "ok" else None,
+        message=_hide(result.message, tests) if status != "ok" else None,
+        tests=diagnostics,
+        usage=usage,
+        helper_names=helper_names,
+    )
+    return check, result
+
+
 class CodeTaskEnv(CooperativeTaskEnv):
     """A team writing one Python function per episode (``CodeProblem``s from
     ``marlang.envs.tasks.data``), judged by running the problem's hidden tests in the sandbox.
@@ -129,10 +251,10 @@ class CodeTaskEnv(CooperativeTaskEnv):
         reward: str = "tests",
         sandbox: Any = None,
         sandbox_workers: int | None = None,
-        timeout: float = 10.0,
-        test_timeout: float = 3.0,
+        timeout: float = RUN_SECONDS,
+        test_timeout: float = TEST_SECONDS,
         isolation: str = "auto",
-        disk_mb: int = 64,
+        disk_mb: int = DISK_MB,
         **kwargs: Any,
     ):
         """
@@ -200,14 +322,9 @@ class CodeTaskEnv(CooperativeTaskEnv):
     def sandbox(self) -> Any:
         """The sandbox that runs the team's code (the shared pool unless one was given)."""
         if self._sandbox is None:
-            from marlang.sandbox import SandboxLimits, shared_sandbox
+            from marlang.sandbox import shared_sandbox
 
-            limits = SandboxLimits(
-                wall_seconds=self._timeout,
-                cpu_seconds=self._timeout,
-                test_timeout=min(self._test_timeout, self._timeout),
-                disk_mb=self._disk_mb,
-            )
+            limits = code_limits(self._timeout, self._test_timeout, self._disk_mb)
             self._sandbox = shared_sandbox(
                 limits=limits, workers=self._sandbox_workers, isolation=self._isolation
             )
@@ -314,43 +431,23 @@ class CodeTaskEnv(CooperativeTaskEnv):
         ]
         answered = bool(main.strip()) or any(code.strip() for _, code in helpers)
         program = self._program([code for _, code in helpers], main)
-        tests = tuple(problem.tests)
         usage = (
             helper_usage(main, problem.entry_point, self.helper_names)
             if self.structure == "joint"
             else None
         )
-        facts = self._facts(program, answers)
-        if not answered:
-            check = CodeCheck(
-                answered=False, entry_point=problem.entry_point, facts=facts, status="no_answer",
-                passed=0, total=len(tests), usage=usage, helper_names=self.helper_names,
-            )
-            report = None
-        else:
+        probe = None
+        if answered and self.structure == "joint":
             from marlang.sandbox import HelperProbe
 
             # A joint team's judged run also records main's results, for the helper runs.
-            probe = {"probe": HelperProbe(problem.entry_point)} if self.structure == "joint" else {}
-            result = self.sandbox.run_tests(program, tests, setup=problem.test_setup or "", **probe)
-            diagnostics = diagnose_tests(result, tests)
-            status = str(result.status)
-            check = CodeCheck(
-                answered=True,
-                entry_point=problem.entry_point,
-                facts=facts,
-                status=status,
-                passed=sum(t.passed for t in diagnostics),
-                total=len(tests),
-                entry_defined=_defines(main, problem.entry_point),
-                error_type=result.error_type if status != "ok" else None,
-                message=_hide(result.message, tests) if status != "ok" else None,
-                tests=diagnostics,
-                usage=usage,
-                helper_names=self.helper_names,
-            )
-            report = result.to_dict()
-        pass_rate = check.passed / check.total if check.total else 0.0
+            probe = HelperProbe(problem.entry_point)
+        check, result = _check_program(
+            problem, program, main, answered=answered, facts=self._facts(program, answers),
+            sandbox=self.sandbox, usage=usage, helper_names=self.helper_names, probe=probe,
+        )
+        report = result.to_dict() if result is not None else None
+        pass_rate = check.pass_rate
         info: dict[str, Any] = {
             "passed": check.passed,
             "total": check.total,
@@ -385,17 +482,7 @@ class CodeTaskEnv(CooperativeTaskEnv):
     ) -> tuple[str, list[tuple[int, int] | None]]:
         """The program (see ``_program``) and the (first, last) line of each helper answer in
         it (None for a blank one)."""
-        prefix = program_prefix(self.current_problem.prompt)
-        chunks = [prefix] if prefix else []
-        lines: list[tuple[int, int] | None] = []
-        for code in [*helper_codes, main]:
-            if not code.strip():
-                lines.append(None)
-                continue
-            first = 1 + sum(chunk.count("\n") + 3 for chunk in chunks)
-            lines.append((first, first + code.count("\n")))
-            chunks.append(code)
-        return "\n\n\n".join(chunks), lines[: len(helper_codes)]
+        return _program_layout(self.current_problem.prompt, helper_codes, main)
 
     def _helper_works(self, helpers: list[tuple[str, str]], main: str, judged: Any) -> bool:
         """Run the hidden tests twice more with the real helpers wrapped, passing their
@@ -420,17 +507,11 @@ class CodeTaskEnv(CooperativeTaskEnv):
     def _facts(self, program: str, answers: dict[str, str]) -> CodeFacts:
         """The combined program's static facts; a syntax error is placed in the code of the
         agent that made it, with line numbers of that agent's answer."""
-        facts = analyze_code(program)
-        if facts.compiles:
-            return facts
-        writers = self.possible_agents if self.structure == "joint" else self.possible_agents[-1:]
-        for agent in writers:
-            code = answers.get(agent, "")
-            own = analyze_code(code)
-            if code.strip() and not own.compiles and not _continues_stub(code):
-                where = f"{agent}'s code, " if self.structure == "joint" else ""
-                return CodeFacts(False, f"{where}{own.syntax_error}", facts.functions)
-        return facts
+        if self.structure == "joint":
+            writers = [(agent, answers.get(agent, "")) for agent in self.possible_agents]
+        else:
+            writers = [("", answers.get(self.possible_agents[-1], ""))]
+        return _located_facts(program, writers)
 
     def _feedback(self, evaluation: TurnEvaluation) -> dict[str, str]:
         check = evaluation.check

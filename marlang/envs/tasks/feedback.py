@@ -126,6 +126,11 @@ class CodeCheck:
     def solved(self) -> bool:
         return self.total > 0 and self.passed == self.total
 
+    @property
+    def pass_rate(self) -> float:
+        """The share of hidden tests passed (0 for a problem without tests)."""
+        return self.passed / self.total if self.total else 0.0
+
 
 def diagnose_tests(
     report: Any, tests: Sequence[str], *, hidden_sources: Sequence[str] = ()
