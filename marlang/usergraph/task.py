@@ -10,7 +10,7 @@ import inspect
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from marlang.config.sections import shorten
 from marlang.usergraph.binding import Binding
@@ -76,14 +76,18 @@ async def _score(episode: GraphEpisode, item: TaskItem, output_key: str, reward:
         episode.error = str(error)
 
 
-async def aplay_task(
-    graph_spec: GraphSpec,
-    task_spec: TaskSpec,
-    *,
-    binding: Binding | None = None,
-    concurrency: int = 8,
-    limit: int | None = None,
-) -> list[GraphEpisode]:
+class PlayOptions(TypedDict, total=False):
+    """How `aplay_task` and `play_task` play a task (every key optional)."""
+
+    binding: Binding | None
+    """The prompts and models every invocation is bound to (None: every mark's default)."""
+    concurrency: int
+    """Invocations in flight at once (8)."""
+    limit: int | None
+    """Play the first N inputs only (None: all)."""
+
+
+async def aplay_task(graph_spec: GraphSpec, task_spec: TaskSpec, **options: Unpack[PlayOptions]) -> list[GraphEpisode]:
     """Play the graph of ``graph_spec`` once on each input of ``task_spec`` (the first ``limit``),
     ``concurrency`` invocations at a time, each in its own context bound to ``binding`` (the same
     prompts and models for all), and score each episode with the task's reward.
@@ -93,6 +97,11 @@ async def aplay_task(
     wrong on one input (the graph raises or calls no model, its state lacks the output key, the
     reward raises or returns no finite number) fails that episode, with the error and no reward.
     """
+    unknown = sorted(set(options) - set(PlayOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"play_task got {', '.join(map(repr, unknown))}; its options are "
+                        f"{', '.join(PlayOptions.__annotations__)}")
+    binding, concurrency, limit = options.get("binding"), options.get("concurrency", 8), options.get("limit")
     if concurrency < 1:
         raise ValueError(f"concurrency {concurrency}: give at least 1")
     if limit is not None and limit < 1:
@@ -119,14 +128,7 @@ async def aplay_task(
     return episodes
 
 
-def play_task(
-    graph_spec: GraphSpec,
-    task_spec: TaskSpec,
-    *,
-    binding: Binding | None = None,
-    concurrency: int = 8,
-    limit: int | None = None,
-) -> list[GraphEpisode]:
+def play_task(graph_spec: GraphSpec, task_spec: TaskSpec, **options: Unpack[PlayOptions]) -> list[GraphEpisode]:
     """`aplay_task` for scripts, on an event loop of its own (inside async code, await
-    `aplay_task`)."""
-    return asyncio.run(aplay_task(graph_spec, task_spec, binding=binding, concurrency=concurrency, limit=limit))
+    `aplay_task`); the same options, declared once (`PlayOptions`)."""
+    return asyncio.run(aplay_task(graph_spec, task_spec, **options))

@@ -122,3 +122,10 @@ def test_the_embedded_model_plays_the_users_app_over_two_inputs(smollm2_engine):
         record = episode.to_record()
         assert record["output"]["answer"] == coder.reply and record["calls"][1]["reply"] == coder.reply
     assert episodes[1].to_record()["input"]["question"] == "sort a list"
+
+
+def test_an_option_play_task_does_not_have_is_refused_by_name():
+    graph = GraphSpec.from_mapping({"build": f"{APP}:build_graph", "input": "task", "output": "code"})
+    task = TaskSpec.from_mapping({"data": f"{APP}:problems", "reward": f"{APP}:score"})
+    with pytest.raises(TypeError, match="'concurency'; its options are binding, concurrency, limit"):
+        play_task(graph, task, concurency=2)  # type: ignore[call-arg]
