@@ -86,10 +86,11 @@ def test_mkdocs_build_strict(tmp_path):
 
 
 def test_the_langgraph_howto_runs(capsys):
-    """docs/howto/langgraph.md's example: marlang's agents and a protocol graph as a subgraph of
-    one's own graph, streamed with its subgraphs and drawn."""
+    """docs/howto/langgraph.md's first example: marlang's agents and a protocol graph as a subgraph
+    of one's own graph, streamed with its subgraphs and drawn (the page's later blocks name a
+    user's own app, ``my_app``)."""
     page = (ROOT / "docs" / "howto" / "langgraph.md").read_text()
-    (example,) = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    example = re.findall(r"```python\n(.*?)```", page, re.DOTALL)[0]
     space: dict = {"__name__": "langgraph_howto"}
     exec(compile(example, "docs/howto/langgraph.md", "exec", dont_inherit=True), space)  # noqa: S102
     updates = space["updates"]
