@@ -1,0 +1,2 @@
+"""A small LangGraph app in a package, whose marks discovery reads from source: the builder in
+`graph`, its nodes in `nodes` and `review`, and a module it never imports (`unused`)."""
