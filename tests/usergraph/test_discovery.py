@@ -66,19 +66,20 @@ def test_an_example_script_gives_the_marks_its_unmarked_copy_takes_out(stem):
 def test_a_packaged_app_is_read_through_its_imports_aliases_and_keywords():
     marks = app_marks("tests.usergraph.discovery_app.graph:build_graph")
     assert marks.prompt_defaults() == {
-        "planner": "You plan. List the steps.",  # adjacent literals, by keyword
-        "coder": "Write the code.",
-        "signature": "# written by the coder\n",
+        "outliner": "You plan. List the steps.",  # adjacent literals, by keyword
+        "implementer": "Write the code.",
+        "signature": "# written by the implementer\n",
     }
-    assert marks.prompts["planner"].place == line_of(APP / "graph.py", "ml.prompt(")
+    assert marks.prompts["outliner"].place == line_of(APP / "graph.py", "ml.prompt(")
     # the same name and default at a second place is one mark, at the first place found
-    assert marks.prompts["coder"].place == line_of(APP / "nodes.py", 'P("coder"')
-    assert {role: mark.default for role, mark in marks.models.items()} == {"planner": None, "coder": "local:smollm2"}
-    assert marks.models["planner"].place == line_of(APP / "graph.py", "ml.chat_model(")
+    assert marks.prompts["implementer"].place == line_of(APP / "nodes.py", 'P("implementer"')
+    defaults = {role: mark.default for role, mark in marks.models.items()}
+    assert defaults == {"outliner": None, "implementer": "local:smollm2"}
+    assert marks.models["outliner"].place == line_of(APP / "graph.py", "ml.chat_model(")
     assert marks.dynamic == (
         line_of(APP / "nodes.py", 'P(f"tool_'),
         line_of(APP / "review.py", "ug.chat_model(ROLE"),
-        line_of(APP / "review.py", 'prompt("reviewer", RUBRIC)'),
+        line_of(APP / "review.py", 'prompt("inspector", RUBRIC)'),
     )
     # reached by a relative import, a function-local import and a package's __init__; never unused.py
     assert [Path(file).name for file in marks.files] == [
@@ -90,7 +91,7 @@ def test_discovered_places_are_where_the_running_marks_report_themselves():
     from tests.usergraph.discovery_app.graph import build_graph
 
     model = ScriptedChatModel(reply_fn=lambda messages: "ok")
-    episode = run_graph(build_graph(), {"question": "sum a list"}, Binding(models={"coder": model}))
+    episode = run_graph(build_graph(), {"question": "sum a list"}, Binding(models={"implementer": model}))
     assert episode.error is None
     ran = {(mark.kind, mark.name, mark.place): mark.default for mark in declared_marks()}
     for mark in [*marks.prompts.values(), *marks.models.values()]:

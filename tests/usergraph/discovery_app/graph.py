@@ -1,5 +1,5 @@
-"""The app's builder: a planner, a coder and a reviewer in a row; the planner marks its prompt
-by keyword, through marlang imported under another name."""
+"""The app's builder: an outliner, an implementer and an inspector in a row; the outliner marks
+its prompt by keyword, through marlang imported under another name."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ class State(TypedDict, total=False):
 
 def plan(state: State) -> dict[str, Any]:
     system = ml.prompt(
-        name="planner",
+        name="outliner",
         default="You plan. "
                 "List the steps.",
     )
-    reply = ml.chat_model(default=nodes.FALLBACK, role="planner").invoke(
+    reply = ml.chat_model(default=nodes.FALLBACK, role="outliner").invoke(
         [SystemMessage(system), HumanMessage(state["question"])])
     return {"plan": reply.text}
 
@@ -35,11 +35,11 @@ def build_graph() -> Any:
     from tests.usergraph.discovery_app.review import review  # a function-local import is followed too
 
     graph = StateGraph(State)
-    graph.add_node("planner", plan)
-    graph.add_node("coder", nodes.code)
-    graph.add_node("reviewer", review)
-    graph.add_edge(START, "planner")
-    graph.add_edge("planner", "coder")
-    graph.add_edge("coder", "reviewer")
-    graph.add_edge("reviewer", END)
+    graph.add_node("outliner", plan)
+    graph.add_node("implementer", nodes.code)
+    graph.add_node("inspector", review)
+    graph.add_edge(START, "outliner")
+    graph.add_edge("outliner", "implementer")
+    graph.add_edge("implementer", "inspector")
+    graph.add_edge("inspector", END)
     return graph.compile()

@@ -1,5 +1,5 @@
-"""The coder node: its marks imported by name from marlang.usergraph, one model given as a
-spec, and a tool prompt whose name is computed (found only when it runs)."""
+"""The implementer node: its marks imported by name from marlang.usergraph, one model given as
+a spec, and a tool prompt whose name is computed (found only when it runs)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ TOOL = "search"
 
 
 def code(state: dict[str, Any]) -> dict[str, Any]:
-    llm = model_for("coder", "local:smollm2")
-    system = P("coder", "Write the code.")
+    llm = model_for("implementer", "local:smollm2")
+    system = P("implementer", "Write the code.")
     hint = P(f"tool_{TOOL}", "Use the tool when stuck.")
     reply = llm.invoke([SystemMessage(f"{system} {hint}"), HumanMessage(state["plan"])])
-    return {"code": marlang.usergraph.prompt("signature", "# written by the coder\n") + reply.text}
+    return {"code": marlang.usergraph.prompt("signature", "# written by the implementer\n") + reply.text}

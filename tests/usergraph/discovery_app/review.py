@@ -1,5 +1,6 @@
-"""The reviewer node: marks through marlang.usergraph.marks and a module alias, the coder's
-prompt again with the same default, a model role read from a variable, a computed default."""
+"""The inspector node: marks through marlang.usergraph.marks and a module alias, the
+implementer's prompt again with the same default, a model role read from a variable, a
+computed default."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from marlang.usergraph.marks import prompt
 
 from .nodes import FALLBACK
 
-ROLE = "reviewer"
+ROLE = "inspector"
 RUBRIC = "Check the code against the plan."
 
 
 def review(state: dict[str, Any]) -> dict[str, Any]:
     llm = ug.chat_model(ROLE, FALLBACK)
-    system = prompt("reviewer", RUBRIC)
-    context = prompt("coder", "Write the code.")
+    system = prompt("inspector", RUBRIC)
+    context = prompt("implementer", "Write the code.")
     reply = llm.invoke([SystemMessage(f"{system} ({context})"), HumanMessage(state["code"])])
     return {"verdict": reply.text}
