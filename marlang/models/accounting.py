@@ -3,6 +3,7 @@
 Rows carry who called (role, agent, episode, step from the call's metadata), the model,
 tokens, latency, whether the response came from the cache, how often a served model's call
 was retried, and any error; `append_csv` writes them to a run's ``llm_calls.csv``.
+`reported_tokens` reads the tokens a response reports, for every recorder of calls.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ AGENT_KEY = "marlang_agent"
 EPISODE_KEY = "marlang_episode"
 STEP_KEY = "marlang_step"
 ITERATION_KEY = "marlang_iteration"
+NODE_KEY = "langgraph_node"
+"""The key under which LangGraph's callback metadata names the node a call is made in."""
 UNKNOWN_ROLE = "unknown"
 
 
@@ -132,8 +135,8 @@ class UsageRecorder(BaseCallbackHandler):
         self._start(run_id, serialized, metadata, kwargs.get("invocation_params"))
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        input_tokens, output_tokens, trusted = _token_usage(response)
-        if not trusted:
+        reported = reported_tokens(response)
+        if reported.distrusted:
             with self._lock:
                 self.distrusted_usage += 1
                 first = self.distrusted_usage == 1
@@ -141,7 +144,7 @@ class UsageRecorder(BaseCallbackHandler):
                 logger.warning("a model server reported token usage that cannot be (negative, fractional or over "
                                "%d tokens a call); it is counted as 0 (UsageRecorder.distrusted_usage counts "
                                "such calls)", MAX_CALL_TOKENS)
-        self._finish(run_id, input_tokens, output_tokens, cached=_is_cached(response))
+        self._finish(run_id, reported.input_tokens or 0, reported.output_tokens or 0, cached=_is_cached(response))
 
     def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
@@ -290,27 +293,48 @@ def _model_id(
     return "unknown"
 
 
-def _token_usage(response: LLMResult) -> tuple[int, int, bool]:
-    """Input and output tokens the response reports, and whether every count could be one
-    (`trusted_tokens`; a count that cannot is taken as 0)."""
+@dataclass(frozen=True)
+class ReportedTokens:
+    """The tokens a chat-model response says its call read and wrote: None for a side it reports
+    no count of, or a count that cannot be one (`trusted_tokens`: negative, fractional, absurd),
+    which ``distrusted`` then says."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    distrusted: bool = False
+
+
+_UNREPORTED = object()
+
+
+def reported_tokens(response: LLMResult) -> ReportedTokens:
+    """The tokens ``response`` reports: its messages' usage metadata (summed over generations;
+    a cache hit's are the original call's), else the ``token_usage`` older integrations put in
+    ``llm_output``."""
     counts: list[tuple[Any, Any]] = []
     for generations in response.generations:
         for generation in generations:
             usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
             if usage:
-                counts.append((usage.get("input_tokens", 0), usage.get("output_tokens", 0)))
-    if not counts and response.llm_output:  # older integrations report usage here
+                counts.append((usage.get("input_tokens", _UNREPORTED), usage.get("output_tokens", _UNREPORTED)))
+    if not counts and response.llm_output:
         usage = response.llm_output.get("token_usage") or {}
         if isinstance(usage, dict):
-            counts.append((usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)))
-    input_tokens = output_tokens = 0
-    trusted = True
-    for reported_in, reported_out in counts:
-        tin, tout = trusted_tokens(reported_in), trusted_tokens(reported_out)
-        trusted = trusted and tin is not None and tout is not None
-        input_tokens += tin or 0
-        output_tokens += tout or 0
-    return input_tokens, output_tokens, trusted
+            counts.append((usage.get("prompt_tokens", _UNREPORTED), usage.get("completion_tokens", _UNREPORTED)))
+    input_tokens, input_trusted = _summed([reported for reported, _ in counts])
+    output_tokens, output_trusted = _summed([reported for _, reported in counts])
+    return ReportedTokens(input_tokens, output_tokens, distrusted=not (input_trusted and output_trusted))
+
+
+def _summed(reported: list[Any]) -> tuple[int | None, bool]:
+    """The sum of one side's counts and whether each could be a count: None for a side no
+    generation reports or one with a count that cannot be."""
+    counts = [trusted_tokens(value) for value in reported if value is not _UNREPORTED]
+    if not counts:
+        return None, True
+    if any(count is None for count in counts):
+        return None, False
+    return sum(count for count in counts if count is not None), True
 
 
 def _is_cached(response: LLMResult) -> bool:

@@ -16,6 +16,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
+from marlang.models.accounting import NODE_KEY, reported_tokens
 from marlang.usergraph.binding import ROLE_METADATA_KEY
 
 
@@ -23,8 +24,9 @@ from marlang.usergraph.binding import ROLE_METADATA_KEY
 class NodeCall:
     """One chat-model call: its place in the invocation (``order``, from 0), the node that made
     it (None outside any node) and the subgraph path of nodes down to it, the mark's role (None
-    for a model not from a mark), the messages in, the reply, the tokens where the model reports
-    them, the latency, the prompt versions bound, and the error if the call raised."""
+    for a model not from a mark), the messages in, the reply, the tokens the model reports (None
+    where it reports no count or one that cannot be: `reported_tokens`), the latency, the prompt
+    versions bound, and the error if the call raised."""
 
     order: int
     node: str | None
@@ -42,18 +44,6 @@ class NodeCall:
 def _path(checkpoint_ns: str) -> tuple[str, ...]:
     """``"outer:<task id>|inner:<task id>"`` -> ``("outer", "inner")``."""
     return tuple(part.split(":", 1)[0] for part in checkpoint_ns.split("|") if part)
-
-
-def _usage(response: LLMResult) -> tuple[int | None, int | None]:
-    """Tokens read and written as the model reports them: the message's usage metadata, else
-    the ``token_usage`` of the provider's output; None where it reports neither."""
-    for generations in response.generations:
-        for generation in generations:
-            usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
-            if usage:
-                return usage.get("input_tokens"), usage.get("output_tokens")
-    token_usage = (response.llm_output or {}).get("token_usage") or {}
-    return token_usage.get("prompt_tokens"), token_usage.get("completion_tokens")
 
 
 class NodeCallRecorder(BaseCallbackHandler):
@@ -84,7 +74,7 @@ class NodeCallRecorder(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         metadata = metadata or {}
-        node = metadata.get("langgraph_node")
+        node = metadata.get(NODE_KEY)
         with self._lock:
             self._calls[run_id] = NodeCall(
                 order=len(self._calls),
@@ -112,7 +102,8 @@ class NodeCallRecorder(BaseCallbackHandler):
         if call is None:
             return
         call.reply = "".join(generation.text for generations in response.generations for generation in generations)
-        call.input_tokens, call.output_tokens = _usage(response)
+        reported = reported_tokens(response)
+        call.input_tokens, call.output_tokens = reported.input_tokens, reported.output_tokens
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._ended(run_id)
