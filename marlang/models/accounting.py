@@ -91,7 +91,9 @@ class UsageRecorder(BaseCallbackHandler):
                          "marlang_episode": 3, "marlang_step": 7},
         })
 
-    All four keys are optional (role defaults to ``"unknown"``, the others to empty).
+    All four keys are optional (role defaults to ``"unknown"``, the others to empty; without
+    ``marlang_agent`` the agent is the LangGraph node making the call, ``langgraph_node``, as in
+    a user's own graph).
     Cache hits are recorded too, with ``cached=True``, the tokens of the cached answer and
     near-zero latency. The totals count tokens of every answered call, so a run replayed
     from the cache reports the same token use as the original; ``cached`` says how many
@@ -220,7 +222,7 @@ class UsageRecorder(BaseCallbackHandler):
             wall_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
             model=_model_id(serialized or {}, metadata, invocation_params or {}),
             role=str(metadata.get(ROLE_KEY) or UNKNOWN_ROLE),
-            agent=str(metadata.get(AGENT_KEY) or ""),
+            agent=_agent(metadata),
             episode=metadata.get(EPISODE_KEY),
             step=metadata.get(STEP_KEY),
             iteration=metadata.get(ITERATION_KEY),
@@ -276,6 +278,14 @@ def _header(path: Path) -> list[str] | None:
     except FileNotFoundError:
         return None
     return next(csv.reader([first]), None) if first.strip() else None
+
+
+def _agent(metadata: dict[str, Any]) -> str:
+    """Who made the call: the agent marlang names, else, for a call of a user's graph, which
+    marlang does not tag, its LangGraph node. A marlang call that names no agent (a learner's)
+    keeps none, though it is made in a node of marlang's own graphs."""
+    agent = metadata[AGENT_KEY] if AGENT_KEY in metadata else metadata.get(NODE_KEY)
+    return str(agent or "")
 
 
 def _model_id(

@@ -5,13 +5,19 @@ from __future__ import annotations
 import asyncio
 import csv
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import HumanMessage
+from langgraph.graph import START, StateGraph
 
+from marlang.agents.calls import invoke_model
 from marlang.models import LocalLM, SQLiteResponseCache, UsageRecorder
-from marlang.models.accounting import CSV_FIELDS
+from marlang.models.accounting import AGENT_KEY, CSV_FIELDS, ROLE_KEY
 from marlang.testing import TINY_MODEL_ID, ScriptedChatModel, tiny_chat_model
+from marlang.types import CallContext
 
 
 def config(rec: UsageRecorder, role: str, agent: str, episode: int) -> dict:
@@ -126,3 +132,49 @@ def test_recorder_is_safe_under_concurrent_calls() -> None:
     asyncio.run(run_async())
     assert len(rec.rows) == 80
     assert rec.totals_by_episode()[0]["output_tokens"] == 80
+
+
+class Planned(TypedDict, total=False):
+    question: str
+    plan: str
+
+
+def test_a_call_of_a_users_graph_is_the_agent_of_its_node() -> None:
+    rec = UsageRecorder()
+    model = FakeListChatModel(responses=["a plan"])
+
+    def planner(state: Planned) -> Planned:
+        return {"plan": model.invoke([HumanMessage(state["question"])]).text}
+
+    graph = StateGraph(Planned).add_node("planner", planner).add_edge(START, "planner").compile()
+    graph.invoke({"question": "add two numbers"}, {"callbacks": [rec]})
+    (row,) = rec.rows
+    assert (row.role, row.agent) == ("unknown", "planner")
+
+
+class FakeMetadataSpy(BaseCallbackHandler):
+    """Keeps the callback metadata of every chat-model call it sees."""
+
+    def __init__(self) -> None:
+        self.metadata: list[dict] = []
+
+    def on_chat_model_start(self, serialized: dict, messages: list, *, metadata: dict | None = None,
+                            **kwargs: object) -> None:
+        self.metadata.append(dict(metadata or {}))
+
+
+async def test_a_marlang_call_in_a_graph_node_keeps_the_agent_it_names_even_none() -> None:
+    rec, spy = UsageRecorder(), FakeMetadataSpy()
+    model = ScriptedChatModel(replies=["ok"])
+
+    async def critic(state: Planned) -> Planned:
+        # tagged as invoke_model tags a learner's and an actor's calls, under the graph's callbacks
+        for role, agent in [("critic", ""), ("actor", "agent_0")]:
+            await model.ainvoke([HumanMessage("q")], config={"metadata": {ROLE_KEY: role, AGENT_KEY: agent}})
+        await invoke_model(model, [HumanMessage("q")], CallContext(callbacks=[rec]), role="critic", max_tokens=4)
+        return {"plan": "credited"}
+
+    graph = StateGraph(Planned).add_node("critic", critic).add_edge(START, "critic").compile()
+    await graph.ainvoke({"question": "q"}, {"callbacks": [rec, spy]})
+    assert [m.get("langgraph_node") for m in spy.metadata] == ["critic", "critic"]  # the node was there to take
+    assert [(row.role, row.agent) for row in rec.rows] == [("critic", ""), ("actor", "agent_0"), ("critic", "")]
