@@ -21,13 +21,17 @@ its role, so that the node-call recorder can attribute its calls."""
 
 @dataclass(frozen=True)
 class Binding:
-    """Prompt texts by mark name, chat models by role, and each bound prompt's version (a
-    prompt without one is version 0). A mark the binding does not name returns its default."""
+    """Prompt texts by mark name, chat models by role (and one ``model`` for every other role),
+    and each bound prompt's version (a prompt without one is version 0). A mark the binding does
+    not name returns its default."""
 
     prompts: Mapping[str, str] = field(default_factory=dict)
     models: Mapping[str, BaseChatModel] = field(default_factory=dict)
     versions: Mapping[str, int] = field(default_factory=dict)
+    model: BaseChatModel | None = None
+    """The chat model every role plays that ``models`` does not name (None: the mark's default)."""
     _role_models: dict[str, BaseChatModel] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _reads: dict[str, list[str | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -45,13 +49,26 @@ class Binding:
         node marking its model on each call keeps one model's state."""
         with self._lock:
             if role not in self._role_models:
-                bound = self.models.get(role)
+                bound = self.models.get(role, self.model)
                 model = bound if bound is not None else default()
                 # a copy shares the model's client or engine; only its metadata names the role
                 self._role_models[role] = model.model_copy(
                     update={"metadata": {**(model.metadata or {}), ROLE_METADATA_KEY: role}}
                 )
             return self._role_models[role]
+
+    def note_read(self, name: str, node: str | None) -> None:
+        """Prompt ``name`` was read in ``node`` (None: outside any node, e.g. in a builder)."""
+        with self._lock:
+            nodes = self._reads.setdefault(name, [])
+            if node not in nodes:
+                nodes.append(node)
+
+    def reads(self) -> dict[str, list[str | None]]:
+        """Each prompt read inside this binding, in the order first read, with the nodes that
+        read it (what attributes a node's calls to the prompts it played)."""
+        with self._lock:
+            return {name: list(nodes) for name, nodes in self._reads.items()}
 
     def prompt_versions(self) -> dict[str, int]:
         """The version of each bound prompt, by name."""

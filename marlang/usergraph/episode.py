@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from marlang.usergraph.binding import Binding, bind
@@ -44,6 +45,8 @@ class GraphEpisode:
     error: str | None = None
     input: Any = None
     reward: float | None = None
+    prompt_reads: dict[str, list[str | None]] = field(default_factory=dict)
+    """Each marked prompt read, with the nodes that read it (None: outside a node)."""
 
     @property
     def failed(self) -> bool:
@@ -55,11 +58,12 @@ class GraphEpisode:
         node, path, role, messages as role/content pairs, reply, tokens, latency and prompt
         versions."""
         return {
-            "input": _recorded(self.input),
-            "output": _recorded(self.output),
+            "input": recorded_value(self.input),
+            "output": recorded_value(self.output),
             "reward": self.reward,
             "error": self.error,
             "calls": [_call_record(call) for call in self.calls],
+            "prompt_reads": {name: list(nodes) for name, nodes in self.prompt_reads.items()},
         }
 
 
@@ -79,7 +83,7 @@ def _text(value: Any) -> str:
     return f"{text[:RECORDED_CHARS]}...({len(text) - RECORDED_CHARS} characters left out)"
 
 
-def _recorded(value: Any) -> Any:
+def recorded_value(value: Any) -> Any:
     """A JSON-safe rendering of an input item or output state: a plain mapping by key (the first
     `_RECORDED_KEYS`), each value (and any other value) None, a bool, an int, a finite float or
     its text, cut. The exact type is checked, so a subclass that lies in its methods is text."""
@@ -113,16 +117,20 @@ def _call_record(call: NodeCall) -> dict[str, Any]:
     }
 
 
-def _config(recorder: NodeCallRecorder, recursion_limit: int) -> RunnableConfig:
-    return {"callbacks": [recorder], "recursion_limit": recursion_limit}
+def _config(recorder: NodeCallRecorder, recursion_limit: int, callbacks: Sequence[BaseCallbackHandler],
+            metadata: Mapping[str, Any] | None) -> RunnableConfig:
+    config: RunnableConfig = {"callbacks": [recorder, *callbacks], "recursion_limit": recursion_limit}
+    if metadata:
+        config["metadata"] = dict(metadata)
+    return config
 
 
-def _episode(output: Any, recorder: NodeCallRecorder, error: BaseException | None) -> GraphEpisode:
-    calls = recorder.calls
+def _episode(output: Any, recorder: NodeCallRecorder, binding: Binding, error: BaseException | None) -> GraphEpisode:
+    calls, reads = recorder.calls, binding.reads()
     if error is not None:
         logger.info("graph run failed: %s: %s", type(error).__name__, error)
-        return GraphEpisode(None, calls, f"{type(error).__name__}: {error}")
-    return GraphEpisode(output, calls, None if calls else NO_MODEL_CALLED)
+        return GraphEpisode(None, calls, f"{type(error).__name__}: {error}", prompt_reads=reads)
+    return GraphEpisode(output, calls, None if calls else NO_MODEL_CALLED, prompt_reads=reads)
 
 
 def run_graph(
@@ -131,18 +139,21 @@ def run_graph(
     binding: Binding | None = None,
     *,
     recursion_limit: int = 25,
+    callbacks: Sequence[BaseCallbackHandler] = (),
+    metadata: Mapping[str, Any] | None = None,
 ) -> GraphEpisode:
-    """Invoke ``graph`` once on ``inputs`` inside ``binding`` (an empty one: every mark returns
-    its default) and record its chat-model calls. A graph that raises, passes its recursion
-    limit or calls no model gives a failed episode with the error."""
+    """Invoke ``graph`` once on ``inputs`` inside ``binding`` (a fresh empty one: every mark
+    returns its default) and record its chat-model calls; ``callbacks`` and ``metadata`` go to
+    every call as well (a run's usage recorder, the episode's ids). A graph that raises, passes
+    its recursion limit or calls no model gives a failed episode with the error."""
     binding = binding if binding is not None else Binding()
     recorder = NodeCallRecorder(binding.prompt_versions())
     with bind(binding):
         try:
-            output = graph.invoke(dict(inputs), _config(recorder, recursion_limit))
+            output = graph.invoke(dict(inputs), _config(recorder, recursion_limit, callbacks, metadata))
         except Exception as error:  # noqa: BLE001 - any failure of the user's graph is the episode's outcome
-            return _episode(None, recorder, error)
-    return _episode(output, recorder, None)
+            return _episode(None, recorder, binding, error)
+    return _episode(output, recorder, binding, None)
 
 
 async def arun_graph(
@@ -151,13 +162,15 @@ async def arun_graph(
     binding: Binding | None = None,
     *,
     recursion_limit: int = 25,
+    callbacks: Sequence[BaseCallbackHandler] = (),
+    metadata: Mapping[str, Any] | None = None,
 ) -> GraphEpisode:
     """`run_graph` for asyncio: concurrent calls each run in their own binding."""
     binding = binding if binding is not None else Binding()
     recorder = NodeCallRecorder(binding.prompt_versions())
     with bind(binding):
         try:
-            output = await graph.ainvoke(dict(inputs), _config(recorder, recursion_limit))
+            output = await graph.ainvoke(dict(inputs), _config(recorder, recursion_limit, callbacks, metadata))
         except Exception as error:  # noqa: BLE001 - any failure of the user's graph is the episode's outcome
-            return _episode(None, recorder, error)
-    return _episode(output, recorder, None)
+            return _episode(None, recorder, binding, error)
+    return _episode(output, recorder, binding, None)

@@ -89,7 +89,20 @@ def prompt(name: str, default: str) -> str:
     binding = current_binding()
     if binding is None:
         return default
+    binding.note_read(name, _node())
     return binding.prompts.get(name, default)
+
+
+def _node() -> str | None:
+    """The LangGraph node running the caller (None outside a graph's node)."""
+    from langgraph.config import get_config
+
+    try:
+        metadata = get_config().get("metadata") or {}
+    except RuntimeError:  # outside a runnable: a builder, a script
+        return None
+    node = metadata.get("langgraph_node")
+    return None if node is None else str(node)
 
 
 def chat_model(role: str, default: str | BaseChatModel) -> BaseChatModel:

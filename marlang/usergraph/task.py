@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypedDict, Unpack
 
+from marlang.config.graph import GraphSpec, Reward, TaskItem, TaskSpec
 from marlang.config.sections import shorten
 from marlang.usergraph.binding import Binding
 from marlang.usergraph.episode import GraphEpisode, arun_graph
-from marlang.usergraph.spec import GraphSpec, Reward, TaskItem, TaskSpec
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,9 @@ def _described(error: BaseException) -> str:
     return shorten(f"{type(error).__name__}: {text}")
 
 
-async def _score(episode: GraphEpisode, item: TaskItem, output_key: str, reward: Reward) -> None:
-    """Set the reward of a finished episode, or fail it with why there is none."""
+async def score_episode(episode: GraphEpisode, item: TaskItem, output_key: str, reward: Reward) -> None:
+    """Set the reward of a finished ``episode`` from the state's ``output_key``, or fail it with why
+    there is none (no such key, the reward raised or returned no finite number)."""
     if episode.failed:
         return
     state = episode.output
@@ -118,7 +119,7 @@ async def aplay_task(graph_spec: GraphSpec, task_spec: TaskSpec, **options: Unpa
             episode = await arun_graph(graph, {graph_spec.input: value}, binding,
                                        recursion_limit=graph_spec.recursion_limit)
             episode.input = item
-            await _score(episode, item, graph_spec.output, reward)
+            await score_episode(episode, item, graph_spec.output, reward)
         return episode
 
     episodes = list(await asyncio.gather(*(play(item) for item in items)))

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.messages import BaseMessage
 
+from marlang.config.graph import GraphSpec, TaskSpec
 from marlang.envs import make
 from marlang.testing import ScriptedChatModel
 from marlang.usergraph import Binding, run_graph
-from marlang.usergraph.spec import GraphSpec, TaskSpec
 from marlang.usergraph.task import play_task
 from tests.examples.example_apps import EXAMPLES, load_example, load_unmarked
 

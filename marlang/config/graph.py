@@ -1,16 +1,14 @@
-"""What a config names for a user's graph: `GraphSpec` (the builder of the compiled graph, the
-state keys an input goes to and the answer is read from) and `TaskSpec` (the inputs and the
-reward), each checked in one line before anything is played or created.
+"""The ``graph:`` and ``task:`` sections of a config that plays a user's own LangGraph graph:
+`GraphSpec` (the builder of the compiled graph, the state keys an input goes to and the answer is
+read from) and `TaskSpec` (the inputs, the reward and what counts as a success), each checked in
+one line before anything is played or created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from langgraph.graph import StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.pregel import Pregel
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from marlang.config.sections import ConfigError, NumbersNotBooleans, did_you_mean, error_message
@@ -22,6 +20,9 @@ from marlang.registry import (
     load_entry_point,
     plugin_function_problem,
 )
+
+if TYPE_CHECKING:
+    from langgraph.pregel import Pregel
 
 TaskItem = str | Mapping[str, Any]
 """One input of a task: the value the graph's input key gets, or a mapping holding it under
@@ -103,6 +104,10 @@ class GraphSpec(_SpecSection):
     def build_graph(self) -> Pregel[Any, Any, Any, Any]:
         """Call the builder and check what it returns: a compiled graph whose state has the
         ``input`` and ``output`` keys; a `ConfigError` of one line otherwise."""
+        from langgraph.graph import StateGraph
+        from langgraph.graph.state import CompiledStateGraph
+        from langgraph.pregel import Pregel
+
         builder = load_function("graph.build", self.build, positional=0)
         try:
             graph = builder()
@@ -138,6 +143,7 @@ class TaskSpec(_SpecSection):
 
     data: str = Field(description="'package.module:function' returning the list of inputs.")
     reward: str = Field(description="'package.module:function' (item, output, episode) -> float.")
+    success: float = Field(1.0, description="A reward at or above this counts as a success (success rates).")
 
     @field_validator("data")
     @classmethod
