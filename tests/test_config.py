@@ -295,6 +295,9 @@ def test_every_number_of_every_section_must_be_finite_and_the_error_names_the_ke
     if key.startswith("model.price."):
         other = "output" if key.endswith("input") else "input"
         overrides = [f"model.price={{{key.rpartition('.')[2]}: {value}, {other}: 1}}"]
+    if key.startswith(("graph.", "task.")):  # the rest of a graph's sections, valid
+        overrides += ["graph.build=tests.run.graph_app:build_graph", "graph.input=question", "graph.output=answer",
+                      "task.data=tests.run.graph_app:problems", "task.reward=tests.run.graph_app:score"]
     with pytest.raises(ConfigError) as info:
         load_config(None, overrides)
     message = str(info.value)

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import Field, model_validator
 
+from marlang.config.graph import GraphSpec, TaskSpec
 from marlang.config.sections import (
     AgentsConfig,
     EnvConfig,
@@ -22,9 +23,16 @@ from marlang.config.sections import (
 from marlang.config.team import Slot, SlotConfig, check_team, resolve_slot, team_label
 from marlang.registry import CONFIG_CHECKS, EntryPointError
 
+GRAPH_METHODS = ("none", "langmarl")
+"""The ``learning.method`` values a run of a user's graph (``graph:``) takes."""
+
+_NOT_FOR_A_GRAPH = ("env", "protocol", "agents", "team", "sandbox")
+"""Sections of a run of marlang's own team that a run of a user's graph has no use for."""
+
 
 class ExperimentConfig(_Section):
-    """A whole experiment: env, model, protocol, agents, learning, run, sandbox."""
+    """A whole experiment: env, model, protocol, agents, learning, run, sandbox; or, for a
+    user's own LangGraph graph, graph and task in place of env, protocol, agents and team."""
 
     env: EnvConfig = Field(default_factory=EnvConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -37,6 +45,13 @@ class ExperimentConfig(_Section):
         default_factory=dict,
         description="Settings `marlang compare` runs when no --grid is given, e.g. {protocol: [none, alternating-2]}.",
     )
+    graph: GraphSpec | None = Field(
+        None, description="A user's own LangGraph graph to play (and train) in place of env, protocol and agents: "
+        "{build: my_app:build_graph, input: question, output: answer}.",
+    )
+    task: TaskSpec | None = Field(
+        None, description="What a graph plays on: {data: my_app:problems, reward: my_app:score}.",
+    )
     team: dict[str, SlotConfig] = Field(
         default_factory=dict,
         description="Per agent slot (agent_0, ...): what plays it, e.g. {agent_1: {kind: scripted}, agent_0: "
@@ -46,6 +61,24 @@ class ExperimentConfig(_Section):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentConfig:
+        if self.graph is not None or self.task is not None:
+            self._graph_checks()
+        else:
+            self._team_checks()
+        options = self.learning.options
+        if "seed" in type(options).model_fields and "seed" not in options.model_fields_set:
+            options.seed = self.run.seed  # a learner's own draws follow the run seed unless given
+        fixed = self.fixed_iterations
+        if fixed is not None:
+            # The iterations decide the run's length: run.episodes follows them.
+            total = fixed * self.rollouts_per_iteration
+            if self.run.episodes != total:
+                self.run.episodes = total
+        return self
+
+    def _team_checks(self) -> None:
+        """A run of marlang's own team: the protocol's speakers, the registered config checks,
+        the agents' policies and slots, and the levels it may train on."""
         names = [f"agent_{i}" for i in range(self.env.n_agents)]
         if self.protocol.name == "unidirectional":
             bad = [s for s in self.protocol.speakers if s not in names]
@@ -68,16 +101,39 @@ class ExperimentConfig(_Section):
             raise ValueError(f"run.levels 'held_out' plays the held-out levels, which no learner may train on; "
                              f"learning.method {self.learning.method!r} would (use learning.method: none, or "
                              "run.levels: train)")
-        options = self.learning.options
-        if "seed" in type(options).model_fields and "seed" not in options.model_fields_set:
-            options.seed = self.run.seed  # a learner's own draws follow the run seed unless given
-        fixed = self.fixed_iterations
-        if fixed is not None:
-            # The iterations decide the run's length: run.episodes follows them.
-            total = fixed * self.rollouts_per_iteration
-            if self.run.episodes != total:
-                self.run.episodes = total
-        return self
+
+    def _graph_checks(self) -> None:
+        """A run of a user's graph: graph and task together, none of the sections of marlang's own
+        team, and a method that trains a graph (``none`` when unset: play and record)."""
+        if self.graph is None:
+            raise ValueError("task: a task is played by a graph; give graph: {build: my_app:build_graph, "
+                             "input: KEY, output: KEY} too")
+        if self.task is None:
+            raise ValueError("graph: give task: {data: my_app:inputs, reward: my_app:score} too (what the graph "
+                             "plays on and how an answer is scored)")
+        extra = [name for name in _NOT_FOR_A_GRAPH if name in self.model_fields_set]
+        if extra:
+            raise ValueError(f"{extra[0]}: a run of a graph plays graph.build over task.data; the {extra[0]} "
+                             "section is for marlang's own teams (remove it)")
+        if "method" not in self.learning.model_fields_set:
+            self.learning.method = "none"
+        if self.learning.method not in GRAPH_METHODS:
+            raise ValueError(f"learning.method {self.learning.method!r} does not train a graph; valid choices "
+                             f"for a graph: {', '.join(GRAPH_METHODS)}")
+        if self.run.levels == "held_out":
+            raise ValueError("run.levels 'held_out' plays an env's held-out levels; a graph plays task.data "
+                             "(use run.levels: train)")
+
+    @property
+    def plays_graph(self) -> bool:
+        """Whether the run plays a user's own graph (``graph:``) rather than a marlang env."""
+        return self.graph is not None
+
+    @property
+    def played(self) -> str:
+        """What the run plays, as tables and manifests name it: ``env.id``, or ``graph:`` and the
+        graph's builder."""
+        return f"graph:{self.graph.build}" if self.graph is not None else self.env.id
 
     @property
     def plays_back(self) -> bool:
@@ -151,4 +207,7 @@ class ExperimentConfig(_Section):
         return [a for a, s in self.slots().items() if s.kind == "llm" and s.learn]
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+        """The config as YAML, every key spelled out; a run of a graph leaves out the sections of
+        marlang's own team (which it refuses), a run of a team the empty graph and task."""
+        unused = set(_NOT_FOR_A_GRAPH) if self.plays_graph else {"graph", "task"}
+        return yaml.safe_dump(self.model_dump(mode="json", exclude=unused), sort_keys=False)
