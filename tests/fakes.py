@@ -76,6 +76,20 @@ def babyai_rule(messages: list[BaseMessage]) -> str:
     return "The path ahead looks open.\nAction: go forward"
 
 
+def role_of(messages: list[BaseMessage]) -> str:
+    """Which of LangMARL's calls ``messages`` are (``actor`` for any other call), from its prompts."""
+    system, prompt = str(messages[0].content), str(messages[-1].content)
+    if "You improve the policies" not in system:
+        return "actor"
+    if "gave no credit" in prompt or "read a whole episode" in prompt:
+        return "critic"
+    if "Turn this assessment" in prompt:
+        return "gradient"
+    if "Merge them" in prompt:
+        return "aggregator"
+    return "optimizer"
+
+
 def _agent_named(text: str) -> str:
     import re
 

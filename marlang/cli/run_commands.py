@@ -109,7 +109,7 @@ def _print_result(result, config) -> None:
     from marlang.tables.report import markdown_table, policies_text
 
     model = result.summary.get("model", config.model.spec)  # neural runs name their networks
-    print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.env.id} ({model})"))
+    print(markdown_table({result.summary["setting"]: result.summary}, title=f"{config.played} ({model})"))
     if result.summary.get("policies"):
         print(policies_text(result.summary["policies"]))
     if result.paused:

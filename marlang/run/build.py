@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from marlang.methods.neural.slot_policy import NeuralPolicy
     from marlang.models import SQLiteResponseCache, UsageRecorder
     from marlang.models.local_engine import LocalLM
+    from marlang.run.graph_play import GraphPlayer
     from marlang.types import StopFlag, Trajectory
 
 
@@ -287,10 +288,13 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
                   local: dict[str, LocalPolicy] | None = None,
                   run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
                   reward_hook: Any = None, episodes: EpisodeSink | None = None,
-                  checkpoint: CheckpointBarrier | None = None) -> Learner:
+                  checkpoint: CheckpointBarrier | None = None,
+                  fixed: Mapping[str, str] | None = None) -> Learner:
     """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
     or the actors' model). ``episodes`` and ``checkpoint``: the run's hooks, which it binds
-    once its loop and checkpointer exist (None: unbound ones, for a learner used alone)."""
+    once its loop and checkpointer exist (None: unbound ones, for a learner used alone).
+    ``fixed``: the agents and the fixed part of each one's prompt where they are not the env's
+    slots (a user's graph: its marked prompts)."""
     c = config
     method = learning_method(c)
     entry = learner_entry(method)
@@ -299,8 +303,10 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
     if learner_model is None and chat and not c.all_scripted:
         learner_model = build_chat_model(own_model)[0] if own_model is not None else model
     world_text = world(env) if env is not None else ""
+    if fixed is None:
+        fixed = {a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()}
     context = LearnerContext(
-        agents=c.agent_names(),
+        agents=list(fixed),
         model=learner_model,
         prompts=prompts,
         call=replace(call),
@@ -310,12 +316,12 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         trajectory=trajectory,
         record_episode=episodes if episodes is not None else EpisodeSink(),
         run_dir=run_path,
-        instructions={a: instructions(a, c.env.n_agents, world_text) for a in c.agent_names()},
+        instructions=dict(fixed),
         structured=(own_model.structured if own_model is not None else None) or c.model.structured,
         before_calls=checkpoint if checkpoint is not None else CheckpointBarrier(),
         stop=stop,
         config=c,
-        learning=c.learning_slots(),
+        learning=c.learning_slots() if not c.plays_graph else None,
         callbacks=list(callbacks),
         reward_hook=reward_hook,
     )
@@ -360,7 +366,7 @@ def manifest(config: ExperimentConfig, *, setting: str, model_id: str, prompts: 
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": [redact_secrets(arg) for arg in sys.argv],
         "seed": c.run.seed,
-        "env_id": c.env.id,
+        "env_id": c.played,
         "model_id": model_id,
         "learner": learning_method(c),
         "iterations": c.total_iterations,
@@ -411,6 +417,8 @@ class RunParts:
     recorder: UsageRecorder
     call: CallContext
     """The run's call context: seed, call callbacks (the recorder first), concurrency limit."""
+    player: GraphPlayer | None = None
+    """Plays a user's graph (``graph:``) in place of env, agents and protocol."""
 
 
 def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Path, stop: StopFlag,
@@ -431,6 +439,9 @@ def build_run(config: ExperimentConfig, *, prompts: PromptLibrary, run_path: Pat
     from marlang.models import UsageRecorder
 
     c = config
+    if c.plays_graph:
+        raise ValueError("build_run builds a run of marlang's own team; a run of a user's graph (graph:) is "
+                         "built by marlang.run.graph_build.build_graph_run")
     check_play_back(c)
     method = learning_method(c)
     entry = learner_entry(method)

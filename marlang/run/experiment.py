@@ -29,6 +29,7 @@ from marlang.models.threads import apply_torch_threads
 from marlang.prompts import PromptLibrary
 from marlang.run import build
 from marlang.run.build import RunParts
+from marlang.run.graph_build import build_graph_run
 from marlang.run.loop import Progress, RunLoop, build_training_graph
 from marlang.run.record import RunRecord
 from marlang.run.resume import (
@@ -225,6 +226,8 @@ class Experiment:
         if c.agents.kind == "neural":  # a resumed run keeps the name it was trained under
             saved = (self.run_dir.read_json("manifest.json") or {}).get("setting") if self.resume else None
             return saved or c.learning.label
+        if c.plays_graph:
+            return f"graph, {c.learning_label}"
         if not self.scripted:
             return f"{c.protocol.label}, {c.learning_label}" + (f"; {c.team_label}" if c.team_label else "")
         return c.scripted_label
@@ -233,6 +236,8 @@ class Experiment:
         return build.build_env(self.config)
 
     def _initial_policies(self) -> dict[str, str]:
+        if self.parts is not None and self.parts.player is not None:  # a graph's: its prompts' defaults
+            return dict(self.parts.player.prompts)
         return build.initial_policies(self.config)
 
     # running ---------------------------------------------------------------------------------
@@ -310,7 +315,8 @@ class Experiment:
         if not self.scripted and not self._own_experience():
             apply_torch_threads(c.run.threads, c.model.spec)
         episodes = EpisodeSink()
-        parts = self.parts = build.build_run(
+        builder = build_graph_run if c.plays_graph else build.build_run  # a user's graph, or marlang's own team
+        parts = self.parts = builder(
             c, prompts=self.prompts, run_path=self.run_dir.path, stop=self._stop,
             trajectory=self.record.episodes.trajectory, watchers=[in_flight], chat_model=self._chat_model,
             cache=self._cache, learner_model=self._learner_model, callbacks=self.callbacks,
@@ -323,7 +329,7 @@ class Experiment:
             config=c, record=self.record, setting=self.setting, make_env=self._make_env, learner=parts.learner,
             episode_graph=parts.episode_graph, recorder=parts.recorder, call=parts.call, options=parts.options,
             agents=parts.agents, decide=parts.decide, neural=parts.neural_slots, on_episode=self.on_episode,
-            progress=self._progress(parts.learner))
+            player=parts.player, progress=self._progress(parts.learner))
         episodes.bind(loop.write_episode)
         return loop
 

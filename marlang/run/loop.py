@@ -37,6 +37,7 @@ from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.methods.neural.slot_policy import NeuralPolicy
+    from marlang.run.graph_play import GraphPlayer
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,8 @@ class RunLoop:
     neural: Mapping[str, NeuralPolicy] = field(default_factory=dict)
     """The slots trained neural policies play: slot -> policy."""
     on_episode: Callable[[Trajectory], None] | None = None
+    player: GraphPlayer | None = None
+    """Plays the episodes of a run of a user's graph (``graph:``), in place of env and protocol."""
     progress: Progress | None = None
     played: int = 0
     """Episodes this invocation played (and wrote)."""
@@ -305,9 +308,9 @@ class RunLoop:
         them here too (``LearnerContext.record_episode``); one already on disk is skipped."""
         if (phase, policy.iteration, traj.episode) in self.record.episodes.entries:
             return
-        versions = {a: policy.versions.get(a, 0) for a in self.config.agent_names()}
+        versions = {a: policy.versions.get(a, 0) for a in traj.agents or self.config.agent_names()}
         traj.iteration, traj.policy_versions, traj.phase = policy.iteration, versions, phase
-        traj.env_id, traj.protocol = self.config.env.id, self.setting
+        traj.env_id, traj.protocol = self.config.played, self.setting
         self.record.calls.sync(self.recorder)
         llm = self.record.calls.by_episode.get(traj.episode, {})
         # The episode's calls first: a finished episode never lacks its rows (a resume
@@ -334,6 +337,9 @@ class RunLoop:
             agent.policy = policy.policies.get(name, agent.policy)
             agent.memory.load_state_dict({"reflections": policy.memories.get(name, [])})
         acting = {} if self.scripted else dict(await self.learner.prepare_rollout(policy, phase) or {})
+        if self.player is not None:
+            await self._play_graph(self.player, todo, policy, phase, acting)
+            return
         if self._free_envs is None:
             self._free_envs = asyncio.Queue()
         free = self._free_envs
@@ -373,5 +379,23 @@ class RunLoop:
 
         # Each episode runs in a fresh context: the episode and protocol graphs must not
         # inherit the training graph's checkpointer (they would checkpoint every step).
+        await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
+                               for e, s, g in todo))
+
+    async def _play_graph(self, player: GraphPlayer, todo: list[tuple[int, int, int | None]], policy: PolicyState,
+                          phase: str, acting: dict[str, Any]) -> None:
+        """`play` for a run of a user's graph: at most ``run.parallel`` invocations at once."""
+        gate = asyncio.Semaphore(self.config.run.parallel)
+
+        async def play(episode: int, seed: int, group: int | None) -> None:
+            async with gate:
+                ctx = replace(self.call, episode=episode, iteration=policy.iteration,
+                              salt=0 if group is None else episode, acting=acting)
+                traj = await player.play(episode, seed, policy, ctx)
+            traj.group = group
+            self.write_episode(traj, policy, phase)
+
+        # a fresh context each, as for an env's episodes: the user's graph must not inherit the
+        # training graph's checkpointer, and each invocation binds its own prompts
         await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
                                for e, s, g in todo))

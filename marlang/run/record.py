@@ -29,7 +29,8 @@ EpisodeKey = tuple[str, int, int]
 
 
 def episode_metrics(traj: Trajectory, llm: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The per-episode row of ``metrics.csv`` (also stored with the episode)."""
+    """The per-episode row of ``metrics.csv`` (also stored with the episode); ``failed``: an
+    episode that ended in an error (a user's graph that raised, or whose reward did)."""
     # A decision counts where the agent had a choice: not a lone legal action such as "wait".
     decisions = [
         d for s in traj.steps for a, d in s.decisions.items()
@@ -56,6 +57,7 @@ def episode_metrics(traj: Trajectory, llm: Mapping[str, float] | None = None) ->
         "tokens_in": int(llm.get("input_tokens", 0)),
         "tokens_out": int(llm.get("output_tokens", 0)),
         "level": level_of(traj),
+        "failed": bool(traj.metrics.get("error")),
     }
 
 
@@ -288,7 +290,7 @@ class RunRecord:
         rows = with_sampling_cost(self.episodes.metrics_rows("train"), iterations)
         summary: dict[str, Any] = summarize_episodes(rows) if rows else {"episodes": 0}
         summary["setting"] = setting
-        summary["env_id"] = config.env.id
+        summary["env_id"] = config.played
         manifest = rd.read_json("manifest.json") or {}
         summary["model"] = manifest.get("model_id") or (config.model.spec if not scripted else "scripted")
         summary["learner"] = learner

@@ -226,8 +226,9 @@ class RunDirectory:
 
     def append_episode(self, traj: Trajectory, metrics: dict[str, Any]) -> tuple[int, int]:
         """Record a finished episode: its full trajectory and its metrics row. Returns the
-        record's byte range in ``episodes.jsonl`` (offset, length)."""
-        traj.metrics = metrics
+        record's byte range in ``episodes.jsonl`` (offset, length). The row joins what the
+        episode measured itself (a user's graph: its input, output and error)."""
+        traj.metrics = {**traj.metrics, **metrics}
         line = json.dumps(traj.to_dict(), default=str) + "\n"
         append_lines(self.episodes_file, [line])
         length = len(line.encode())

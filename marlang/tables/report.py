@@ -49,6 +49,7 @@ def summarize_episodes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     levels = sorted(_levels(rows))
     return {
         "episodes": len(rows),
+        "failed_episodes": sum(1 for r in rows if r.get("failed")),
         "levels": len(levels),
         "level_ids": levels,
         "success_rate": wilson_interval(sum(1 for r in rows if r["success"]), len(rows)),
@@ -97,8 +98,12 @@ TABLE_HEADERS = [
 
 
 def _episodes(summary: dict[str, Any]) -> str:
-    levels = summary.get("levels")
-    return f"{summary['episodes']} ({levels} levels)" if isinstance(levels, int) else str(summary["episodes"])
+    """``N (L levels)``, with ``, F failed`` where episodes ended in an error."""
+    levels, failed = summary.get("levels"), summary.get("failed_episodes")
+    notes = [f"{levels} levels"] if isinstance(levels, int) else []
+    if isinstance(failed, int) and failed:
+        notes.append(f"{failed} failed")
+    return f"{summary['episodes']} ({', '.join(notes)})" if notes else str(summary["episodes"])
 
 
 def _return(stat: dict[str, Any]) -> str:
@@ -357,7 +362,8 @@ def pool_summaries(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
         if len(names) == 1:
             pooled[label] = runs[0]
             continue
-        row: dict[str, Any] = {"setting": label, "episodes": sum(int(r.get("episodes") or 0) for r in runs)}
+        row: dict[str, Any] = {"setting": label, "episodes": sum(int(r.get("episodes") or 0) for r in runs),
+                               "failed_episodes": sum(int(r.get("failed_episodes") or 0) for r in runs)}
         if all(isinstance(r.get("level_ids"), list) for r in runs):
             # distinct over the seeds: run seeds share no env seed, a task's problems they may
             row["level_ids"] = sorted({str(level) for r in runs for level in r["level_ids"]})

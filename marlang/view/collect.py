@@ -156,6 +156,7 @@ def _episode(e: dict[str, Any], credits: dict[object, dict[object, str]]) -> dic
         "steps": steps,
         "final_observations": final,
         "credit": credits.get(e.get("episode"), {}),
+        "error": _text((e.get("metrics") or {}).get("error")),
     }
 
 
@@ -185,6 +186,8 @@ def _step(s: dict[str, Any]) -> dict[str, Any]:
         "t": s.get("t"), "observations": observations, "messages": messages, "decisions": decisions,
         "rewards": s.get("rewards") or {}, "terminated": s.get("terminated"), "truncated": s.get("truncated"),
         "success": (s.get("info") or {}).get("success"), "verdicts": verdicts,
+        # a user's graph: the node that made the call, and the call's error
+        "node": _text((s.get("info") or {}).get("node")), "call_error": _text((s.get("info") or {}).get("error")),
     }
 
 

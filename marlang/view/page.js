@@ -385,7 +385,8 @@ function renderEpisode() {
     el("div", {}, e.success === true ? el("span", {class: "ok"}, "solved") : e.success === false
       ? el("span", {class: "bad"}, "not solved") : "", ` · return ${num(e.return)} · ${e.n_steps} steps` +
       (versions ? ` · policies ${versions}` : "")),
-    e.mission ? el("div", {}, "Mission: ", el("i", {}, e.mission)) : null)];
+    e.mission ? el("div", {}, "Mission: ", el("i", {}, e.mission)) : null,
+    e.error ? el("div", {class: "bad"}, "Failed: ", e.error) : null)];
   const credit = Object.entries(e.credit || {});
   if (credit.length) {
     parts.push(el("div", {class: "credit"}, el("b", {}, "Critic's credit"),
@@ -406,7 +407,8 @@ function renderEpisode() {
 function renderStep(s, agents) {
   const box = el("div", {class: "step", "data-step": s.t});
   const end = s.terminated ? " · terminated" : s.truncated ? " · truncated" : "";
-  box.append(el("div", {class: "step-title"}, `Step ${s.t}${end}`));
+  const node = s.node ? ` · node ${s.node}${s.call_error ? " · call failed: " + s.call_error : ""}` : "";
+  box.append(el("div", {class: "step-title"}, `Step ${s.t}${node}${end}`));
   if (s.messages.length) {
     box.append(el("div", {class: "messages"}, el("b", {}, "Messages"),
       ...s.messages.map(m => el("div", {class: "message"}, el("span", {class: "sender"}, `${m.sender}`),
@@ -423,7 +425,9 @@ function renderStep(s, agents) {
     box.append(el("div", {class: "verdict"}, el("b", {}, `Verdict (${agent}): `), bits.join(" · "), report));
   }
   const head = el("tr", {}, ["agent", "observation", "thought", "action", "reward"].map(h => el("th", {}, h)));
-  const rows = (agents || Object.keys(s.decisions)).filter(a => a in s.observations || a in s.decisions).map(a => {
+  // the episode's agents first, then whoever else acted at this step (a graph's node without a marked prompt)
+  const shown = [...new Set([...(agents || []), ...Object.keys(s.decisions)])];
+  const rows = shown.filter(a => a in s.observations || a in s.decisions).map(a => {
     const d = s.decisions[a] || {};
     const flags = [d.valid === false ? "invalid" : "", d.reprompted ? "re-prompted" : "", d.fallback ? "fallback" : ""]
       .filter(Boolean).join(", ");

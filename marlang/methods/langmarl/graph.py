@@ -139,9 +139,12 @@ def _add_nodes(builder: StateGraph[LangMARLState, None, LangMARLState, UpdateOut
         return {"credits": {str(episode): await episode_credit(learner, policy, trajectory(episode))}}
 
     # gradient: one call per (agent, trajectory), with that agent's own credit only -------------
-    def credit_for(state: LangMARLState, episode: int, agent: str) -> dict[str, Any]:
-        credit = state["credits"][str(episode)]["credit"]
-        return credit[TEAM] if options.credit == "global" else credit[agent]
+    def credit_for(state: LangMARLState, episode: int, agent: str) -> dict[str, Any] | None:
+        """``agent``'s credit in ``episode``; None where it did not play there."""
+        entry = state["credits"][str(episode)]
+        if agent not in entry.get("agents", [agent]):
+            return None
+        return entry["credit"][TEAM] if options.credit == "global" else entry["credit"].get(agent)
 
     async def join(state: LangMARLState) -> dict[str, Any]:
         """Waits for every task of a stage; the next stage fans out from here."""
@@ -149,10 +152,10 @@ def _add_nodes(builder: StateGraph[LangMARLState, None, LangMARLState, UpdateOut
 
     def fan_out_gradients(state: LangMARLState) -> list[Send] | str:
         sends = [
-            Send("gradient", GradientTask(agent=a, episode=e, policy=state["policy"],
-                                          credit=credit_for(state, e, a)["feedback"]))
+            Send("gradient", GradientTask(agent=a, episode=e, policy=state["policy"], credit=credit["feedback"]))
             for a in agents for e in state["episodes"]
-            if learner.context.learns(a) and not credit_for(state, e, a)["failed"]  # frozen: credited, not updated
+            # frozen: credited, not updated
+            if learner.context.learns(a) and (credit := credit_for(state, e, a)) is not None and not credit["failed"]
         ]
         return sends or "collect_gradients"
 
@@ -214,11 +217,14 @@ def _add_nodes(builder: StateGraph[LangMARLState, None, LangMARLState, UpdateOut
 async def episode_credit(learner: Any, policy: PolicyState, traj: Trajectory,
                          opening: Any = None) -> dict[str, Any]:
     """The critic's credit of one episode: ``{"credit": {agent: {"feedback", "score", "failed"}},
-    "retried": [...], "replies": [...]}`` (``credit: global``: one ``TEAM`` entry). An agent the
+    "retried": [...], "replies": [...], "agents": [...]}`` (``credit: global``: one ``TEAM``
+    entry; ``agents``: those that played the episode, the only ones credited). An agent the
     reply misses is asked for once more. ``opening(agents)`` starts the reply on models that can
     continue one (default: ``json_opening``, the first agent's critique)."""
     options = learner.options
-    agents: list[str] = list(learner.context.agents)
+    agents = played_agents(learner, traj)
+    if not agents:  # a graph's episode whose nodes read no marked prompt: nobody to credit
+        return {"credit": {}, "retried": [], "replies": [], "agents": []}
     opening = opening or json_opening
     messages = learner.critic_messages(policy, traj)
     kw = {"iteration": policy.iteration, "episode": traj.episode, "max_tokens": options.critic_max_tokens}
@@ -227,7 +233,7 @@ async def episode_credit(learner: Any, policy: PolicyState, traj: Trajectory,
     reply = await _ask(learner, messages, role="critic", agent="", prefill=prefill, schema=schema, **kw)
     if options.credit == "global":
         credit = {TEAM: {"feedback": reply.strip(), "score": None, "failed": not reply.strip()}}
-        return {"credit": credit, "retried": [], "replies": [reply]}
+        return {"credit": credit, "retried": [], "replies": [reply], "agents": agents}
     found = parse_credits(reply, agents)
     missing = [a for a in agents if a not in found]
     replies = [reply]
@@ -245,7 +251,13 @@ async def episode_credit(learner: Any, policy: PolicyState, traj: Trajectory,
         else:
             credit[a] = {"feedback": "", "score": None, "failed": True}
             logger.warning("critic gave no credit for %s in episode %d (counted as a credit failure)", a, traj.episode)
-    return {"credit": credit, "retried": missing, "replies": replies}
+    return {"credit": credit, "retried": missing, "replies": replies, "agents": agents}
+
+
+def played_agents(learner: Any, traj: Trajectory) -> list[str]:
+    """The agents a critic credits in ``traj``: the learner's agents that played it (every one,
+    in an env's episode; in a graph's, the marked prompts its nodes read)."""
+    return [a for a in learner.context.agents if a in traj.agents]
 
 
 def json_opening(agents: list[str]) -> str:
@@ -269,6 +281,9 @@ def build_candidate(learner: Any, state: LangMARLState) -> Candidate:
         rows = []
         failures = 0
         for e in state["episodes"]:
+            played = credits.get(str(e), {}).get("agents")
+            if played is not None and a not in played:
+                continue  # the agent did not play this episode: nothing to credit
             entry = credits.get(str(e), {}).get("credit", {})
             c = entry.get(TEAM if options.credit == "global" else a, {"feedback": "", "score": None, "failed": True})
             failures += 1 if c.get("failed") else 0

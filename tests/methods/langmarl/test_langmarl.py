@@ -15,7 +15,7 @@ from marlang.run import Experiment
 from marlang.rundir import RunDirectory
 from marlang.seeds import env_seeds
 from marlang.tables.report import policies_text
-from tests.fakes import FakeRuleChatModel, langmarl_rule
+from tests.fakes import FakeRuleChatModel, langmarl_rule, role_of
 
 AGENTS = ["agent_0", "agent_1", "agent_2"]
 
@@ -33,17 +33,6 @@ def make_config(**sections):
     return build_config(data)
 
 
-def role_of(messages):
-    system, prompt = str(messages[0].content), str(messages[-1].content)
-    if "You improve the policies" not in system:
-        return "actor"
-    if "gave no credit" in prompt or "read a whole episode" in prompt:
-        return "critic"
-    if "Turn this assessment" in prompt:
-        return "gradient"
-    if "Merge them" in prompt:
-        return "aggregator"
-    return "optimizer"
 
 
 def test_one_update_fans_out_k_critics_kn_gradients_n_aggregates_n_optimizers(tmp_path):
