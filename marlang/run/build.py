@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from marlang.methods.neural.slot_policy import NeuralPolicy
     from marlang.models import SQLiteResponseCache, UsageRecorder
     from marlang.models.local_engine import LocalLM
-    from marlang.run.graph_play import GraphPlayer
     from marlang.types import StopFlag, Trajectory
+    from marlang.usergraph import GraphPlayer
 
 
 def default_response_cache_path() -> Path:

@@ -18,9 +18,8 @@ from marlang.envs.core.graph_narrator import GraphWorld
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, learner_entry
 from marlang.prompts import PromptLibrary
 from marlang.run.build import RunParts, build_chat_model, build_learner, learning_method
-from marlang.run.graph_play import GraphPlayer
 from marlang.run.loop import LoopOptions
-from marlang.usergraph import app_marks
+from marlang.usergraph import GraphPlayer, app_marks
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler

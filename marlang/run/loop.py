@@ -37,7 +37,7 @@ from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.methods.neural.slot_policy import NeuralPolicy
-    from marlang.run.graph_play import GraphPlayer
+    from marlang.usergraph import GraphPlayer
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The episodes of a run of a user's own LangGraph graph (``graph:`` and ``task:`` in the config):
-`GraphPlayer` plays one input through the graph bound to the policy state's prompt texts, scores
-it with the task's reward and gives it back as a `Trajectory`, which the loop writes like any
-episode (``episodes.jsonl``, ``metrics.csv``, ``llm_calls.csv``) and the learners read.
+`GraphPlayer` plays one input through the graph bound to the policy state's prompt texts and the
+phase's models, scores it with the task's reward and gives it back as a `Trajectory`, which the
+run writes like any episode (``episodes.jsonl``, ``metrics.csv``, ``llm_calls.csv``) and the
+learners read; `MarkedModel` is a marked chat-model role as a weight-space learner's actor.
 """
 
 from __future__ import annotations
@@ -15,11 +16,25 @@ from langchain_core.language_models import BaseChatModel
 from marlang.config.graph import GraphSpec, Reward, TaskItem, TaskSpec
 from marlang.models.accounting import EPISODE_KEY, ITERATION_KEY
 from marlang.types import CallContext, PolicyState, Trajectory
-from marlang.usergraph import Binding, arun_graph, graph_trajectory, score_episode
+from marlang.usergraph.binding import Binding
+from marlang.usergraph.episode import arun_graph
+from marlang.usergraph.task import score_episode
+from marlang.usergraph.trajectory import graph_trajectory
 
 MISSION_CHARS = 500
 """Characters of the input each step's observation carries as its mission (the whole input is in
 the first call's messages and the episode's metrics)."""
+
+
+@dataclass
+class MarkedModel:
+    """A marked chat-model role as a weight-space learner's actor: the model it plays (a local
+    one, whose weights its adapter trains) and the adapter it plays back (None: its own, or the
+    base model)."""
+
+    role: str
+    model: BaseChatModel
+    adapter: str | None = None
 
 
 def item_level(item: TaskItem, index: int) -> str:
@@ -55,21 +70,26 @@ class GraphPlayer:
     def played(self) -> str:
         return f"graph:{self.spec.build}"
 
-    def binding(self, policy: PolicyState) -> Binding:
-        """The prompt texts and models of one invocation under ``policy``."""
+    def binding(self, policy: PolicyState, models: Mapping[str, BaseChatModel] | None = None) -> Binding:
+        """The prompt texts and models of one invocation under ``policy``; ``models``: roles that
+        play a model of their own in it (a phase's acting models, a group's sampling models)."""
         texts = {name: policy.policies.get(name) or default for name, default in self.prompts.items()}
         versions = {name: policy.versions.get(name, 0) for name in self.prompts}
-        return Binding(prompts=texts, versions=versions, models=self.models, model=self.model)
+        return Binding(prompts=texts, versions=versions, models={**self.models, **(models or {})}, model=self.model)
 
-    async def play(self, episode: int, seed: int, policy: PolicyState, ctx: CallContext) -> Trajectory:
+    async def play(self, episode: int, seed: int, policy: PolicyState, ctx: CallContext,
+                   models: Mapping[str, BaseChatModel] | None = None) -> Trajectory:
         """One input through the graph: its calls recorded by node (and by the run's callbacks,
         tagged with the episode), its answer scored; a failure of the graph or the reward is a
-        failed episode with its error, never an exception."""
+        failed episode with its error, never an exception. The roles the phase acts with
+        (``ctx.acting``: a weight-space learner's adapters) and ``models`` play their own models."""
+        acting = {role: act.model for role, act in ctx.acting.items() if act.model is not None}
         index = seed % len(self.items)
         item = self.items[index]
         metadata = {EPISODE_KEY: episode, ITERATION_KEY: ctx.iteration}
         played = await arun_graph(self.graph, {self.spec.input: input_of(item, self.spec.input)},
-                                  self.binding(policy), recursion_limit=self.spec.recursion_limit,
+                                  self.binding(policy, {**acting, **(models or {})}),
+                                  recursion_limit=self.spec.recursion_limit,
                                   callbacks=ctx.callbacks, metadata=metadata)
         played.input = item
         await score_episode(played, item, self.spec.output, self.reward)
