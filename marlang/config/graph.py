@@ -94,6 +94,10 @@ class GraphSpec(_SpecSection):
     input: str = Field(min_length=1, description="The state key each input of the task goes to.")
     output: str = Field(min_length=1, description="The state key read as the graph's answer.")
     recursion_limit: int = Field(25, ge=1, description="Supersteps an invocation may take before it fails.")
+    prompts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Texts the marked prompts start from, by mark name, in place of the defaults the app gives "
+        "them (e.g. a trained run's, as crossplay plays them); each name must be one the app marks.")
 
     @field_validator("build")
     @classmethod
