@@ -1,5 +1,6 @@
-"""Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, Ctrl-C as in a
-terminal, and the check that no checkpoint database thread outlives a test."""
+"""Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, a tiny random
+model folder, Ctrl-C as in a terminal, and the check that no checkpoint database thread outlives
+a test."""
 
 from __future__ import annotations
 
@@ -70,3 +71,15 @@ def no_database_thread_outlives_a_test():
             queue.put_nowait((None, lambda: _STOP_RUNNING_SENTINEL))
         pytest.fail(f"{len(leaked)} aiosqlite connection thread(s) left running: a checkpoint "
                     "database was not closed")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A tiny random Llama and its tokenizer saved as a folder (``hf:PATH``), once per session."""
+    from marlang.testing import tiny_llama, tiny_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny")
+    tok = tiny_tokenizer()
+    tiny_llama(len(tok), seed=0, eos_token_id=tok.eos_token_id).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

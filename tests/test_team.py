@@ -272,17 +272,6 @@ def test_ppo_trains_only_the_adapters_of_the_slots_that_learn(tmp_path):
 # ------------------------------------------------------------------------------ two base models
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from marlang.testing import tiny_llama, tiny_tokenizer
-
-    path = tmp_path_factory.mktemp("tiny")
-    tok = tiny_tokenizer()
-    tiny_llama(len(tok), seed=0, eos_token_id=tok.eos_token_id).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.mark.real_model
 def test_two_local_base_models_each_play_their_slot_loaded_once(tmp_path, tiny_dir):
     """configs/team_two_models.yaml with a third agent: agent_0 on the embedded SmolLM2,

@@ -120,6 +120,25 @@ class Learner:
         """The learner's name in tables."""
         return "static" if cls.name == "none" else cls.name
 
+    graph_class: ClassVar[str | None] = None
+    """``"package.module:Class"`` of the learner that trains a user's own LangGraph graph
+    (``graph:``) by this method where a graph needs one of its own (MAGRPO plays groups of whole
+    graph runs); imported when a graph run asks for it (`graph_learner`)."""
+
+    @classmethod
+    def graph_learner(cls) -> type[Learner] | None:
+        """The learner that trains a user's own graph by this method: `graph_class`, this class
+        where it trains a graph as it trains a team (``none``, LangMARL), None where it cannot."""
+        if cls.graph_class is not None:
+            import importlib
+
+            module, _, name = cls.graph_class.partition(":")
+            found = getattr(importlib.import_module(module), name)
+            if not (isinstance(found, type) and issubclass(found, Learner)):
+                raise TypeError(f"{cls.__name__}.graph_class {cls.graph_class!r} is no Learner")
+            return found
+        return cls if cls.name == "none" else None
+
     @classmethod
     def iterations(cls, options: LearnerOptions) -> int | None:
         """The loop's iterations where the learner fixes them (a neural learner: one update

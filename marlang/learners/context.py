@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
     from marlang.models.local_policy import LocalPolicy
+    from marlang.usergraph import GraphPlayer
 
 
 class EpisodeSink:
@@ -98,6 +99,8 @@ class LearnerContext:
     learning: list[str] | None = None
     """The slots learners update (``team.<slot>.learn`` not false); None: every agent. The
     others still act, talk and are credited."""
+    graph: GraphPlayer | None = None
+    """A run of a user's own graph: its player (a learner that plays groups of graph runs itself)."""
     reward_hook: Callable[..., Any] | None = None
     """A per-agent reward hook given in Python (a neural learner; see
     ``marlang.methods.neural.reward_hook``); it takes the place of ``learning.reward_hook``."""

@@ -289,12 +289,14 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
                   run_path: Path, stop: Any, chat: bool = True, callbacks: Any = (),
                   reward_hook: Any = None, episodes: EpisodeSink | None = None,
                   checkpoint: CheckpointBarrier | None = None,
-                  fixed: Mapping[str, str] | None = None) -> Learner:
+                  fixed: Mapping[str, str] | None = None, graph: GraphPlayer | None = None,
+                  learner_class: type[Learner] | None = None) -> Learner:
     """The run's learner (``chat``: it may make model calls of its own, with ``learning.model``
     or the actors' model). ``episodes`` and ``checkpoint``: the run's hooks, which it binds
     once its loop and checkpointer exist (None: unbound ones, for a learner used alone).
     ``fixed``: the agents and the fixed part of each one's prompt where they are not the env's
-    slots (a user's graph: its marked prompts)."""
+    slots (a user's graph: its marked prompts or models); ``graph``: a user's graph's player;
+    ``learner_class``: the class that trains it (`Learner.graph_learner`)."""
     c = config
     method = learning_method(c)
     entry = learner_entry(method)
@@ -324,8 +326,9 @@ def build_learner(config: ExperimentConfig, *, model: Any, learner_model: Any, p
         learning=c.learning_slots() if not c.plays_graph else None,
         callbacks=list(callbacks),
         reward_hook=reward_hook,
+        graph=graph,
     )
-    return entry.factory(options, context)
+    return learner_class(options, context) if learner_class is not None else entry.factory(options, context)
 
 
 

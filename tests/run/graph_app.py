@@ -55,3 +55,8 @@ def problems_with_a_crash() -> list[dict[str, Any]]:
 
 def score(item: Any, output: Any, episode: Any) -> float:
     return 1.0 if isinstance(output, str) and "GOOD" in output else 0.0
+
+
+def length_score(item: Any, output: Any, episode: Any) -> float:
+    """A reward a random model's answers spread over: the answer's length, up to 40 characters."""
+    return min(len(output), 40) / 40 if isinstance(output, str) else 0.0

@@ -51,6 +51,11 @@ class LangMARLLearner(Learner):
     def label(cls, options: Any) -> str:
         return "langmarl w/o credit" if options.credit == "global" else "langmarl"
 
+    @classmethod
+    def graph_learner(cls) -> type[Learner]:
+        """A user's graph trains as a team does: its marked prompts are the agents' policies."""
+        return cls
+
     def update_graph(self) -> Any:
         return build_langmarl_update(self)
 

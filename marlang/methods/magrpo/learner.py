@@ -91,6 +91,9 @@ class MAGRPOLearner(Learner):
     def label(cls, options: LearnerOptions) -> str:
         return cls.name if getattr(options, "joint_mode", "align") == "align" else f"{cls.name} (cross)"
 
+    graph_class: ClassVar[str | None] = "marlang.methods.magrpo.graph:GraphMAGRPOLearner"
+    """A user's graph trains by groups of whole graph runs (`marlang.methods.magrpo.graph`)."""
+
     def evaluation_plan(self, iteration: int, seed: int, final: bool = False) -> RolloutPlan | None:
         return evaluation_plan(self.options, iteration, seed, final)
 
@@ -383,3 +386,4 @@ class GRPOLearner(MAGRPOLearner):
     """GRPO: MAGRPO with one agent (the single-agent baseline of the MAGRPO paper)."""
 
     name: ClassVar[str] = "grpo"
+    graph_class: ClassVar[str | None] = "marlang.methods.magrpo.graph:GraphGRPOLearner"
