@@ -103,6 +103,17 @@ def problems() -> list[Problem]:
     ]
 
 
+CPU_PROBLEMS = ("HumanEval/12", "HumanEval/28", "HumanEval/42", "HumanEval/57", "HumanEval/60", "HumanEval/75",
+                "HumanEval/80", "HumanEval/126")
+"""Eight problems on which a small model earns some reward when it samples (a group whose answers
+all score 0 has nothing to learn from): what the weight-space configs train on, on a CPU."""
+
+
+def cpu_problems() -> list[Problem]:
+    """The `CPU_PROBLEMS` among the graph's inputs."""
+    return [p for p in problems() if p["task_id"] in CPU_PROBLEMS]
+
+
 def score(item: Mapping[str, Any], output: str, episode: object = None) -> float:
     """The share of the problem's hidden tests the final code (``output``, the state's ``code``)
     passes, judged as marlang's ``code/humaneval`` env judges an answer."""
