@@ -119,8 +119,9 @@ def _compare(args: argparse.Namespace) -> int:
     from marlang.evaluation.crossplay import swapped_seed_plans
 
     summaries = json.loads((out / "summary.json").read_text())
-    for cells_base, cells, folder in swapped_seed_plans(out, summaries, crossplay_episodes):
-        _notify(f"swapped-seed check: {len(cells[0][1])} cells x {cells_base['run']['episodes']} held-out episodes "
+    for cells_base, cells, folder in swapped_seed_plans(out, summaries, crossplay_episodes, beside=build_config(base)):
+        held_out = "" if "graph" in cells_base else "held-out "  # a graph plays its task's inputs
+        _notify(f"swapped-seed check: {len(cells[0][1])} cells x {cells_base['run']['episodes']} {held_out}episodes "
                 f"(each trained agent beside the partners trained on the other seeds), in {folder}")
         code = _run_grid(cells_base, cells, folder, reference=False, executor=executor, again=again)
         if code:

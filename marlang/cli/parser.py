@@ -32,20 +32,25 @@ def parser(version: str) -> argparse.ArgumentParser:
     c.add_argument("--out", help="comparison directory (default: runs/<run.name>-compare); rerun to resume")
     c.add_argument("--seeds", metavar="S1,S2", help="run every setting once per seed, e.g. --seeds 0,1,2 "
                    "(sets run.seeds; the table pools each setting's seeds)")
-    c.add_argument("--no-reference", action="store_true", help="skip the scripted reference team")
+    c.add_argument("--no-reference", action="store_true",
+                   help="skip the scripted reference team (a user's graph has none)")
     c.add_argument("--no-crossplay", action="store_true",
                    help="skip the swapped-seed check that follows a grid over seeds of a learner training a team "
                         "(each trained agent beside the partners trained on the other seeds: marlang crossplay)")
     c.add_argument("--crossplay-episodes", type=int, metavar="N",
-                   help="held-out episodes each cell of the swapped-seed check plays (it plays seeds^2 cells per "
-                        "setting; default: learning.eval_episodes, else 32; 0 skips the check)")
-    x = sub.add_parser("crossplay", help="play a pool of players against each other, slot by slot, on the "
-                                         "held-out levels: a matrix per slot pair and the cross-play gap")
-    x.add_argument("config", help="YAML config: the env, model and protocol the cells play")
+                   help="held-out episodes (a graph's: inputs of its task) each cell of the swapped-seed check "
+                        "plays (it plays seeds^2 cells per setting; default: learning.eval_episodes, else 32; 0 "
+                        "skips the check)")
+    x = sub.add_parser("crossplay", help="play a pool of players against each other, slot by slot (a graph's "
+                                         "slots: its marked prompts), on the held-out levels (a graph: its task's "
+                                         "inputs): a matrix per slot pair and the cross-play gap")
+    x.add_argument("config", help="YAML config: the env, model and protocol the cells play, or the graph and task")
     x.add_argument("--players", nargs="+", required=True, metavar="NAME=RUN_DIR|scripted|base",
-                   help="the pool: trained runs (adapters, LangMARL policy, Reflexion memory, neural policy), "
-                        "the env's scripted agent, the untrained base model")
-    x.add_argument("--episodes", type=int, default=32, help="held-out levels each cell plays (default 32)")
+                   help="the pool: trained runs (adapters, LangMARL policy, Reflexion memory, neural policy; a "
+                        "graph's: LangMARL prompts), the env's scripted agent, the untrained base model (a graph: "
+                        "the config's prompts)")
+    x.add_argument("--episodes", type=int, default=32,
+                   help="held-out levels (a graph: inputs of its task) each cell plays (default 32)")
     x.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     x.add_argument("--out", help="cross-play directory (default: runs/<run.name>-crossplay); rerun to resume")
     for parser in (c, x):

@@ -1,7 +1,8 @@
 """Runs every combination of a config grid and writes one comparison table and plot.
 
 Each setting is an ordinary run directory under the comparison folder, so a comparison
-is resumable setting by setting; the env's scripted team is added as a reference row.
+is resumable setting by setting; the env's scripted team is added as a reference row (a
+user's own graph, grouped as ``graph:<build>``, has none).
 Seeds (``run.seeds``) are the grid's last axis, over ``run.seed``: one run per setting and
 seed, pooled into one row per setting in the table.
 """
@@ -54,7 +55,7 @@ class Setting:
     name: str
     config: ExperimentConfig
     group: str
-    """Settings in one group share a table (one group per environment)."""
+    """Settings in one group share a table (one group per environment, or per user's graph)."""
     label: str | None = None
     """The run's row name (its summary's ``setting``); None: the run's own (a scripted team's
     ``scripted, N steps``)."""
@@ -124,7 +125,7 @@ def folder_name(text: str) -> str:
 def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], reference: bool = True) -> list[Setting]:
     """Every combination of the grid values applied to ``base`` (validated), plus one scripted
     reference setting per environment when ``reference`` (unless its settings are all scripted
-    teams). With ``run.seeds`` every setting
+    teams; a user's graph has no scripted team). With ``run.seeds`` every setting
     runs once per seed; the reference runs on the first seed only (the scripted team is a
     fixed yardstick, not what the seeds measure)."""
     seeded = isinstance(base.get("run"), dict) and base["run"].get("seeds") is not None
@@ -145,28 +146,31 @@ def expand_grid(base: dict[str, Any], grid: list[tuple[str, list[Any]]], referen
         if method_keys:
             _drop_other_methods_keys(data, method_keys)
         cfg = build_config(data)
-        group = cfg.env.id
-        kind = "scripted" if cfg.all_scripted else cfg.agents.kind
-        head = {"llm": [cfg.protocol.label, cfg.learning_label], "neural": [cfg.learning.label]}.get(
-            kind, ["scripted"])
+        group = cfg.played
+        kind = "graph" if cfg.plays_graph else "scripted" if cfg.all_scripted else cfg.agents.kind
+        head = {"llm": [cfg.protocol.label, cfg.learning_label], "neural": [cfg.learning.label],
+                "graph": ["graph", cfg.learning_label]}.get(kind, ["scripted"])
         if kind == "llm" and cfg.team_label:
             head[-1] += f"; {cfg.team_label}"
         label_parts = [*names] if names else head
         label_parts += [
             f"{k}={v}" for k, v in zip(keys, combo)
-            if k not in ("protocol", "env.id", "learning", SETTING_KEY) and not k.startswith("learning.")]
+            if k not in ("protocol", "env.id", "graph.build", "learning", SETTING_KEY)
+            and not k.startswith("learning.")]
         name = ", ".join(label_parts)
         label: str | None = name
-        if cfg.all_scripted:
+        if kind == "scripted":
             # A scripted team keeps its own name; its seeds stay apart by their seed part.
             seed = SEED_PART.search(name)
             label = f"{cfg.scripted_label}, {seed.group(0).strip(' ,')}" if seed else None
         settings.append(Setting(name, cfg, group, label))
     if reference:
         for group in dict.fromkeys(s.group for s in settings):
+            first = next(s for s in settings if s.group == group)
+            if first.config.plays_graph:
+                continue  # a user's graph has no scripted team to measure it against
             if all(s.config.all_scripted for s in settings if s.group == group):
                 continue  # the settings are the scripted team already: a reference would repeat them
-            first = next(s for s in settings if s.group == group)
             data = first.config.model_dump(mode="json")
             data["agents"]["kind"] = "scripted"
             data["team"] = {}  # every slot the env's scripted agent
@@ -202,8 +206,13 @@ def _apply_setting(data: dict[str, Any], value: Any) -> str:
     return value["name"]
 
 
+def _unset_method(data: dict[str, Any]) -> str:
+    """The ``learning.method`` a config that names none runs: a user's graph plays and records."""
+    return "none" if "graph" in data else "reflexion"
+
+
 def _grid_methods(base: dict[str, Any], grid: list[tuple[str, list[Any]]]) -> list[str]:
-    methods = [str((base.get("learning") or {}).get("method", "reflexion"))]
+    methods = [str((base.get("learning") or {}).get("method", _unset_method(base)))]
     for key, values in grid:
         for v in values:
             if key == "learning.method":
@@ -236,7 +245,7 @@ def _drop_other_methods_keys(data: dict[str, Any], method_keys: dict[str, set[st
     learning = data.get("learning")
     if not isinstance(learning, dict):
         return
-    mine = method_keys.get(str(learning.get("method", "reflexion")))
+    mine = method_keys.get(str(learning.get("method", _unset_method(data))))
     if mine is None:
         return
     others = set().union(*method_keys.values()) - mine

@@ -5,7 +5,10 @@ A pool of players plays every pairing, slot by slot, on one set of levels: the h
 greedily). A player is anything a ``team:`` slot holds (``scripted``, ``base``: the config's
 model as it is) or what a learner trained, read from its run directory: adapters (PPO,
 MAGRPO, GRPO), the accepted policy text (LangMARL), the memory (Reflexion), a neural policy.
-A player in a slot plays what its run trained for that slot.
+A player in a slot plays what its run trained for that slot. For a user's own graph (``graph:``)
+the slots are the marked prompts, in the order the app marks them, and a player is a run that
+rewrote them (LangMARL) or ``base``: the config's texts (``graph.prompts``, else the app's
+defaults); each cell plays the task's inputs, the same ones in every cell.
 
 With two slots, cell (i, j) is player i in slot 0 beside player j in slot 1; with more, player
 i in slot 0 beside player j in every other slot (a focal player among partners). Each cell is
@@ -25,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from marlang.config import ConfigError, build_config, build_saved_config
+from marlang.config import ConfigError, ExperimentConfig, build_config, build_saved_config, trains_weights
 from marlang.evaluation.compare import check_comparison_folder, expand_grid, folder_name
 from marlang.rundir import atomic_write_text, dumps_json, save_figure
 from marlang.rundir.untrusted import (
@@ -41,6 +44,9 @@ CROSSPLAY_FILE = "crossplay.yaml"
 """What makes a comparison folder a cross-play's: its players (written before its first cell)."""
 
 KEYWORDS = {"scripted": "the env's scripted agent", "base": "the config's model, untrained"}
+
+GRAPH_PREFIX = "graph:"
+"""How what a run plays names a user's graph (``ExperimentConfig.played``), never an env id."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class Player:
             entry["memory"] = list(self.memories[agent])
         return entry
 
+    def prompts(self, names: list[str]) -> dict[str, str]:
+        """The texts this player plays for a graph's marked prompts ``names`` (none: ``base``,
+        the config's own)."""
+        return {name: self.policies[name] for name in names if self.policies and name in self.policies}
+
 
 def _section(saved: dict[str, Any], key: str, file: Path) -> dict[str, Any]:
     """``saved[key]`` as a mapping (empty if absent); another kind of value there is damage."""
@@ -81,18 +92,19 @@ def _section(saved: dict[str, Any], key: str, file: Path) -> dict[str, Any]:
     return value
 
 
-def read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str | None = None,
+def read_player(name: str, path: Path, played: str, n_agents: int, protocol: str | None = None,
                 model: str | None = None) -> Player:
     """The player a run directory holds; one line when it holds none (no committed update, or a
-    static run), was trained on another env, team size, ``protocol`` or ``model`` (spec) than
-    the cross-play's (None: not checked), or its files cannot be read as what they should hold."""
+    static run), was trained on another env (``played``: an env id, or a graph as
+    `ExperimentConfig.played` names it), team size, ``protocol`` or ``model`` (spec) than the
+    cross-play's (None: not checked), or its files cannot be read as what they should hold."""
     try:
-        return _read_player(name, path, env_id, n_agents, protocol, model)
+        return _read_player(name, path, played, n_agents, protocol, model)
     except (OSError, DamagedRunFile) as err:
         raise ConfigError(f"--players {name}={path}: {str(err).splitlines()[0]}") from None
 
 
-def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: str | None,
+def _read_player(name: str, path: Path, played: str, n_agents: int, protocol: str | None,
                  model: str | None) -> Player:
     from marlang.config import ModelConfig, ProtocolConfig
 
@@ -103,19 +115,29 @@ def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: st
                           f"directory, or one of {', '.join(KEYWORDS)}")
     env, agents = _section(saved, "env", config_file), _section(saved, "agents", config_file)
     learning = _section(saved, "learning", config_file)
-    saved_agents = env.get("n_agents")
-    if env.get("id") != env_id or not isinstance(saved_agents, int) or saved_agents != n_agents:
-        raise ConfigError(f"--players {name}={path}: trained on {env.get('id')} with {env.get('n_agents')} "
-                          f"agents; this cross-play plays {env_id} with {n_agents} (give players of that env)")
-    method = str(learning.get("method", "reflexion"))
+    build = _section(saved, "graph", config_file).get("build")
+    if played.startswith(GRAPH_PREFIX) or build is not None:
+        there = f"{GRAPH_PREFIX}{build}" if build is not None else env.get("id")
+        if there != played:
+            kind = "graph" if played.startswith(GRAPH_PREFIX) else "env"
+            raise ConfigError(f"--players {name}={path}: trained on {there}; this cross-play plays {played} "
+                              f"(give players of that {kind})")
+        protocol = None  # a graph has no protocol: its nodes are its own
+    else:
+        saved_agents = env.get("n_agents")
+        if env.get("id") != played or not isinstance(saved_agents, int) or saved_agents != n_agents:
+            raise ConfigError(f"--players {name}={path}: trained on {env.get('id')} with {env.get('n_agents')} "
+                              f"agents; this cross-play plays {played} with {n_agents} (give players of that env)")
+    method = str(learning.get("method", "none" if build is not None else "reflexion"))
     if agents.get("kind") == "neural":
         return Player(name, f"neural {method}", str(path))
     if method in ("none", "static"):
         raise ConfigError(f"--players {name}={path}: a static run (learning.method {method}) commits no update, "
                           "so it holds no trained player; give a trained run, or base for the untrained model")
-    played = {"protocol": (protocol, _section(saved, "protocol", config_file).get("name", ProtocolConfig().name)),
-              "model": (model, _section(saved, "model", config_file).get("spec", ModelConfig().spec))}
-    for key, (here, there) in played.items():
+    trained_with = {
+        "protocol": (protocol, _section(saved, "protocol", config_file).get("name", ProtocolConfig().name)),
+        "model": (model, _section(saved, "model", config_file).get("spec", ModelConfig().spec))}
+    for key, (here, there) in trained_with.items():
         if here is not None and str(there) != here:
             raise ConfigError(f"--players {name}={path}: trained with {key} {there}; this cross-play plays "
                               f"{key} {here} (give players trained with it, or --set {key}"
@@ -126,6 +148,9 @@ def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: st
         raise ConfigError(f"--players {name}={path}: holds no trained player (no learner_state.json: the run "
                           "has not committed an update)")
     if state.get("adapters"):
+        if build is not None:
+            raise ConfigError(f"--players {name}={path}: its nodes' adapters ({method}) are not cross-played; "
+                              "crossplay swaps a graph's marked prompts, as a langmarl run rewrote them")
         return Player(name, f"{method} adapters", str(path))
     policies = {a: str(p) for a, p in _section(state, "policies", state_file).items()}
     memories = {a: [str(m) for m in ms] for a, ms in _section(state, "memories", state_file).items()
@@ -134,22 +159,27 @@ def _read_player(name: str, path: Path, env_id: str, n_agents: int, protocol: st
     return Player(name, what, str(path), policies=policies, memories=memories or None)
 
 
-def parse_players(items: list[str], env_id: str, n_agents: int, protocol: str | None = None,
+def parse_players(items: list[str], played: str, n_agents: int, protocol: str | None = None,
                   model: str | None = None) -> list[Player]:
-    """``NAME=RUN_DIR``, ``scripted`` or ``base`` each; names are unique; a run trained on another
-    ``protocol`` or ``model`` than the cross-play's is refused (None: not checked)."""
+    """``NAME=RUN_DIR``, ``scripted`` or ``base`` each (a graph: no ``scripted``); names are
+    unique; a run trained on another ``played`` env or graph, ``protocol`` or ``model`` than the
+    cross-play's is refused (None: not checked)."""
     players: list[Player] = []
+    keywords = [k for k in KEYWORDS if k != "scripted"] if played.startswith(GRAPH_PREFIX) else list(KEYWORDS)
     for item in items:
         name, sep, path = item.partition("=")
         name = name.strip()
         if not sep:
-            if name not in KEYWORDS:
-                raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR, or one of {', '.join(KEYWORDS)}")
+            if name == "scripted" and "scripted" not in keywords:
+                raise ConfigError(f"--players {item!r}: a graph has no scripted team; give NAME=RUN_DIR, or base "
+                                  "for the config's prompts")
+            if name not in keywords:
+                raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR, or one of {', '.join(keywords)}")
             players.append(Player(name, name))
             continue
         if not name or not path or "/" in name or "|" in name:
             raise ConfigError(f"--players {item!r}: give NAME=RUN_DIR (a name without '/' or '|')")
-        players.append(read_player(name, Path(path).expanduser(), env_id, n_agents, protocol, model))
+        players.append(read_player(name, Path(path).expanduser(), played, n_agents, protocol, model))
     names = [p.name for p in players]
     if len(players) < 2:
         raise ConfigError("--players: cross-play needs at least two players")
@@ -163,6 +193,17 @@ def cell_name(first: str, second: str) -> str:
     return f"{first} / {second}"
 
 
+def graph_prompts(config: ExperimentConfig) -> list[str]:
+    """A graph's slots in a cross-play: its marked prompts, in the order the app marks them."""
+    from marlang.usergraph import app_marks
+
+    assert config.graph is not None  # (called for a config that plays a graph)
+    try:
+        return list(app_marks(config.graph.build).prompt_defaults())
+    except ValueError as err:  # a prompt marked twice with different defaults
+        raise ConfigError(f"graph.build {config.graph.build!r}: {err}") from None
+
+
 def cells(base: dict[str, Any], players: list[Player], episodes: int) -> tuple[dict[str, Any], list[Any]]:
     """The cross-play's base config and its ``setting`` grid values: one per (i, j)."""
     data = copy.deepcopy(base)
@@ -172,6 +213,13 @@ def cells(base: dict[str, Any], players: list[Player], episodes: int) -> tuple[d
     data.setdefault("model", {})["adapters"] = None
     run = data.setdefault("run", {})
     run.pop("seeds", None)
+    if "graph" in data:
+        # the task's inputs, the same in every cell (a graph has no held-out levels), prompt by prompt
+        run["episodes"] = episodes
+        prompts = graph_prompts(build_config(copy.deepcopy(data)))
+        return data, [{"name": cell_name(first.name, second.name),
+                       "graph.prompts": {**second.prompts(prompts[1:]), **first.prompts(prompts[:1])}}
+                      for first in players for second in players]
     run.update({"levels": "held_out", "episodes": episodes})
     data["agents"] = {**(data.get("agents") or {}), "kind": "llm"}
     config = build_config(copy.deepcopy(data))
@@ -191,12 +239,21 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, not {episodes}")
     config = build_config(copy.deepcopy(base))
-    if config.agents.kind == "neural":
-        raise ConfigError("crossplay plays LLM teams slot by slot (a neural player plays a slot of one); "
-                          "give a config with agents.kind llm")
-    if config.env.n_agents < 2:
-        raise ConfigError(f"crossplay needs a team of two or more slots; env.n_agents is {config.env.n_agents}")
-    players = parse_players(items, config.env.id, config.env.n_agents, config.protocol.name, config.model.spec)
+    if config.plays_graph:
+        slots = graph_prompts(config)
+        if len(slots) < 2:
+            raise ConfigError(f"crossplay swaps a graph's marked prompts, one beside the others; "
+                              f"{config.played} marks {len(slots)} ({', '.join(slots) or 'none'}): mark two or more "
+                              "with marlang.prompt(NAME, DEFAULT)")
+        players = parse_players(items, config.played, len(slots), model=config.model.spec)
+    else:
+        if config.agents.kind == "neural":
+            raise ConfigError("crossplay plays LLM teams slot by slot (a neural player plays a slot of one); "
+                              "give a config with agents.kind llm")
+        if config.env.n_agents < 2:
+            raise ConfigError(f"crossplay needs a team of two or more slots; env.n_agents is {config.env.n_agents}")
+        slots = config.agent_names()
+        players = parse_players(items, config.env.id, config.env.n_agents, config.protocol.name, config.model.spec)
     data, values = cells(base, players, episodes)
     folder = Path(out or f"runs/{config.run.name}-crossplay")
     # Every refusal of the folder comes before crossplay.yaml is written into it.
@@ -208,7 +265,8 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / CROSSPLAY_FILE, yaml.safe_dump(
         {"players": [{"name": p.name, "what": p.what, "source": p.source} for p in players],
-         "slots": config.agent_names(), "episodes": episodes}, sort_keys=False))
+         "slots": slots, "episodes": episodes, **({"graph": config.graph.build} if config.graph else {})},
+        sort_keys=False))
     return data, [("setting", values)], folder
 
 
@@ -275,7 +333,7 @@ def matrix(out: Path) -> dict[str, Any] | None:
     # the env's scripted agent is a fixed partner, not one trained to coordinate: its cells would
     # pull the gap toward how well it plays, so the gap is over the other players
     gap_players = [p["name"] for p in plan["players"] if p.get("what") != "scripted"]
-    return {"players": plan.get("players"), "slots": plan.get("slots"), "return": returns,
+    return {"players": plan.get("players"), "slots": plan.get("slots"), "graph": plan.get("graph"), "return": returns,
             "success_rate": success if knows_success else None, "gap": gap(gap_players, by_level),
             "gap_leaves_out": [p for p in players if p not in gap_players],
             "levels": len(set.intersection(*(set(v) for v in by_level.values()))) if by_level else 0}
@@ -307,8 +365,10 @@ def matrix_table(found: dict[str, Any]) -> str:
     names = [p["name"] for p in found["players"]]
     slots = found.get("slots") or ["slot 0", "slot 1"]
     partner = slots[1] if len(slots) == 2 else f"{', '.join(slots[1:])} (partners)"
-    intro = (f"Rows: the player in {slots[0]}; columns: the player in {partner}; self-play on the diagonal; "
-             f"{found['levels']} held-out levels per cell, the same in every cell.")
+    played = (f"{found['levels']} inputs of the task per cell, the same in every cell; a player's prompt texts "
+              "where its run rewrote them, else the config's" if found.get("graph") else
+              f"{found['levels']} held-out levels per cell, the same in every cell")
+    intro = f"Rows: the player in {slots[0]}; columns: the player in {partner}; self-play on the diagonal; {played}."
     parts = ["## Cross-play", "", intro, ""]
     for key, title, digits in (("return", "mean return", 3), ("success_rate", "success rate", 2)):
         if found.get(key) is None:
@@ -363,7 +423,11 @@ SWAPPED_SEED_EPISODES = 32
 
 def trains_a_team(config: Any) -> bool:
     """Whether a run of ``config`` trains an LLM team of two or more slots (what a swapped-seed
-    check cross-plays; a static or scripted team, or one playing adapters back, trains none)."""
+    check cross-plays; a static or scripted team, or one playing adapters back, trains none): for
+    a graph, two or more marked prompts that a learner rewrites in words."""
+    if config.plays_graph:
+        method = config.learning.method
+        return method != "none" and not trains_weights(method) and len(graph_prompts(config)) >= 2
     return not (config.env.n_agents < 2 or config.learning.method in ("none", "static") or config.all_scripted
                 or config.plays_back or config.agents.kind != "llm")
 
@@ -390,18 +454,22 @@ def swapped_seed_outline(base: dict[str, Any], grid: list[tuple[str, list[Any]]]
     cells_each = len(seeds) ** 2
     per_cell = sorted({swapped_seed_episodes(s.config, episodes) for s in settings})
     total = cells_each * sum(swapped_seed_episodes(s.config, episodes) for s in settings)
+    held_out = "" if settings[0].config.plays_graph else "held-out "  # a graph plays its task's inputs
     return (f"after the runs, a swapped-seed check cross-plays each trained team's seeds: {len(settings)} "
-            f"setting(s) x {len(seeds)}^2 = {cells_each} cells x {'/'.join(map(str, per_cell))} held-out "
+            f"setting(s) x {len(seeds)}^2 = {cells_each} cells x {'/'.join(map(str, per_cell))} {held_out}"
             f"episodes = {total} episodes; --crossplay-episodes N sizes it, --crossplay-episodes 0 skips it")
 
 
-def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]], episodes: int | None = None
+def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]], episodes: int | None = None,
+                       beside: ExperimentConfig | None = None
                        ) -> list[tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]]:
     """The swapped-seed check of a comparison over seeds: for each setting whose learner trained
     a team of two or more LLM slots on several seeds, a cross-play of its seeds' runs (each
     trained agent beside the partners trained on the other seeds), in ``out/crossplay/<setting>``.
     ``summaries``: the comparison's pooled rows (env group -> setting -> summary); ``episodes``:
-    the levels each cell plays (None: :func:`swapped_seed_episodes`'s default; 0: no check)."""
+    the levels each cell plays (None: :func:`swapped_seed_episodes`'s default; 0: no check);
+    ``beside``: the comparison's own config, whose import paths (a graph's builder, data and
+    reward) the runs' saved configs may name without --trust-imports."""
     plans: list[tuple[dict[str, Any], list[tuple[str, list[Any]]], Path]] = []
     if episodes == 0:
         return plans
@@ -414,7 +482,7 @@ def swapped_seed_plans(out: Path, summaries: dict[str, dict[str, dict[str, Any]]
             if not all((path / "learner_state.json").is_file() for _, path in runs):
                 continue  # a learner that commits nothing trained no player
             base = read_yaml_mapping(runs[0][1] / "config.yaml") or {}
-            config = build_saved_config(copy.deepcopy(base), runs[0][1] / "config.yaml")
+            config = build_saved_config(copy.deepcopy(base), runs[0][1] / "config.yaml", beside=beside)
             if not trains_a_team(config):
                 continue  # nothing trained an LLM team: its seeds hold no players
             folder = out / "crossplay" / folder_name(setting)
