@@ -87,8 +87,8 @@ class GraphPlayer:
         index = seed % len(self.items)
         item = self.items[index]
         metadata = {EPISODE_KEY: episode, ITERATION_KEY: ctx.iteration}
-        played = await arun_graph(self.graph, {self.spec.input: input_of(item, self.spec.input)},
-                                  self.binding(policy, {**acting, **(models or {})}),
+        binding = self.binding(policy, {**acting, **(models or {})})
+        played = await arun_graph(self.graph, {self.spec.input: input_of(item, self.spec.input)}, binding,
                                   recursion_limit=self.spec.recursion_limit,
                                   callbacks=ctx.callbacks, metadata=metadata)
         played.input = item
@@ -96,6 +96,8 @@ class GraphPlayer:
         mission = str(input_of(item, self.spec.input))[:MISSION_CHARS]
         # the prompts this input's nodes read are the episode's agents (a branch not taken has none)
         agents = [name for name in self.prompts if name in played.prompt_reads]
-        return graph_trajectory(played, episode_id=episode, seed=seed, agents=agents,
-                                played=self.played, level=item_level(item, index), mission=mission,
-                                success_at=self.task.success)
+        trajectory = graph_trajectory(played, episode_id=episode, seed=seed, agents=agents, played=self.played,
+                                      level=item_level(item, index), mission=mission, success_at=self.task.success)
+        # the texts the episode's prompts played: what replaying it (the credit oracle) binds again
+        trajectory.metrics["prompt_texts"] = {name: binding.prompts[name] for name in agents}
+        return trajectory
