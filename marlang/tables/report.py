@@ -224,6 +224,9 @@ def markdown_table(summaries: dict[str, dict[str, Any]], title: str = "", first_
         f"'{TOO_FEW}', and values all equal '{NO_SPREAD}', instead of an interval. levels: distinct env "
         "seeds among the episodes."
     )
+    if any(str(s.get("env_id", "")).startswith("graph:") for s in summaries.values()):
+        note += (" A user's graph's row (graph:<build>): steps are its chat-model calls, levels the distinct "
+                 "inputs of its task, and no call chooses among legal actions (invalid actions 0%).")
     if evaluated:
         note += (" The other columns are over a run's own episodes (a learner's: its training "
                  f"rollouts, sampled); {EVAL_HEADER}: the greedy held-out evaluation's return before "

@@ -210,7 +210,9 @@ def test_a_graph_with_one_marked_prompt_has_nothing_to_swap(tmp_path, monkeypatc
     assert not (tmp_path / "xp").exists()
 
 
-def test_a_graph_runs_cost_counts_each_nodes_calls_under_its_marked_role(scripted, tmp_path):
+def test_a_graph_runs_cost_counts_each_nodes_calls_under_its_marked_role_and_report_says_its_columns(
+        scripted, tmp_path, capsys):
+    from marlang.cli import main
     from marlang.run.experiment import Experiment
 
     result = Experiment(build_config({**base(), "learning": {"method": "langmarl", "rollouts": 2}}),
@@ -220,3 +222,8 @@ def test_a_graph_runs_cost_counts_each_nodes_calls_under_its_marked_role(scripte
     assert cost["by_role"]["critic"]["llm_calls"] == 4  # the learner's own, one per episode, beside the nodes'
     assert cost["llm_calls"] == sum(role["llm_calls"] for role in cost["by_role"].values())
     assert result.summary["cost"]["llm_calls"] == cost["llm_calls"]
+    capsys.readouterr()
+    assert main(["report", str(result.run_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert f"## {PLAYED}" in shown and "| graph, langmarl " in shown and "4 (4 levels)" in shown
+    assert "steps are its chat-model calls, levels the distinct inputs of its task" in shown
