@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from marlang.prompts import lessons_text
+
 
 class ReflexionMemory:
     """Per-agent memory. ``capacity`` bounds the long-term reflections kept (oldest dropped)."""
@@ -33,10 +35,7 @@ class ReflexionMemory:
             self._reflections.append(text)
 
     def render_reflections(self) -> str:
-        if not self._reflections:
-            return ""
-        lines = [f"- {r}" for r in self._reflections]
-        return "Lessons from your earlier episodes:\n" + "\n".join(lines)
+        return lessons_text(list(self._reflections))
 
     # short-term (one buffer per episode, so parallel episodes do not mix) ---------------
     def record(self, episode: int, entry: str) -> None:

@@ -23,7 +23,7 @@ from marlang.config.sections import (
 from marlang.config.team import Slot, SlotConfig, check_team, resolve_slot, team_label
 from marlang.registry import CONFIG_CHECKS, EntryPointError
 
-GRAPH_METHODS = ("none", "langmarl", "grpo", "magrpo")
+GRAPH_METHODS = ("none", "reflexion", "langmarl", "grpo", "magrpo")
 """The ``learning.method`` values a run of a user's graph (``graph:``) takes."""
 
 _NOT_FOR_A_GRAPH = ("env", "protocol", "agents", "team", "sandbox")

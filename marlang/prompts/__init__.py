@@ -67,3 +67,10 @@ class PromptLibrary:
     def hashes(self) -> dict[str, str]:
         """Content hash of every template this library would load (for the run manifest)."""
         return {n: self.get(n).sha for n in self.names()}
+
+
+def lessons_text(reflections: list[str]) -> str:
+    """Reflexion's long-term memory as a prompt shows it ("" when there is none yet)."""
+    if not reflections:
+        return ""
+    return "Lessons from your earlier episodes:\n" + "\n".join(f"- {r}" for r in reflections)

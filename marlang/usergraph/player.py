@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 
 from marlang.config.graph import GraphSpec, Reward, TaskItem, TaskSpec
 from marlang.models.accounting import EPISODE_KEY, ITERATION_KEY
+from marlang.prompts import lessons_text
 from marlang.types import CallContext, PolicyState, Trajectory
 from marlang.usergraph.binding import Binding
 from marlang.usergraph.episode import arun_graph
@@ -73,7 +74,10 @@ class GraphPlayer:
     def binding(self, policy: PolicyState, models: Mapping[str, BaseChatModel] | None = None) -> Binding:
         """The prompt texts and models of one invocation under ``policy``; ``models``: roles that
         play a model of their own in it (a phase's acting models, a group's sampling models)."""
-        texts = {name: policy.policies.get(name) or default for name, default in self.prompts.items()}
+        # a prompt's text, then its Reflexion lessons where the run keeps any (learning.method reflexion)
+        texts = {name: "\n\n".join(filter(None, (policy.policies.get(name) or default,
+                                                   lessons_text(policy.memories.get(name, [])))))
+                 for name, default in self.prompts.items()}
         versions = {name: policy.versions.get(name, 0) for name in self.prompts}
         return Binding(prompts=texts, versions=versions, models={**self.models, **(models or {})}, model=self.model)
 

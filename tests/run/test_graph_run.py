@@ -141,7 +141,7 @@ def test_a_graph_config_with_a_section_of_marlangs_own_teams_is_one_line():
 
 def test_a_method_that_cannot_train_a_graph_is_one_line_with_the_valid_ones():
     with pytest.raises(ConfigError, match="learning.method 'ppo' does not train a graph; valid choices for a "
-                                          "graph: none, langmarl"):
+                                          "graph: none, reflexion, langmarl, grpo, magrpo"):
         config({"method": "ppo"})
 
 
@@ -171,3 +171,17 @@ def test_a_graph_with_no_marks_is_played_and_recorded_by_node(tmp_path):
     assert [[(s["info"]["node"], s["decisions"]["answer"]["action"]) for s in e["steps"]] for e in episodes] == [
         [("answer", "an answer")]] * 2  # the app's own model: it marks none for the run to bind
     assert all(e["agents"] == [] and not e["metrics"]["failed"] for e in episodes)
+
+
+def test_reflexion_keeps_a_memory_per_marked_prompt_that_its_nodes_read_next(tmp_path):
+    reflector = ScriptedChatModel(reply_fn=lambda m: f"LESSON for {m[0].text[:13]}")
+    result = Experiment(config({"method": "reflexion", "iterations": 2, "rollouts": 2}), tmp_path / "run",
+                        chat_model=ScriptedChatModel(reply_fn=actor), learner_model=reflector).run()
+    rd = RunDirectory(result.run_dir)
+    state = rd.read_json("learner_state.json")
+    assert state["memories"]["planning"][0] == "LESSON for Plan the step"  # written from the prompt's own text
+    assert state["memories"]["coding"][0] == "LESSON for Write the cod"
+    later = [e for e in rd.load_episode_dicts() if e["iteration"] == 1]
+    planner_text = later[0]["steps"][0]["observations"]["planning"]["text"]
+    assert "Lessons from your earlier episodes:\n- LESSON for Plan the step" in planner_text
+    assert "LESSON for Write" not in planner_text  # each node reads its own prompt's lessons

@@ -34,6 +34,8 @@ class ReflexionLearner(Learner):
     name: ClassVar[str] = "reflexion"
     options_model: ClassVar[type[LearnerOptions]] = ReflexionOptions
     roles: ClassVar[tuple[str, ...]] = ("reflector",)
+    graph_class: ClassVar[str | None] = "marlang.methods.reflexion.graph:GraphReflexionLearner"
+    """A user's graph keeps a memory per marked prompt (`marlang.methods.reflexion.graph`)."""
 
     async def update(self, state: PolicyState, trajectories: list[Trajectory]) -> Candidate:
         options: Any = self.options
