@@ -38,7 +38,8 @@ class GraphReflexionLearner(ReflexionLearner):
         jobs = [(name, traj) for traj in ordered for name in names if name in traj.agents]
         texts = await asyncio.gather(*(self._reflect(state, name, traj) for name, traj in jobs))
         memories = {n: list(state.memories.get(n, [])) for n in names}
-        records = {n: {"agent": n, "reflections": [], "memory_before": list(memories[n])} for n in names}
+        records: dict[str, dict[str, Any]] = {n: {"agent": n, "reflections": [], "memory_before": list(memories[n])}
+                                              for n in names}
         for (name, traj), text in zip(jobs, texts, strict=True):
             records[name]["reflections"].append({"episode": traj.episode, "text": text})
             if text.strip():
