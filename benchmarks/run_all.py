@@ -29,6 +29,7 @@ import bench_parallel
 import bench_ppo
 import bench_run_overhead
 import bench_scoring
+import bench_usergraph
 
 
 def own_process(script: str) -> None:
@@ -47,6 +48,8 @@ BENCHMARKS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
     ("MAGRPO: batched sampling with per-row adapters, shared-prompt training", bench_magrpo.main,
      {"new_tokens": 16, "repeats": 1, "warmup": 0}),
     ("parallel episodes", bench_parallel.main, {"episodes": 8, "max_steps": 2}),
+    ("a user's LangGraph graph: recording overhead, 8 episodes at once", bench_usergraph.main,
+     {"rounds": 10, "per_round": 10, "max_tokens": 24, "parallel_steps": 2}),
     ("comparison grid: Ray executor vs local (4 settings)", bench_compare_executors.main,
      {"episodes": 60, "settings": 4}),
     ("Overcooked text env", bench_envs_overcooked.main, {"ticks": 1000, "repeats": 1}),
