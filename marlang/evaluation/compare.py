@@ -320,10 +320,12 @@ def check_comparison_folder(out: Path, base: dict[str, Any], grid: list[tuple[st
     saved_file = out / COMPARISON_FILE
     if not saved_file.is_file():
         return
+    given = build_config(copy.deepcopy(base))
     try:
         saved = load_yaml(saved_file.read_text(encoding="utf-8"))  # its aliases bounded
         saved_base, saved_grid = saved["base"], [next(iter(g.items())) for g in saved["grid"]]
-        saved_config = build_saved_config(copy.deepcopy(saved_base), saved_file)
+        # the import paths the given config names (a graph's builder, data, reward) are the user's own
+        saved_config = build_saved_config(copy.deepcopy(saved_base), saved_file, beside=given)
     except UntrustedImportError:
         raise
     except (OSError, ValueError, yaml.YAMLError, RecursionError, KeyError, TypeError, AttributeError,
@@ -333,7 +335,7 @@ def check_comparison_folder(out: Path, base: dict[str, Any], grid: list[tuple[st
     varied = ["run.seed", "run.seeds"]
     for key, values in [*saved_grid, *grid]:
         varied += [k for v in values if isinstance(v, dict) for k in v if k != "name"] if key == SETTING_KEY else [key]
-    difference = config_difference(saved_config, build_config(copy.deepcopy(base)), tuple(varied))
+    difference = config_difference(saved_config, given, tuple(varied))
     if difference is not None:
         key, old, now = difference
         raise ConfigError(f"--out {out} holds another comparison ({saved_file}: {key!r} is {old} there but "

@@ -76,8 +76,9 @@ def test_compare_over_seeds_pools_a_graphs_runs_and_cross_plays_its_prompts_acro
     config = tmp_path / "graph.yaml"
     config.write_text(yaml.safe_dump({**base(), "learning": {"method": "none", "rollouts": 2}}))
     out = tmp_path / "cmp"
-    assert main(["compare", str(config), "--seeds", "0,1", "--grid", "learning.method=none,langmarl",
-                 "--crossplay-episodes", "2", "--out", str(out)]) == 0
+    args = ["compare", str(config), "--seeds", "0,1", "--grid", "learning.method=none,langmarl",
+            "--crossplay-episodes", "2", "--out", str(out)]
+    assert main(args) == 0
     said = capsys.readouterr()
     assert "4 cells x 2 episodes = 8 episodes" in said.err and "held-out" not in said.err
     summary = json.loads((out / "summary.json").read_text())
@@ -99,6 +100,9 @@ def test_compare_over_seeds_pools_a_graphs_runs_and_cross_plays_its_prompts_acro
     assert cell["graph"]["prompts"] == {"planning": states[0]["policies"]["planning"],
                                         "coding": states[1]["policies"]["coding"]}
     assert cell["learning"]["method"] == "none" and "inputs of the task per cell" in (check / "table.md").read_text()
+    played = sorted(path.stat().st_mtime_ns for path in out.glob("**/episodes.jsonl"))
+    assert len(played) == 8 and main(args) == 0  # a rerun resumes the runs and the check: nothing played again
+    assert sorted(path.stat().st_mtime_ns for path in out.glob("**/episodes.jsonl")) == played
 
 
 def _graph_run(path: Path, policies: dict[str, str] | None, method: str = "langmarl", build: str = "build_graph",
@@ -125,8 +129,8 @@ def test_crossplay_plays_one_runs_first_prompt_beside_anothers_other_prompts(scr
     config = tmp_path / "graph.yaml"
     config.write_text(yaml.safe_dump(base()))
     out = tmp_path / "xp"
-    assert main(["crossplay", str(config), "--players", f"A={a}", f"B={b}", "base", "--episodes", "2",
-                 "--out", str(out)]) == 0
+    args = ["crossplay", str(config), "--players", f"A={a}", f"B={b}", "base", "--episodes", "2", "--out", str(out)]
+    assert main(args) == 0
     found = json.loads((out / "crossplay.json").read_text())
     means = {i: {j: found["return"][i][j]["mean"] for j in ("A", "B", "base")} for i in ("A", "B", "base")}
     # the coding prompt (the partners' slot) decides the reward: A's solves, B's and the default do not
@@ -139,6 +143,10 @@ def test_crossplay_plays_one_runs_first_prompt_beside_anothers_other_prompts(scr
     (episode, *_) = RunDirectory(out / "base---B").load_episode_dicts()
     assert episode["steps"][0]["observations"]["planning"]["text"].startswith("system: Plan the steps.")
     assert (out / "table.md").read_text().startswith("## Cross-play")
+    played = sorted(path.stat().st_mtime_ns for path in out.glob("*/episodes.jsonl"))
+    assert main(args) == 0  # a rerun resumes every cell (nothing left to play) and rebuilds the same matrix
+    assert json.loads((out / "crossplay.json").read_text())["return"] == found["return"]
+    assert sorted(path.stat().st_mtime_ns for path in out.glob("*/episodes.jsonl")) == played
 
 
 def test_a_graph_player_that_does_not_fit_is_refused_in_one_line(tmp_path):
