@@ -1,12 +1,32 @@
 """Collecting concurrent requests on an event loop into batches that one engine runs off the
-loop's thread, one batch at a time.
+loop's thread, one batch at a time; a synchronous call from a worker thread of a loop that
+batches sync calls (`batching_sync_calls`) joins that loop's batches.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Protocol
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOOP_PICKUP_S = 1.0
+"""How long a sync call waits for its event loop to take its request before running it alone:
+a loop whose thread is blocked (on this very call, e.g. a sync subgraph invoked from an async
+node) would never take it."""
+
+_LOOP_CHECK_S = 1.0
+"""How often a sync call waiting for its batch checks that the loop is still open."""
+
+_BATCHING_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("marlang_batching_loop", default=None)
 
 
 class BatchingEngine(Protocol):
@@ -83,3 +103,58 @@ class LoopBatcher:
             seen = len(self._pending)
             await asyncio.sleep(self._engine.batch_window_s)
 
+
+@contextmanager
+def batching_sync_calls() -> Iterator[None]:
+    """Inside, on a running event loop: a synchronous engine call that a worker thread makes in
+    this context joins the loop's batches instead of running alone. LangGraph runs a graph's sync
+    nodes in such threads, with a copy of the context, so the sync nodes of concurrent
+    ``ainvoke`` calls share batches as async ones do."""
+    token = _BATCHING_LOOP.set(asyncio.get_running_loop())
+    try:
+        yield
+    finally:
+        _BATCHING_LOOP.reset(token)
+
+
+def in_loop_batch(job: Callable[[], Coroutine[Any, Any, T]], alone: Callable[[], T]) -> T:
+    """``job()`` awaited on the loop that batches this context's sync calls, this thread waiting
+    for its result; ``alone()`` where there is no such loop, it is closed or not running, this
+    thread runs a loop itself (blocking a loop's own thread on it would deadlock), or the loop
+    does not take the job within `LOOP_PICKUP_S`."""
+    loop = _BATCHING_LOOP.get()
+    if loop is None or loop.is_closed() or not loop.is_running() or _runs_a_loop():
+        return alone()
+    taken = threading.Lock()  # whoever takes it first decides: the loop runs the job, or this thread
+    started = threading.Event()
+
+    async def on_loop() -> T:
+        if not taken.acquire(blocking=False):
+            raise asyncio.CancelledError  # the caller ran it alone meanwhile
+        started.set()
+        return await job()
+
+    coroutine = on_loop()
+    try:
+        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    except RuntimeError:  # the loop closed since the check
+        coroutine.close()
+        return alone()
+    if not started.wait(LOOP_PICKUP_S) and taken.acquire(blocking=False):
+        future.cancel()
+        logger.debug("the event loop took no sync call for %.1f s (is its thread blocked?): it runs alone",
+                     LOOP_PICKUP_S)
+        return alone()
+    while not future.done():
+        concurrent.futures.wait((future,), _LOOP_CHECK_S)
+        if not future.done() and loop.is_closed():  # its tasks went with it, this one too
+            raise RuntimeError("the event loop closed while a sync call waited for its batch")
+    return future.result()
+
+
+def _runs_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,9 +1,10 @@
 """`LocalChatModel`: a LangChain chat model over a shared, batching `LocalLM` engine.
 
-Messages are rendered with the tokenizer's chat template; concurrent ``ainvoke`` calls are
-decoded together in one batch. A call with ``choices=[...]`` picks the most likely choice
-instead of generating (the GLAM way of acting: every answer is a legal one). Copies with other
-sampling params share the engine: ``model.model_copy(update={"temperature": 0.7})``.
+Messages are rendered with the tokenizer's chat template; concurrent ``ainvoke`` calls, and sync
+calls from a batching loop's worker threads (a graph's sync nodes), are decoded together in one
+batch. A call with ``choices=[...]`` picks the most likely choice instead of generating (the GLAM
+way of acting: every answer is a legal one). Copies with other sampling params share the engine:
+``model.model_copy(update={"temperature": 0.7})``.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ class LocalChatModel(ReplyChatModel):
         if "choices" in kwargs:
             return self._choose(messages, **kwargs)
         request, prompt = self._request(messages, stop, **kwargs)
-        return self._to_reply(self.engine.generate([request])[0], prompt)
+        return self._to_reply(self.engine.generate_one(request), prompt)
 
     async def _areply(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> ChatReply:
         if "choices" in kwargs:
@@ -232,10 +233,11 @@ class LocalChatModel(ReplyChatModel):
         the adapter's value estimate where a value head is attached, and the exact scored
         prompt. ``choice_offsets`` (one number per choice) are added to the scores before
         choosing: the policy is softmax((scores + offsets) / temperature) (agents.calibration).
-        Concurrent async calls are scored together in one batch.
+        Concurrent async calls are scored together in one batch, and so are sync ones made in
+        worker threads of a loop that batches them (`batching_sync_calls`).
         """
         request, choice = self._choice_request(messages, **kwargs)
-        return self._chosen(request, choice, self.engine.score_requests([request])[0])
+        return self._chosen(request, choice, self.engine.score_one(request))
 
     def _choice_request(
         self,

@@ -22,9 +22,7 @@ from typing import Any, Protocol
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from marlang.models.batching import (
-    LoopBatcher,
-)
+from marlang.models.batching import LoopBatcher, in_loop_batch
 from marlang.models.generation import (
     GenerationOutput,
     GenerationRequest,
@@ -358,6 +356,17 @@ class LocalLM:
         for start in range(0, len(requests), self.max_batch_size):
             outputs.extend(self._generate_batch(requests[start : start + self.max_batch_size]))
         return outputs
+
+    def generate_one(self, request: GenerationRequest) -> GenerationOutput:
+        """Answer one request from sync code: in a worker thread of an event loop that batches
+        sync calls (`batching_sync_calls`), batched with that loop's pending requests;
+        otherwise alone, on this thread."""
+        self._check_fits(request)
+        return in_loop_batch(lambda: self.agenerate(request), lambda: self.generate([request])[0])
+
+    def score_one(self, request: ScoreRequest) -> ScoreOutput:
+        """`score_requests` for one request from sync code, batched as `generate_one` is."""
+        return in_loop_batch(lambda: self.ascore_request(request), lambda: self.score_requests([request])[0])
 
     def score(self, prompt: str, candidates: Sequence[str], adapter: str | None = None) -> list[float]:
         """log p(candidate | prompt) for each candidate: the prompt and all candidates in one

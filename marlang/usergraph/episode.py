@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from marlang.models.batching import batching_sync_calls
 from marlang.usergraph.binding import Binding, bind
 from marlang.usergraph.recorder import NodeCall, NodeCallRecorder
 
@@ -165,10 +166,11 @@ async def arun_graph(
     callbacks: Sequence[BaseCallbackHandler] = (),
     metadata: Mapping[str, Any] | None = None,
 ) -> GraphEpisode:
-    """`run_graph` for asyncio: concurrent calls each run in their own binding."""
+    """`run_graph` for asyncio: concurrent calls each run in their own binding, and the sync
+    nodes' calls of a local model join the loop's batches with every other call's."""
     binding = binding if binding is not None else Binding()
     recorder = NodeCallRecorder(binding.prompt_versions())
-    with bind(binding):
+    with bind(binding), batching_sync_calls():
         try:
             output = await graph.ainvoke(dict(inputs), _config(recorder, recursion_limit, callbacks, metadata))
         except Exception as error:  # noqa: BLE001 - any failure of the user's graph is the episode's outcome

@@ -4,6 +4,7 @@ no model gives a failed episode instead of an exception."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import operator
@@ -16,7 +17,7 @@ from langgraph.types import Send
 
 import marlang
 from marlang.models import load_chat_model
-from marlang.testing import ScriptedChatModel
+from marlang.testing import ScriptedChatModel, tiny_chat_model, tiny_local_lm
 from marlang.usergraph import NO_MODEL_CALLED, Binding, GraphEpisode, arun_graph, run_graph
 from tests.usergraph import planner_coder_app as app
 
@@ -203,3 +204,13 @@ def test_a_record_holds_only_json_safe_text_of_what_the_graph_left():
     assert record["output"]["text"] == "y" * 2000 + "...(3000 characters left out)"
     assert record["output"]["odd"] == "<Unshowable that cannot be shown>" and record["output"]["3"] == "[1, 2]"
     assert (record["reward"], record["error"], record["calls"]) == (None, "ValueError: broke", [])
+
+
+async def test_the_sync_nodes_of_concurrent_runs_share_the_local_models_batches():
+    engine = tiny_local_lm(batch_window_s=0.05, max_batch_wait_s=1.0)  # patient: a slow machine's threads still meet
+    binding = Binding(model=tiny_chat_model(engine, max_tokens=4))
+    questions = ["add two numbers", "sort a list", "reverse a string", "sum a list"]
+    episodes = await asyncio.gather(*(arun_graph(app.build_graph(), {"question": q}, binding) for q in questions))
+    assert all(not e.failed and len(e.calls) == 2 for e in episodes)
+    assert engine.counters.requests_served == 2 * len(questions)
+    assert engine.counters.generate_calls < 2 * len(questions)  # alone, each sync call is a batch of its own
