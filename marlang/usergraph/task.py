@@ -10,6 +10,7 @@ import inspect
 import logging
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, TypedDict, Unpack
 
 from marlang.config.graph import GraphSpec, Reward, TaskItem, TaskSpec
@@ -91,7 +92,8 @@ class PlayOptions(TypedDict, total=False):
 async def aplay_task(graph_spec: GraphSpec, task_spec: TaskSpec, **options: Unpack[PlayOptions]) -> list[GraphEpisode]:
     """Play the graph of ``graph_spec`` once on each input of ``task_spec`` (the first ``limit``),
     ``concurrency`` invocations at a time, each in its own context bound to ``binding`` (the same
-    prompts and models for all), and score each episode with the task's reward.
+    prompts and models for all; the spec's ``prompts`` for the prompts it does not name), and
+    score each episode with the task's reward.
 
     Returns the episodes in the order of the inputs. What is wrong before anything is played (the
     import paths, the builder's graph and its keys, the data) raises a `ConfigError`; what goes
@@ -103,6 +105,9 @@ async def aplay_task(graph_spec: GraphSpec, task_spec: TaskSpec, **options: Unpa
         raise TypeError(f"play_task got {', '.join(map(repr, unknown))}; its options are "
                         f"{', '.join(PlayOptions.__annotations__)}")
     binding, concurrency, limit = options.get("binding"), options.get("concurrency", 8), options.get("limit")
+    if graph_spec.prompts:  # the section's texts (a config's graph.prompts), under those the binding names
+        given = binding if binding is not None else Binding()
+        binding = replace(given, prompts={**graph_spec.prompts, **given.prompts})
     if concurrency < 1:
         raise ValueError(f"concurrency {concurrency}: give at least 1")
     if limit is not None and limit < 1:

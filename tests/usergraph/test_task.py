@@ -49,6 +49,14 @@ async def test_k_inputs_play_at_a_time_each_in_its_own_binding_and_come_back_in_
     assert [episode.reward for episode in episodes] == [1.0] * 6
 
 
+def test_the_specs_prompts_play_where_the_binding_names_none():
+    graph = GraphSpec(build=f"{APP}:counting_graph", input="question", output="answer", prompts={"tag": "given"})
+    task = TaskSpec(data=f"{APP}:counting_data", reward=f"{APP}:suffix_reward")
+    assert [e.output["answer"] for e in play_task(graph, task, limit=2)] == ["given q0", "given q1"]
+    (bound,) = play_task(graph, task, binding=Binding(prompts={"tag": "bound"}), limit=1)
+    assert bound.output["answer"] == "bound q0"
+
+
 def test_a_failure_on_one_input_fails_that_episode_and_the_others_are_scored(monkeypatch):
     monkeypatch.setattr(task_app, "problems", task_app.kinds_data)
     episodes = {episode.input: episode for episode in play_task(*specs("by_question_graph", reward="kinds_reward"))}
