@@ -146,11 +146,15 @@ _OUTCOME = re.compile(r"team return\s*[:=]?\s*[-+]?\d"
 
 
 def malformed_policy(text: str) -> str | None:
-    """Why an optimizer reply is no policy (None when it is one): empty, or a restatement of
-    an episode's outcome ("... not completed after 5 steps; team return 0.1"), which small
-    models echo from their prompt instead of writing instructions."""
+    """Why an optimizer reply is no policy (None when it is one): empty, a restatement of an
+    episode's outcome ("... not completed after 5 steps; team return 0.1"), which small models
+    echo from their prompt instead of writing instructions, or a few lines repeated over and over
+    (a small model's loop: at least four lines, at most half of them distinct)."""
     if not text.strip():
         return "empty"
     if _OUTCOME.search(text):
         return "restates an episode's outcome"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) >= 4 and len(set(lines)) * 2 <= len(lines):
+        return "repeats itself"
     return None

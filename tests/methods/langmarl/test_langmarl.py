@@ -279,6 +279,8 @@ def test_an_optimizer_reply_that_echoes_the_outcome_is_no_policy_and_is_counted(
     echo = "The mission was not completed after 5 steps; team return 0.1\n\nThe policy to correct:"
     assert malformed_policy(echo) == "restates an episode's outcome"
     assert malformed_policy("   ") == "empty"
+    assert malformed_policy("The policy to correct:\n" * 6) == "repeats itself"  # a small model's loop
+    assert malformed_policy("Plan first.\nThen code.\nTest the edge cases.\nKeep it short.") is None
     # real policies, even ones that count steps, pass
     for fine in ("If you do not see the target after 3 steps, turn around.", "Go forward, fast.",
                  "Pick up the key, then open the door; your teammate fetches the box."):
