@@ -7,8 +7,9 @@ model as it is) or what a learner trained, read from its run directory: adapters
 MAGRPO, GRPO), the accepted policy text (LangMARL), the memory (Reflexion), a neural policy.
 A player in a slot plays what its run trained for that slot. For a user's own graph (``graph:``)
 the slots are the marked prompts, in the order the app marks them, and a player is a run that
-rewrote them (LangMARL) or ``base``: the config's texts (``graph.prompts``, else the app's
-defaults); each cell plays the task's inputs, the same ones in every cell.
+rewrote them (LangMARL), one that keeps lessons for them (Reflexion) or ``base``: the config's
+texts (``graph.prompts``, else the app's defaults); each cell plays the task's inputs, the same
+ones in every cell.
 
 With two slots, cell (i, j) is player i in slot 0 beside player j in slot 1; with more, player
 i in slot 0 beside player j in every other slot (a focal player among partners). Each cell is
@@ -22,6 +23,7 @@ minus the mean cross-play return, averaged over the levels with its bootstrap in
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import yaml
 
 from marlang.config import ConfigError, ExperimentConfig, build_config, build_saved_config, trains_weights
 from marlang.evaluation.compare import check_comparison_folder, expand_grid, folder_name
+from marlang.prompts import lessons_text
 from marlang.rundir import atomic_write_text, dumps_json, save_figure
 from marlang.rundir.untrusted import (
     DamagedRunFile,
@@ -78,10 +81,18 @@ class Player:
             entry["memory"] = list(self.memories[agent])
         return entry
 
-    def prompts(self, names: list[str]) -> dict[str, str]:
-        """The texts this player plays for a graph's marked prompts ``names`` (none: ``base``,
-        the config's own)."""
-        return {name: self.policies[name] for name in names if self.policies and name in self.policies}
+    def prompts(self, start: Mapping[str, str]) -> dict[str, str]:
+        """The texts this player plays for a graph's marked prompts, of those ``start`` names with
+        the texts they start from: its run's text (else the start's), then the lessons of its
+        Reflexion memory, as the run's nodes read them; none where its run changed neither
+        (``base``: the config's own)."""
+        texts = {}
+        for name, text in start.items():
+            own = (self.policies or {}).get(name)
+            lessons = lessons_text((self.memories or {}).get(name, []))
+            if own is not None or lessons:
+                texts[name] = "\n\n".join(filter(None, (own or text, lessons)))
+        return texts
 
 
 def _section(saved: dict[str, Any], key: str, file: Path) -> dict[str, Any]:
@@ -150,7 +161,7 @@ def _read_player(name: str, path: Path, played: str, n_agents: int, protocol: st
     if state.get("adapters"):
         if build is not None:
             raise ConfigError(f"--players {name}={path}: its nodes' adapters ({method}) are not cross-played; "
-                              "crossplay swaps a graph's marked prompts, as a langmarl run rewrote them")
+                              "crossplay swaps a graph's marked prompts, as a langmarl or reflexion run left them")
         return Player(name, f"{method} adapters", str(path))
     policies = {a: str(p) for a, p in _section(state, "policies", state_file).items()}
     memories = {a: [str(m) for m in ms] for a, ms in _section(state, "memories", state_file).items()
@@ -193,15 +204,17 @@ def cell_name(first: str, second: str) -> str:
     return f"{first} / {second}"
 
 
-def graph_prompts(config: ExperimentConfig) -> list[str]:
-    """A graph's slots in a cross-play: its marked prompts, in the order the app marks them."""
+def graph_prompts(config: ExperimentConfig) -> dict[str, str]:
+    """A graph's slots in a cross-play: its marked prompts, in the order the app marks them, each
+    with the text it starts from (``graph.prompts``, else the app's default)."""
     from marlang.usergraph import app_marks
 
     assert config.graph is not None  # (called for a config that plays a graph)
     try:
-        return list(app_marks(config.graph.build).prompt_defaults())
+        defaults = app_marks(config.graph.build).prompt_defaults()
     except ValueError as err:  # a prompt marked twice with different defaults
         raise ConfigError(f"graph.build {config.graph.build!r}: {err}") from None
+    return {name: config.graph.prompts.get(name, text) for name, text in defaults.items()}
 
 
 def cells(base: dict[str, Any], players: list[Player], episodes: int) -> tuple[dict[str, Any], list[Any]]:
@@ -216,9 +229,11 @@ def cells(base: dict[str, Any], players: list[Player], episodes: int) -> tuple[d
     if "graph" in data:
         # the task's inputs, the same in every cell (a graph has no held-out levels), prompt by prompt
         run["episodes"] = episodes
-        prompts = graph_prompts(build_config(copy.deepcopy(data)))
+        start = graph_prompts(build_config(copy.deepcopy(data)))
+        focal = dict(list(start.items())[:1])
+        partners = {name: text for name, text in start.items() if name not in focal}
         return data, [{"name": cell_name(first.name, second.name),
-                       "graph.prompts": {**second.prompts(prompts[1:]), **first.prompts(prompts[:1])}}
+                       "graph.prompts": {**second.prompts(partners), **first.prompts(focal)}}
                       for first in players for second in players]
     run.update({"levels": "held_out", "episodes": episodes})
     data["agents"] = {**(data.get("agents") or {}), "kind": "llm"}
@@ -240,7 +255,7 @@ def plan_crossplay(base: dict[str, Any], items: list[str], episodes: int, out: s
         raise ConfigError(f"--episodes must be at least 1, not {episodes}")
     config = build_config(copy.deepcopy(base))
     if config.plays_graph:
-        slots = graph_prompts(config)
+        slots = list(graph_prompts(config))
         if len(slots) < 2:
             raise ConfigError(f"crossplay swaps a graph's marked prompts, one beside the others; "
                               f"{config.played} marks {len(slots)} ({', '.join(slots) or 'none'}): mark two or more "

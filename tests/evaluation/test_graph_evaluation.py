@@ -106,7 +106,7 @@ def test_compare_over_seeds_pools_a_graphs_runs_and_cross_plays_its_prompts_acro
 
 
 def _graph_run(path: Path, policies: dict[str, str] | None, method: str = "langmarl", build: str = "build_graph",
-               adapters: bool = False) -> Path:
+               adapters: bool = False, memories: dict[str, list[str]] | None = None) -> Path:
     """A run directory of the graph as a trained run leaves it: its config and learner state."""
     path.mkdir(parents=True)
     data = base()
@@ -114,7 +114,7 @@ def _graph_run(path: Path, policies: dict[str, str] | None, method: str = "langm
     data["learning"] = {"method": method}
     (path / "config.yaml").write_text(build_config(data).to_yaml())
     if policies is not None:
-        state: dict[str, Any] = {"policies": policies, "memories": {}}
+        state: dict[str, Any] = {"policies": policies, "memories": memories or {}}
         if adapters:
             state["adapters"] = {"planner": {"hash": "h"}}
         (path / "learner_state.json").write_text(json.dumps(state))
@@ -147,6 +147,16 @@ def test_crossplay_plays_one_runs_first_prompt_beside_anothers_other_prompts(scr
     assert main(args) == 0  # a rerun resumes every cell (nothing left to play) and rebuilds the same matrix
     assert json.loads((out / "crossplay.json").read_text())["return"] == found["return"]
     assert sorted(path.stat().st_mtime_ns for path in out.glob("*/episodes.jsonl")) == played
+
+
+def test_a_reflexion_run_plays_its_lessons_after_the_text_its_prompt_starts_from(tmp_path):
+    memory = _graph_run(tmp_path / "r", {}, method="reflexion", memories={"coding": ["Test first.", "Be brief."]})
+    given = {**base(), "graph": {**base()["graph"], "prompts": {"coding": "Code it."}}}
+    _, grid, _ = plan_crossplay(given, [f"R={memory}", "base"], 2, str(tmp_path / "xp"))
+    cells = {value["name"]: value["graph.prompts"] for value in grid[0][1]}
+    lessons = "Code it.\n\nLessons from your earlier episodes:\n- Test first.\n- Be brief."
+    assert cells == {"R / R": {"coding": lessons}, "R / base": {}, "base / R": {"coding": lessons}, "base / base": {}}
+    assert yaml.safe_load((tmp_path / "xp" / "crossplay.yaml").read_text())["players"][0]["what"] == "reflexion memory"
 
 
 def test_a_graph_player_that_does_not_fit_is_refused_in_one_line(tmp_path):
