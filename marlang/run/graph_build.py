@@ -16,11 +16,13 @@ from marlang.agents import CallContext
 from marlang.config import ConfigError, ExperimentConfig
 from marlang.envs.core.graph_narrator import GraphWorld
 from marlang.learners import CheckpointBarrier, EpisodeSink, Learner, learner_entry
+from marlang.models.accounting import UNKNOWN_ROLE
 from marlang.models.capabilities import engine_of
 from marlang.models.local_policy import local_policies
 from marlang.prompts import PromptLibrary
 from marlang.run.build import RunParts, build_chat_model, build_learner, learning_method
 from marlang.run.loop import LoopOptions
+from marlang.tables.report import LLM_ROLES
 from marlang.usergraph import AppMarks, GraphPlayer, MarkedModel, app_marks
 
 if TYPE_CHECKING:
@@ -51,6 +53,10 @@ def graph_player(config: ExperimentConfig, model: BaseChatModel) -> tuple[GraphP
         marks = app_marks(spec.build)
     except ValueError as err:  # a prompt marked twice with different defaults
         raise ConfigError(f"graph.build {spec.build!r}: {err}") from None
+    taken = [role for role in marks.models if role in (*LLM_ROLES, UNKNOWN_ROLE)]
+    if taken:  # llm_calls.csv and the cost tables count a marked model's calls under its role
+        raise ConfigError(f"graph.build {spec.build!r} marks a chat model with the role {taken[0]!r}, which "
+                          f"marlang's own calls are counted under ({', '.join(LLM_ROLES)}); give it another name")
     defaults = marks.prompt_defaults()
     unknown = [name for name in spec.prompts if name not in defaults]
     if unknown:

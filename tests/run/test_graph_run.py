@@ -185,3 +185,13 @@ def test_reflexion_keeps_a_memory_per_marked_prompt_that_its_nodes_read_next(tmp
     planner_text = later[0]["steps"][0]["observations"]["planning"]["text"]
     assert "Lessons from your earlier episodes:\n- LESSON for Plan the step" in planner_text
     assert "LESSON for Write" not in planner_text  # each node reads its own prompt's lessons
+
+
+def test_a_marked_model_role_that_marlangs_own_calls_use_is_one_line_and_creates_nothing(tmp_path):
+    cfg = build_config({
+        "graph": {"build": "tests.run.clash_app:build_graph", "input": "question", "output": "answer"},
+        "task": {"data": f"{APP}:problems", "reward": f"{APP}:score"}, "run": {"progress": False},
+    })
+    with pytest.raises(ConfigError, match=r"marks a chat model with the role 'critic', which marlang's own calls"):
+        Experiment(cfg, tmp_path / "run", chat_model=ScriptedChatModel(reply_fn=actor)).run()
+    assert not (tmp_path / "run").exists()
