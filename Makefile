@@ -47,8 +47,8 @@ test: $(STAMP) browser
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict -d site
 
-# quick sizes, about 12 minutes on 2 cores; `make bench-full` (or `make bench ARGS=--full`) runs
-# the sizes of docs/benchmarks.md, about 45 minutes
+# quick sizes, about 18 minutes on 2 cores; `make bench-full` (or `make bench ARGS=--full`) runs
+# the sizes of docs/benchmarks.md, about 57 minutes
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py $(ARGS)
 

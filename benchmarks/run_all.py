@@ -1,8 +1,8 @@
 """Runs every benchmark (`make bench`) and prints their side-by-side figures.
 
 By default each benchmark runs at smaller sizes (fewer rounds, tokens, frames, steps): the same
-headline ratios, noisier, in about 12 minutes on 2 idle CPU cores. `--full` runs the sizes the
-figures in docs/benchmarks.md were measured with (about 45 minutes; `make bench-full`).
+headline ratios, noisier, in about 18 minutes on 2 CPU cores. `--full` runs the sizes the
+figures in docs/benchmarks.md were measured with (about 57 minutes; `make bench-full`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ BENCHMARKS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true",
-                        help="the full sizes of docs/benchmarks.md (about 45 minutes on 2 cores)")
+                        help="the full sizes of docs/benchmarks.md (about 57 minutes on 2 cores)")
     args = parser.parse_args(argv)
     print(f"{'full' if args.full else 'quick (--full for the documented sizes)'} benchmarks")
     start = time.perf_counter()
