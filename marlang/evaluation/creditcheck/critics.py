@@ -154,10 +154,11 @@ def _langmarl(inputs: CriticInputs, usage: Any) -> CriticCredits:
                                            for e in graded)))
 
     for episode, found in zip(graded, asyncio.run(all_credits()), strict=True):
-        out.asked += len(inputs.agents)
-        scores = reply_scores(found["replies"], inputs.agents)
-        out.malformed += len(inputs.agents) - len(scores)
-        if len(scores) == len(inputs.agents):
+        played = found["agents"]  # every agent of an env's episode; the prompts a graph's episode read
+        out.asked += len(played)
+        scores = reply_scores(found["replies"], played)
+        out.malformed += len(played) - len(scores)
+        if played and len(scores) == len(played):
             out.credits[(episode, -1)] = {a: float(v) for a, v in scores.items()}
         out.notes.setdefault("replies", {})[str(episode)] = found["replies"]
     return out

@@ -8,7 +8,9 @@ Ties: a unit where the oracle credits every agent alike is left out of both metr
 chance that a pick among the critic's top agents is one of the oracle's, |top_c & top_o| / |top_c|,
 and its chance level |top_o| / n (1/n where the oracle's top agent is unique). The correlation of
 a unit where the critic credits every agent alike is undefined: left out, counted as
-``critic_ties`` (its top-agent agreement still counts, at the chance level).
+``critic_ties`` (its top-agent agreement still counts, at the chance level). A unit is graded
+over its own agents, those both credit (n above; a graph's episode credits the prompts it read),
+and one with fewer than two counts as an oracle tie.
 """
 
 from __future__ import annotations
@@ -69,9 +71,11 @@ def grade(oracle: Mapping[Any, Mapping[str, float]], critic: Mapping[Any, Mappin
     oracle_ties = critic_ties = 0
     units = [u for u in oracle if u in critic]
     for unit in units:
-        o = [float(oracle[unit][a]) for a in agents]
-        c = [float(critic[unit][a]) for a in agents]
-        if all_tied(o):
+        # the agents of this unit (a graph's episode credits only the prompts its nodes read)
+        names = [a for a in agents if a in oracle[unit] and a in critic[unit]]
+        o = [float(oracle[unit][a]) for a in names]
+        c = [float(critic[unit][a]) for a in names]
+        if len(names) < 2 or all_tied(o):
             oracle_ties += 1
             continue
         r = spearman(o, c)
@@ -79,9 +83,10 @@ def grade(oracle: Mapping[Any, Mapping[str, float]], critic: Mapping[Any, Mappin
             critic_ties += 1
         else:
             rho.append(r)
-        best_o, best_c = top_agents(oracle[unit]), top_agents(critic[unit])
+        best_o = top_agents({a: oracle[unit][a] for a in names})
+        best_c = top_agents({a: critic[unit][a] for a in names})
         top.append(len(best_o & best_c) / len(best_c))
-        chance.append(len(best_o) / len(agents))
+        chance.append(len(best_o & set(names)) / len(names))
     return {
         "units": len(units),
         "graded": len(top),

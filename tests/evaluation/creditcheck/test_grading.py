@@ -47,3 +47,13 @@ def test_a_perfect_critic_scores_one_with_an_interval_in_range():
 def test_units_the_critic_did_not_credit_are_not_graded():
     out = grade({(0, 0): {"a": 1, "b": 0, "c": 0}}, {}, AGENTS)
     assert out["units"] == 0 and out["top_agent"]["mean"] is None and out["top_agent_chance"] is None
+
+
+def test_each_unit_is_graded_over_its_own_agents():
+    """A graph's episodes credit only the prompts they read: a unit with two of the three agents is
+    graded over those two (chance 1/2), and one with a single agent counts as an oracle tie."""
+    oracle = {(0, -1): {"a": 1.0, "b": 0.0}, (1, -1): {"c": 1.0}}
+    critic = {(0, -1): {"a": 2.0, "b": 1.0}, (1, -1): {"c": 0.0}}
+    out = grade(oracle, critic, AGENTS)
+    assert out["graded"] == 1 and out["oracle_ties"] == 1
+    assert out["top_agent"]["mean"] == 1.0 and out["top_agent_chance"] == 0.5
