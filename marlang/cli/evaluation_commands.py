@@ -24,7 +24,8 @@ def _credit_check(args: argparse.Namespace) -> int:
     )
     from marlang.evaluation.creditcheck.critics import parse_critics
 
-    options = CreditCheckOptions(critics=tuple(parse_critics(args.critics)), model=args.model,
+    critics = None if args.critics is None else tuple(parse_critics(args.critics))
+    options = CreditCheckOptions(critics=critics, model=args.model, temperature=args.temperature,
                                  rollout=args.rollout, samples=args.samples,
                                  seed=args.seed, horizon=args.horizon, episodes=args.episodes, steps=args.steps,
                                  alternatives=args.alternatives, against=args.against, shapley=not args.no_shapley,

@@ -93,16 +93,21 @@ def parser(version: str) -> argparse.ArgumentParser:
     cc.add_argument("--out", metavar="FILE", help="where to write the result (default: RUN/credit_check.json)")
     cc.add_argument("--overwrite", action="store_true",
                     help="replace the file --out names if it exists (without it, an existing result is refused)")
-    cc.add_argument("--critics", default="langmarl,llm_mca,llm_taca,lca,difference",
+    cc.add_argument("--critics",
                     help="critics to grade, comma-separated, from langmarl, llm_mca, llm_taca, lca, difference "
-                         "(default: all; llm-mca and llm-taca name the same critics)")
-    cc.add_argument("--model", metavar="SPEC", help="model of the LLM critics (default: the run config's model.spec)")
+                         "(default: all the run can be graded with: every one on an env, langmarl on a user's "
+                         "graph; llm-mca and llm-taca name the same critics)")
+    cc.add_argument("--model", metavar="SPEC", help="model of the LLM critics and of a graph's forked calls "
+                                                    "(default: the run config's model.spec)")
     cc.add_argument("--rollout", choices=["recorded", "scripted", "random"], default="recorded",
                     help="how a counterfactual is played on after the step: recorded (the recorded actions where "
                          "still legal, else the no-op or first legal action), scripted (the env's scripted team), "
                          "random (uniform over legal actions, --samples draws); default recorded")
-    cc.add_argument("--samples", type=int, default=1, metavar="M",
-                    help="random rollouts per counterfactual (default 1)")
+    cc.add_argument("--samples", type=int, metavar="M",
+                    help="random rollouts per counterfactual (default 1); on a user's graph, forks per prompt and "
+                         "episode (default 4)")
+    cc.add_argument("--temperature", type=float, metavar="T",
+                    help="on a user's graph, the temperature the forked calls are sampled at (default 0.7)")
     cc.add_argument("--seed", type=int, default=0, help="seed of the random rollouts (default 0)")
     cc.add_argument("--horizon", type=int, metavar="H",
                     help="steps played after the graded one at most (default: to the recorded episode's end)")

@@ -98,6 +98,9 @@ function renderTable() {
 // marlang credit-check: each critic against the counterfactual oracle, with chance levels.
 function creditCheckTable(x, name) {
   const o = x.oracle || {}, c = x.counts || {}, cost = o.cost || {};
+  // a user's graph: whole runs of it forked per prompt, graded per episode
+  const spent = cost.graph_runs !== undefined ? `${cost.graph_runs} graph runs (${cost.model_calls} model calls)`
+    : `${cost.env_steps} env steps`;
   const head = ["critic", "model", "unit", "Spearman", "top-agent agreement", "chance", "graded", "oracle ties",
     "malformed", "calls", "seconds"];
   const rows = (x.critics || []).map(r => el("tr", {},
@@ -111,8 +114,8 @@ function creditCheckTable(x, name) {
     el("p", {class: "muted"}, `${c.episodes} episodes, ${c.steps} steps, ${c.levels} distinct levels; ` +
       `graded against the oracle's ${o.graded_against} credit, rollout ${o.rollout}, alternatives ` +
       `${o.alternatives}; chance: 0 for the correlation, the column for top-agent agreement; steps where ` +
-      `the oracle credits every agent alike are left out (oracle ties). Oracle cost: ${cost.env_steps} env ` +
-      `steps, ${cost.seconds} s.`));
+      `the oracle credits every agent alike are left out (oracle ties). Oracle cost: ${spent}, ` +
+      `${cost.seconds} s.`));
 }
 
 // A cross-play matrix as a heat map: the player in the first slot by row, its partner by column.

@@ -1,6 +1,6 @@
 """``marlang credit-check RUN``: marlang's credit critics graded against a counterfactual oracle.
 ``check`` runs it and writes ``credit_check.json``; ``oracle``, ``critics`` and ``grading`` are
-its three parts (docs/howto/credit-check.md).
+its three parts, ``graph_oracle`` the oracle of a user's graph (docs/howto/credit-check.md).
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@ on the recorded episodes of a run, and write ``credit_check.json``.
 
 The oracle (``marlang.evaluation.creditcheck.oracle``) restores each graded step of an episode and plays
 counterfactuals on; the critics (``marlang.evaluation.creditcheck.critics``) read the same steps; the
-grading (``marlang.evaluation.creditcheck.grading``) compares their orders of the agents. See
-docs/howto/credit-check.md for the formulas and the cost.
+grading (``marlang.evaluation.creditcheck.grading``) compares their orders of the agents. A run
+of a user's graph is forked by ``marlang.evaluation.creditcheck.graph_oracle`` and graded per
+episode and marked prompt. See docs/howto/credit-check.md for the formulas and the cost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -45,6 +47,10 @@ from marlang.types import Trajectory
 logger = logging.getLogger(__name__)
 
 CREDIT_CHECK_FILE = "credit_check.json"
+GRAPH_SAMPLES = 4
+"""Forks per prompt and episode of a graph run's oracle unless --samples says."""
+GRAPH_TEMPERATURE = 0.7
+"""Sampling temperature of a graph run's forked calls unless --temperature says."""
 AGAINST: tuple[str, ...] = ("difference", "shapley")
 FORMULAS = {
     "V(joint)": "team return from step t on (sum over steps of the mean reward across agents): the joint "
@@ -61,11 +67,15 @@ FORMULAS = {
 
 @dataclass
 class CreditCheckOptions:
-    critics: tuple[str, ...] = tuple(CRITICS)
+    critics: tuple[str, ...] | None = None
+    """None: every critic the run can be graded with (a graph run's: langmarl)."""
     model: str | None = None
     rollout: str = "recorded"
-    samples: int = 1
+    samples: int | None = None
+    """Rollouts per counterfactual (None: 1 on an env, `GRAPH_SAMPLES` forks per prompt on a graph)."""
     seed: int = 0
+    temperature: float | None = None
+    """Sampling temperature of a graph run's forked calls (None: `GRAPH_TEMPERATURE`)."""
     horizon: int | None = None
     episodes: int | None = None
     steps: int | None = None
@@ -84,8 +94,9 @@ def _check_options(o: CreditCheckOptions) -> None:
         raise ConfigError(f"--against {o.against!r}: valid choices are {', '.join(AGAINST)}")
     if o.against == "shapley" and not o.shapley:
         raise ConfigError("--against shapley needs the Shapley values: drop --no-shapley")
-    unknown = [c for c in o.critics if c not in CRITICS]
-    if unknown or not o.critics:
+    critics = () if o.critics is None else o.critics
+    unknown = [c for c in critics if c not in CRITICS]
+    if unknown or o.critics == ():
         raise ConfigError(f"--critics: unknown critic {', '.join(unknown) or '(none given)'}; "
                           f"valid choices: {', '.join(CRITICS)}")
     for name, value in (("--episodes", o.episodes), ("--steps", o.steps), ("--horizon", o.horizon)):
@@ -95,7 +106,7 @@ def _check_options(o: CreditCheckOptions) -> None:
 
 def load_run(run_dir: Path, episodes: int | None = None) -> tuple[Any, list[Trajectory]]:
     """The run's config and recorded episodes; one line where it is no run, an env the oracle
-    cannot restore, or holds no episode."""
+    cannot restore, or holds no episode (a run of a user's graph forks by replaying its replies)."""
     from marlang.config import load_saved_config
     from marlang.rundir import RunDirectory
 
@@ -104,7 +115,7 @@ def load_run(run_dir: Path, episodes: int | None = None) -> tuple[Any, list[Traj
         raise ConfigError(f"credit-check {run_dir}: not a run directory (no config.yaml){hint}")
     config = load_saved_config(run_dir / "config.yaml")
     env_id = config.env.id
-    if not restorable(env_id):
+    if not config.plays_graph and not restorable(env_id):
         raise ConfigError(f"credit-check: env {env_id} cannot restore its state for counterfactuals (its episodes "
                           f"do not replay into a state that forks, or its actions are free text); the envs that "
                           f"can: {', '.join(RESTORABLE_ENVS)}")
@@ -152,12 +163,19 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
     from marlang.run.build import build_env, initial_policies
 
     o = options or CreditCheckOptions()
-    o = replace(o, critics=tuple(dict.fromkeys(critic_name(c) for c in o.critics)))  # llm-mca is llm_mca
-    _check_options(o)
     run_dir = Path(run_dir)
+    if o.critics is not None:
+        o = replace(o, critics=tuple(dict.fromkeys(critic_name(c) for c in o.critics)))  # llm-mca is llm_mca
+    _check_options(o)
     config, trajectories = load_run(run_dir, o.episodes)
+    if config.plays_graph:
+        return _graph_check(run_dir, config, trajectories, o)
+    if o.temperature is not None:
+        raise ConfigError("--temperature samples the forked calls of a run of a user's graph; an env's "
+                          "counterfactuals play on with --rollout")
+    critics = tuple(CRITICS) if o.critics is None else o.critics
     try:
-        rollout = Rollout(o.rollout, o.samples, o.seed, o.horizon)
+        rollout = Rollout(o.rollout, 1 if o.samples is None else o.samples, o.seed, o.horizon)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     agents = list(trajectories[0].agents)
@@ -167,7 +185,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
     graded: list[GradedStep] = []
     difference = CriticCredits("difference", "step")
     critic_cost = Cost()  # the difference critic's own env steps, apart from the oracle's
-    llm = [c for c in o.critics if c != "difference"]
+    llm = [c for c in critics if c != "difference"]
     model_spec = o.model or config.model.spec
     # built before the oracle's work, so a model that cannot load is said before minutes of it
     model = _chat_model(config, model_spec) if llm else None
@@ -188,7 +206,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
                         row["efficiency_gap"] = sum(credit.shapley.values()) - (credit.coalitions[
                             "+".join(sorted(agents))] - credit.coalitions["{}"])
                     oracle_steps.append(row)
-                    if "difference" in o.critics:
+                    if "difference" in critics:
                         tick = time.perf_counter()
                         difference.credits[(traj.episode, t)] = one_step_difference(env, traj, t, critic_cost)
                         difference.asked += len(agents)
@@ -212,8 +230,8 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
                               seed=config.run.seed, agents=agents, episodes=trajectories, steps=graded,
                               structured=config.model.structured, policies=initial_policies(config),
                               max_concurrency=config.model.max_concurrency)
-    with _progress(len(o.critics), "credit-check: critics", "critic", o.progress) as bar:
-        for name in o.critics:
+    with _progress(len(critics), "credit-check: critics", "critic", o.progress) as bar:
+        for name in critics:
             bar.set_postfix_str(name)
             if name == "difference":
                 difference.notes["env_steps"] = critic_cost.env_steps
@@ -222,14 +240,7 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
                 logger.info("critic %s on %d steps of %d episodes", name, len(graded), len(trajectories))
                 results.append(run_critic(name, inputs))
             bar.update(1)
-    rows = []
-    for r in results:
-        reference = episode_totals(oracle) if r.unit == "episode" else oracle
-        rows.append({"critic": r.name, "what": CRITICS[r.name], "unit": r.unit,
-                     "model": None if r.name == "difference" else model_spec,
-                     **grade(reference, r.credits, agents), "credited": len(r.credits),
-                     "malformed": r.malformed, "asked": r.asked,
-                     "cost": {**r.cost(), **({"env_steps": r.notes["env_steps"]} if "env_steps" in r.notes else {})}})
+    rows = _critic_rows(results, oracle, agents, model_spec)
     return {
         "run": str(run_dir), "env_id": config.env.id, "agents": agents,
         "oracle": {
@@ -253,6 +264,107 @@ def credit_check(run_dir: str | Path, options: CreditCheckOptions | None = None)
         "episodes": [{"episode": e, "oracle": c,
                       "critics": {r.name: r.credits.get((e, -1)) for r in results if r.unit == "episode"}}
                      for (e, _), c in episode_totals(oracle).items()],
+    }
+
+
+def _critic_rows(results: list[CriticCredits], oracle: dict[tuple[int, int], dict[str, float]], agents: list[str],
+                 model_spec: str) -> list[dict[str, Any]]:
+    """Each critic graded against the oracle (per step, or per episode for a per-episode critic)."""
+    rows = []
+    for r in results:
+        reference = episode_totals(oracle) if r.unit == "episode" else oracle
+        rows.append({"critic": r.name, "what": CRITICS[r.name], "unit": r.unit,
+                     "model": None if r.name == "difference" else model_spec,
+                     **grade(reference, r.credits, agents), "credited": len(r.credits),
+                     "malformed": r.malformed, "asked": r.asked,
+                     "cost": {**r.cost(), **({"env_steps": r.notes["env_steps"]} if "env_steps" in r.notes else {})}})
+    return rows
+
+
+_ENV_ONLY = (("--rollout", "rollout", "recorded"), ("--alternatives", "alternatives", "legal"),
+             ("--against", "against", "difference"), ("--horizon", "horizon", None), ("--steps", "steps", None))
+"""Options of an env's oracle, with their defaults: a graph run's oracle forks whole runs of the graph."""
+
+
+def _graph_check(run_dir: Path, config: Any, trajectories: list[Trajectory], o: CreditCheckOptions) -> dict[str, Any]:
+    """The credit check of a run of a user's graph: the graph oracle (`graph_oracle`) per episode
+    and prompt, and LangMARL's critic reading the same episodes, graded per episode."""
+    from marlang.config.sections import trains_weights
+    from marlang.envs.core.graph_narrator import GraphWorld
+    from marlang.evaluation.creditcheck.graph_oracle import GRAPH_FORMULAS, GRAPH_RESTORE, GraphCost, episode_credit
+    from marlang.run.graph_build import graph_player
+
+    for flag, name, default in _ENV_ONLY:
+        if getattr(o, name) != default:
+            raise ConfigError(f"credit-check: {flag} is an option of an env's oracle; {run_dir} plays a user's graph "
+                              f"({config.played}), whose oracle forks whole runs of it (--samples, --temperature)")
+    critics = ("langmarl",) if o.critics is None else o.critics
+    steps = [c for c in critics if c != "langmarl"]
+    if steps:
+        raise ConfigError(f"credit-check: critic {steps[0]} credits an env's steps; {run_dir} plays a user's graph "
+                          f"({config.played}): the valid choice there is --critics langmarl")
+    samples = GRAPH_SAMPLES if o.samples is None else o.samples
+    temperature = GRAPH_TEMPERATURE if o.temperature is None else o.temperature
+    if samples < 1:
+        raise ConfigError(f"--samples must be at least 1, not {samples}")
+    if temperature < 0:
+        raise ConfigError(f"--temperature must be at least 0, not {temperature}")
+    played = [t for t in trajectories if t.metrics.get("error") is None]
+    if not played:
+        raise ConfigError(f"credit-check {run_dir}: every recorded episode failed (nothing to fork); give a run "
+                          "whose graph answered some of its inputs")
+    model_spec = o.model or config.model.spec
+    model = _chat_model(config, model_spec)
+    player, _ = graph_player(config, model)
+    agents = list(dict.fromkeys(a for t in played for a in t.agents))
+    cost, started = GraphCost(), time.perf_counter()
+
+    async def oracle_credits(bar: Any) -> list[Any]:
+        limiter = asyncio.Semaphore(config.model.max_concurrency)
+        return list(await asyncio.gather(*(
+            episode_credit(player, t, model, samples=samples, seed=o.seed, temperature=temperature,
+                           limiter=limiter, cost=cost, done=lambda: bar.update(1)) for t in played)))
+
+    forks = sum(len(t.agents) for t in played) * samples
+    with _progress(forks, "credit-check: oracle", "graph run", o.progress) as bar:
+        try:
+            found = asyncio.run(oracle_credits(bar))
+        except ReplayMismatch as err:
+            raise ConfigError(f"credit-check: {err}") from None
+    oracle_seconds = time.perf_counter() - started
+    oracle = {(c.episode, -1): c.credit for c in found}
+    world = GraphWorld(config.graph.build, tuple(player.prompts))
+    graded = [GradedStep(t.episode, -1, {}, float(t.metrics.get("reward") or 0.0), "", {}, {}) for t in played]
+    inputs = CriticInputs(env=world, model=model, prompts=_prompts(config), seed=config.run.seed, agents=agents,
+                          episodes=played, steps=graded, structured=config.model.structured,
+                          policies=dict(player.prompts), max_concurrency=config.model.max_concurrency)
+    with _progress(1, "credit-check: critics", "critic", o.progress) as bar:
+        logger.info("critic langmarl on %d episodes", len(played))
+        result = run_critic("langmarl", inputs)
+        bar.update(1)
+    weights = trains_weights(config.learning.method) or bool(config.model.adapters)
+    return {
+        "run": str(run_dir), "env_id": config.played, "agents": agents,
+        "oracle": {
+            "restore": GRAPH_RESTORE, "rollout": f"sampled afresh at temperature {temperature:g}",
+            "alternatives": f"{samples} forks per prompt", "samples": samples, "seed": o.seed,
+            "temperature": temperature, "model": model_spec,
+            "adapters": ("the run trained adapters; the forks sample the base model, not them" if weights
+                         else None),
+            "graded_against": "leave-one-out", "formulas": GRAPH_FORMULAS,
+            "cost": {"graph_runs": cost.graph_runs, "model_calls": cost.model_calls,
+                     "replayed_calls": cost.replayed_calls, "failed_forks": cost.failed_forks,
+                     "seconds": round(oracle_seconds, 2)},
+        },
+        "counts": {"episodes": len(played), "steps": 0, "levels": len({t.seed for t in played}),
+                   "failed_left_out": len(trajectories) - len(played),
+                   "oracle_ties": sum(1 for c in oracle.values() if len(c) < 2 or max(c.values()) - min(c.values())
+                                      <= 1e-9)},
+        "critics": _critic_rows([result], oracle, agents, model_spec),
+        "replies": {result.name: result.notes} if result.notes else {},
+        "steps": [],
+        "episodes": [{"episode": c.episode, "reward": c.reward, "values": c.values, "oracle": c.credit,
+                      "critics": {result.name: result.credits.get((c.episode, -1))}} for c in found],
     }
 
 
@@ -284,9 +396,14 @@ def credit_table(result: dict[str, Any]) -> str:
     """The graded critics as a markdown table."""
     c = result["counts"]
     cost = result["oracle"]["cost"]
-    title = (f"Credit oracle of {result['run']} ({result['env_id']}): {c['episodes']} episodes, {c['steps']} steps, "
+    if "graph_runs" in cost:  # a user's graph: whole runs of it forked per prompt
+        played = f"{c['episodes']} episodes"
+        spent = f"{cost['graph_runs']} graph runs ({cost['model_calls']} model calls)"
+    else:
+        played, spent = f"{c['episodes']} episodes, {c['steps']} steps", f"{cost['env_steps']} env steps"
+    title = (f"Credit oracle of {result['run']} ({result['env_id']}): {played}, "
              f"{c['levels']} distinct levels; rollout {result['oracle']['rollout']}, graded against "
-             f"{result['oracle']['graded_against']}; oracle cost {cost['env_steps']} env steps, {cost['seconds']} s")
+             f"{result['oracle']['graded_against']}; oracle cost {spent}, {cost['seconds']} s")
     head = ("| critic | model | unit | Spearman (chance 0) | top-agent agreement | chance | graded | oracle ties "
             "| malformed | calls | seconds |")
     lines = [title, "", head, "|---|---|---|---|---|---|---|---|---|---|---|"]
