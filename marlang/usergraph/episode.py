@@ -5,9 +5,12 @@ error of a failed run, which never leaves `run_graph` as an exception).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +160,27 @@ def run_graph(
     return _episode(output, recorder, binding, None)
 
 
+NODE_THREADS = 64
+"""Threads of the event loop's default executor while graphs play on it: LangGraph runs each
+sync node there, and Python's default (CPUs + 4, at most 32) would hold concurrent invocations'
+model calls back from the local engine's batches. Threads start only as nodes need them."""
+
+_widened: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def widen_node_threads() -> None:
+    """Give the running loop a default executor of `NODE_THREADS` threads, once per loop (the
+    narrower one it may have had is shut down when its work is done)."""
+    loop = asyncio.get_running_loop()
+    if loop in _widened:
+        return
+    _widened.add(loop)
+    previous = getattr(loop, "_default_executor", None)  # asyncio's own, the one set_default_executor replaces
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=NODE_THREADS, thread_name_prefix="marlang-node"))
+    if isinstance(previous, ThreadPoolExecutor):
+        previous.shutdown(wait=False)
+
+
 async def arun_graph(
     graph: Runnable[Any, Any],
     inputs: Mapping[str, Any],
@@ -170,6 +194,7 @@ async def arun_graph(
     nodes' calls of a local model join the loop's batches with every other call's."""
     binding = binding if binding is not None else Binding()
     recorder = NodeCallRecorder(binding.prompt_versions())
+    widen_node_threads()
     with bind(binding), batching_sync_calls():
         try:
             output = await graph.ainvoke(dict(inputs), _config(recorder, recursion_limit, callbacks, metadata))

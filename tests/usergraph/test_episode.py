@@ -214,3 +214,30 @@ async def test_the_sync_nodes_of_concurrent_runs_share_the_local_models_batches(
     assert all(not e.failed and len(e.calls) == 2 for e in episodes)
     assert engine.counters.requests_served == 2 * len(questions)
     assert engine.counters.generate_calls < 2 * len(questions)  # alone, each sync call is a batch of its own
+
+
+async def test_the_sync_nodes_of_more_concurrent_runs_than_pythons_default_threads_run_at_once():
+    """Python's default executor has CPUs + 4 threads (6 on two cores): 12 concurrent runs whose
+    sync node waits for all twelve would wait forever; arun_graph widens the loop's executor."""
+    import threading
+
+    from langgraph.graph import END, START, StateGraph
+
+    from marlang.usergraph.episode import NODE_THREADS
+
+    runs = 12
+    assert runs <= NODE_THREADS
+    barrier = threading.Barrier(runs, timeout=20)
+
+    def meet(state: dict) -> dict:
+        barrier.wait()  # raises BrokenBarrierError if the twelve never run at once
+        reply = ScriptedChatModel(reply_fn=lambda messages: "met").invoke([HumanMessage("hi")])
+        return {"answer": reply.text}
+
+    builder = StateGraph(dict)
+    builder.add_node("meet", meet)
+    builder.add_edge(START, "meet")
+    builder.add_edge("meet", END)
+    graph = builder.compile()
+    episodes = await asyncio.gather(*(arun_graph(graph, {"question": str(i)}) for i in range(runs)))
+    assert [e.error for e in episodes] == [None] * runs
