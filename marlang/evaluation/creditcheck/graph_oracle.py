@@ -53,33 +53,46 @@ def call_seed(seed: int, episode: int, sample: int, call: int) -> int:
 
 
 class ForkState:
-    """One fork's replay: the recorded calls before the fork (messages, reply), which of them
-    were answered, how many calls began and were sampled, and the first call that matched none.
-    (A plain class: the fork's models share it by reference, as pydantic copies them.)"""
+    """One fork's replay: the recorded calls (messages, reply) and the fork point (the first call
+    sampled), which recorded calls a replayed one has claimed, how many calls began and were
+    sampled, and the first call that matched nothing. (A plain class: the fork's models share it
+    by reference, as pydantic copies them.)"""
 
-    def __init__(self, recorded: list[tuple[str, str]], seed: int, episode: int, sample: int,
+    def __init__(self, recorded: list[tuple[str, str]], fork_at: int, seed: int, episode: int, sample: int,
                  temperature: float) -> None:
-        self.recorded, self.seed, self.episode, self.sample = recorded, seed, episode, sample
-        self.temperature = temperature
+        self.recorded, self.fork_at = recorded, fork_at
+        self.seed, self.episode, self.sample, self.temperature = seed, episode, sample, temperature
         self.begun = self.sampled = 0
-        self.used = [False] * len(recorded)
+        self.claimed = [False] * len(recorded)
         self.mismatch: str | None = None
         self._lock = threading.Lock()
 
+    def _claim(self, key: str, start: int, stop: int) -> int | None:
+        for j in range(start, stop):
+            if not self.claimed[j] and self.recorded[j][0] == key:
+                self.claimed[j] = True
+                return j
+        return None
+
     def next_call(self, key: str) -> tuple[int, str | None]:
-        """The call's place among those begun, and its recorded reply where it is a replayed one
-        (None: sample it). A replayed place whose messages match no unanswered recorded call is a
-        mismatch (raised, and kept for the oracle to refuse the run)."""
+        """The call's seed index and its recorded reply where it replays a call before the fork
+        (None: sample it). A call is matched by its messages, not by when it begins, as parallel
+        branches (``Send``) begin in any order: one the record holds before the fork replays; one
+        it holds from the fork on (the fork's own call, or a parallel one) is sampled, as is any
+        call once every call before the fork has replayed. A call that matches nothing while calls
+        before the fork are still to come is a mismatch (raised, and kept for the oracle to refuse
+        the run)."""
         with self._lock:
             k = self.begun
             self.begun += 1
-            if k >= len(self.recorded):
+            j = self._claim(key, 0, self.fork_at)
+            if j is not None:
+                return j, self.recorded[j][1]
+            later = self._claim(key, self.fork_at, len(self.recorded))
+            if later is not None or all(self.claimed[:self.fork_at]):
                 self.sampled += 1
-                return k, None
-            for j, (messages, reply) in enumerate(self.recorded):
-                if not self.used[j] and messages == key:
-                    self.used[j] = True
-                    return k, reply
+                # seeded by its recorded place where it has one, so a parallel branch's seed is not a race
+                return (later if later is not None else k), None
             self.mismatch = self.mismatch or (
                 f"episode {self.episode}: replaying its recorded replies, call {k} asked for messages the record "
                 f"holds at no call before the fork ({key[:160]!r}); the graph is not deterministic given its "
@@ -147,10 +160,10 @@ class EpisodeCredit:
     credit: dict[str, float]
 
 
-def recorded_calls(traj: Trajectory, upto: int) -> list[tuple[str, str]]:
-    """The recorded calls before ``upto`` as (messages, reply)."""
+def recorded_calls(traj: Trajectory) -> list[tuple[str, str]]:
+    """The recorded calls as (messages, reply), in the order they began."""
     out = []
-    for step in traj.steps[:upto]:
+    for step in traj.steps:
         observation = next(iter(step.observations.values()))
         decision = next(iter(step.decisions.values()))
         out.append((observation.text, decision.raw if decision.raw is not None else decision.action))
@@ -167,7 +180,7 @@ async def episode_credit(player: GraphPlayer, traj: Trajectory, model: BaseChatM
 
     async def fork(agent: str, sample: int) -> float:
         upto = fork_point(traj, agent)
-        state = ForkState(recorded_calls(traj, upto), seed, traj.episode, sample, temperature)
+        state = ForkState(recorded_calls(traj), upto, seed, traj.episode, sample, temperature)
         bound = replace(player, model=ForkChatModel(model=model, fork=state), models={})
         async with limiter:
             played = await bound.play(traj.episode, traj.seed, policy, CallContext(seed=seed))

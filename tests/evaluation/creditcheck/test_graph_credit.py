@@ -6,9 +6,10 @@ line a step critic, an env's options, and a graph that does not replay from its 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from itertools import count
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -152,3 +153,72 @@ def test_a_graph_that_does_not_replay_from_its_record_is_refused_in_one_line(tmp
     err = capsys.readouterr().err.strip()
     assert "not deterministic given its model's replies" in err and "episode 0" in err and "\n" not in err
     assert not (run / "credit_check.json").exists()
+
+
+def test_temperature_is_refused_on_an_env_run(tmp_path, capsys):
+    from tests.evaluation.creditcheck.test_command import write_run
+
+    run = write_run(tmp_path / "run")
+    assert main(["credit-check", str(run), "--temperature", "0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--temperature samples the forked calls of a run of a user's graph" in err and "\n" not in err
+
+
+DELAYS = {"left": 0.0, "right": 0.0}
+"""Seconds each parallel branch waits before its call: the record's order and the replay's differ."""
+
+
+def ask(role: str, system: str, text: str) -> str:
+    time.sleep(DELAYS.get(role, 0.0))
+    model = marlang.chat_model(role, ScriptedChatModel(replies=["-"]))
+    return model.invoke([SystemMessage(system), HumanMessage(text)]).text
+
+
+def left(state: dict[str, Any]) -> dict[str, Any]:
+    return {"left": ask("left", marlang.prompt("left", "Take the left view."), state["question"])}
+
+
+def right(state: dict[str, Any]) -> dict[str, Any]:
+    return {"right": ask("right", marlang.prompt("right", "Take the right view."), state["question"])}
+
+
+def join(state: dict[str, Any]) -> dict[str, Any]:
+    system = marlang.prompt("joining", "Join the views.")
+    return {"answer": ask("joiner", system, f"{state['left']} | {state['right']}")}
+
+
+class FanState(TypedDict, total=False):
+    question: str
+    left: str
+    right: str
+    answer: str
+
+
+def build_fan_graph() -> Any:
+    graph = StateGraph(FanState)
+    for name, node in (("left", left), ("right", right)):
+        graph.add_node(name, node)
+        graph.add_edge(START, name)
+    graph.add_node("join", join)
+    graph.add_edge(["left", "right"], "join")
+    graph.add_edge("join", END)
+    return graph.compile()
+
+
+def test_parallel_branches_replay_in_either_order(tmp_path, monkeypatch, capsys):
+    """The record holds left's call before right's; the replay begins right's first. Forking at
+    right replays left's recorded reply and samples right's, whatever order they begin in."""
+    monkeypatch.setitem(DELAYS, "right", 0.2)
+    cfg = run_config(f"{HERE}:build_fan_graph", episodes=1)
+    Experiment(cfg, tmp_path / "run", chat_model=ScriptedChatModel(reply_fn=lambda m: f"GOOD {m[-1].text}")).run()
+    monkeypatch.setitem(DELAYS, "right", 0.0)
+    monkeypatch.setitem(DELAYS, "left", 0.2)
+    critic = json.dumps({name: {"score": 1, "feedback": "-"} for name in ("left", "right", "joining")})
+    model = ScriptedChatModel(reply_fn=lambda m: critic if role_of(m) == "critic" else "GOOD")
+    monkeypatch.setattr(check, "_chat_model", lambda config, spec: model)
+    assert main(["credit-check", str(tmp_path / "run"), "--samples", "1", "--trust-imports"]) == 0
+    result = json.loads((tmp_path / "run" / "credit_check.json").read_text())
+    (episode,) = result["episodes"]
+    assert episode["values"] == {"left": 1.0, "right": 1.0, "joining": 1.0}
+    # forks at left (first in the record), right and joining replay 0, 1 and 2 recorded calls
+    assert result["oracle"]["cost"]["replayed_calls"] == 3 and result["oracle"]["cost"]["model_calls"] == 3 + 2 + 1
