@@ -35,7 +35,7 @@ def test_a_graph_spec_builds_the_compiled_graph_with_its_keys():
 @pytest.mark.parametrize(("mapping", "expected"), [
     ({"build": f"{APP}:build_graph", "input": "question", "output": "answer", "outptu": "x"},
      ("unknown config key 'graph.outptu' (did you mean 'output'?); valid keys here: build, input, output, "
-     "recursion_limit")),
+     "recursion_limit, prompts")),
     ({"build": f"{APP}:build_graph", "input": "question"}, "graph.output is missing; give graph.output"),
     ({"build": f"{APP}:build_graph", "input": "question", "output": "answer", "recursion_limit": True},
      "invalid value for 'graph.recursion_limit': true is a boolean, not a number; give a number"),
