@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from marlang.agents.calls import call_model, call_seed
 from marlang.envs.core.narration import step_summary
 from marlang.learners.base import Candidate, PolicyState
-from marlang.methods.reflexion.learner import ReflexionLearner
+from marlang.methods.reflexion.learner import ReflexionLearner, remembered
 from marlang.types import Trajectory
 
 SHOWN_CALLS = 12
@@ -37,17 +37,7 @@ class GraphReflexionLearner(ReflexionLearner):
         ordered = sorted(trajectories, key=lambda t: t.episode)
         jobs = [(name, traj) for traj in ordered for name in names if name in traj.agents]
         texts = await asyncio.gather(*(self._reflect(state, name, traj) for name, traj in jobs))
-        memories = {n: list(state.memories.get(n, [])) for n in names}
-        records: dict[str, dict[str, Any]] = {n: {"agent": n, "reflections": [], "memory_before": list(memories[n])}
-                                              for n in names}
-        for (name, traj), text in zip(jobs, texts, strict=True):
-            records[name]["reflections"].append({"episode": traj.episode, "text": text})
-            if text.strip():
-                memories[name].append(text.strip())
-        for n in names:
-            memories[n] = memories[n][-options.memory_size:]
-            records[n]["memory_after"] = list(memories[n])
-        return Candidate(memories=memories, records=list(records.values()))
+        return remembered(state, names, jobs, list(texts), options.memory_size)
 
     async def _reflect(self, state: PolicyState, name: str, traj: Trajectory) -> str:
         """One lesson for prompt ``name`` from ``traj``: its calls and the outcome."""

@@ -52,18 +52,7 @@ class ReflexionLearner(Learner):
 
         jobs = [(name, traj) for traj in ordered for name in names]
         texts = await asyncio.gather(*(one(n, t) for n, t in jobs))
-        memories = {n: list(state.memories.get(n, [])) for n in names}
-        records: dict[str, dict[str, Any]] = {
-            n: {"agent": n, "reflections": [], "memory_before": list(memories[n])} for n in names
-        }
-        for (name, traj), text in zip(jobs, texts):
-            records[name]["reflections"].append({"episode": traj.episode, "text": text})
-            if text.strip():
-                memories[name].append(text.strip())
-        for n in names:
-            memories[n] = memories[n][-options.memory_size:]
-            records[n]["memory_after"] = list(memories[n])
-        return Candidate(memories=memories, records=list(records.values()))
+        return remembered(state, names, jobs, texts, options.memory_size)
 
     def _steps(self, traj: Trajectory, agent: str) -> list[str] | None:
         env = self.context.env
@@ -74,3 +63,21 @@ class ReflexionLearner(Learner):
         afters = [s.observations for s in traj.steps[1:]] + [traj.final_observations or None]
         return [step_summary(env, s, agent, after) for s, after in zip(traj.steps, afters)]
 
+
+def remembered(state: PolicyState, names: list[str], jobs: list[tuple[str, Trajectory]], texts: list[str],
+               memory_size: int) -> Candidate:
+    """The candidate of one Reflexion update: each of ``names`` keeps its memory plus the lessons
+    ``texts`` written for it (``jobs``: whose lesson of which episode each is), the newest
+    ``memory_size``, with one record per name of its lessons and its memory before and after."""
+    memories = {n: list(state.memories.get(n, [])) for n in names}
+    records: dict[str, dict[str, Any]] = {
+        n: {"agent": n, "reflections": [], "memory_before": list(memories[n])} for n in names
+    }
+    for (name, traj), text in zip(jobs, texts, strict=True):
+        records[name]["reflections"].append({"episode": traj.episode, "text": text})
+        if text.strip():
+            memories[name].append(text.strip())
+    for n in names:
+        memories[n] = memories[n][-memory_size:]
+        records[n]["memory_after"] = list(memories[n])
+    return Candidate(memories=memories, records=list(records.values()))
