@@ -133,7 +133,7 @@ class ExperimentConfig(_Section):
     def played(self) -> str:
         """What the run plays, as tables and manifests name it: ``env.id``, or ``graph:`` and the
         graph's builder."""
-        return f"graph:{self.graph.build}" if self.graph is not None else self.env.id
+        return self.graph.played if self.graph is not None else self.env.id
 
     @property
     def plays_back(self) -> bool:

@@ -99,6 +99,11 @@ class GraphSpec(_SpecSection):
         description="Texts the marked prompts start from, by mark name, in place of the defaults the app gives "
         "them (e.g. a trained run's, as crossplay plays them); each name must be one the app marks.")
 
+    @property
+    def played(self) -> str:
+        """What a run of this graph plays, as tables and manifests name it: ``graph:`` and the builder."""
+        return f"graph:{self.build}"
+
     @field_validator("build")
     @classmethod
     def _importable_builder(cls, v: str) -> str:

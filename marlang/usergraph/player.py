@@ -69,7 +69,7 @@ class GraphPlayer:
 
     @property
     def played(self) -> str:
-        return f"graph:{self.spec.build}"
+        return self.spec.played
 
     def binding(self, policy: PolicyState, models: Mapping[str, BaseChatModel] | None = None) -> Binding:
         """The prompt texts and models of one invocation under ``policy``; ``models``: roles that

@@ -93,8 +93,6 @@ class _Run:
 class GraphMAGRPOLearner(MAGRPOLearner):
     """MAGRPO on a user's graph (see the module docstring): an adapter per marked model role."""
 
-    records_rollouts: ClassVar[bool] = True
-
     graph_class: ClassVar[str | None] = None
 
     @classmethod
