@@ -33,7 +33,7 @@ from marlang.run.record import RunRecord, episode_metrics
 from marlang.run.state import EvaluationRecord, TrainingState
 from marlang.rundir import EVAL_EPISODE_BASE, RunDirectory
 from marlang.seeds import env_seeds
-from marlang.types import Candidate, PolicyState, RolloutPlan, Trajectory
+from marlang.types import Acting, Candidate, PolicyState, RolloutPlan, Trajectory
 
 if TYPE_CHECKING:
     from marlang.methods.neural.slot_policy import NeuralPolicy
@@ -364,8 +364,7 @@ class RunLoop:
                     decide = mixed_decider(protocol, team)
                 else:
                     decide = protocol
-                ctx = replace(self.call, episode=episode, iteration=policy.iteration,
-                              salt=0 if group is None else episode, acting=acting)
+                ctx = self._episode_call(episode, group, policy, acting)
                 traj = await run_episode(
                     self.episode_graph, env=env, episode=episode, seed=seed, decide=decide,
                     # Turn-based envs (one agent acts per step) count env.max_steps in turns.
@@ -382,6 +381,13 @@ class RunLoop:
         await asyncio.gather(*(asyncio.create_task(play(e, s, g), context=contextvars.Context())
                                for e, s, g in todo))
 
+    def _episode_call(self, episode: int, group: int | None, policy: PolicyState,
+                      acting: Mapping[str, Acting]) -> CallContext:
+        """The call context of one episode: the run's, with the episode, its iteration, the
+        group's salt (sampled branches sharing a start) and how each agent acts in the phase."""
+        return replace(self.call, episode=episode, iteration=policy.iteration,
+                       salt=0 if group is None else episode, acting=acting)
+
     async def _play_graph(self, player: GraphPlayer, todo: list[tuple[int, int, int | None]], policy: PolicyState,
                           phase: str, acting: dict[str, Any]) -> None:
         """`play` for a run of a user's graph: at most ``run.parallel`` invocations at once."""
@@ -389,9 +395,7 @@ class RunLoop:
 
         async def play(episode: int, seed: int, group: int | None) -> None:
             async with gate:
-                ctx = replace(self.call, episode=episode, iteration=policy.iteration,
-                              salt=0 if group is None else episode, acting=acting)
-                traj = await player.play(episode, seed, policy, ctx)
+                traj = await player.play(episode, seed, policy, self._episode_call(episode, group, policy, acting))
             traj.group = group
             self.write_episode(traj, policy, phase)
 
