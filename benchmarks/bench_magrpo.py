@@ -19,6 +19,11 @@ against the way the MAGRPO paper's reference code does each.
    (b) the reference's way: one forward (and backward) per completion, prompt repeated;
    (c) micro-batches of 4 as plain padded prompt + completion rows (TRL's layout,
        ``completion_logprobs``): batching without sharing the prompt.
+3. One decoding step's token choice for 8 sampled rows (temperature 1, top_p 0.9 on half of
+   them, each row its own seeded generator) over a vocabulary of 49,152 (SmolLM2) and 151,936
+   (Qwen2) entries: (a) the batch in one ``choose_tokens`` call (what the engine does), (b) one
+   ``sample_token`` per row, each read back to the host (the engine's former per-row draw,
+   which drew the same tokens). On a GPU each per-row read back is a synchronisation.
 
 Times are medians over rounds that run every variant once, in alternating order; with 2 torch
 threads on a 2-core machine, read the ratios from a run whose load averages stay near 2.
@@ -53,6 +58,7 @@ from marlang.methods.magrpo.grpo_loss import (
     shared_prompt_logprobs,
 )
 from marlang.models import LocalLM
+from marlang.models.generation import choose_tokens, sample_token
 from marlang.models.local_engine import GenerationRequest, SamplingParams
 
 THREADS = 2
@@ -178,6 +184,30 @@ def training_times(engine: LocalLM, team: TeamAdapters, *, repeats: int, warmup:
     return out
 
 
+def token_choice_times(repeats: int, rows: int = 8, vocabularies: tuple[int, ...] = (49152, 151936),
+                       device: str = "cpu") -> dict[str, Any]:
+    """Part 3: one step's token choice for ``rows`` sampled rows, batched against per row."""
+    out: dict[str, Any] = {"choice_rows": rows}
+    for vocab in vocabularies:
+        logits = torch.randn(rows, vocab, device=device) * 3
+        samplings = [SamplingParams(temperature=1.0, top_p=0.9 if i % 2 else 1.0, seed=i) for i in range(rows)]
+        generators = [torch.Generator(device=device).manual_seed(i) for i in range(rows)]
+
+        def batched(logits: torch.Tensor = logits, samplings: list[SamplingParams] = samplings,
+                    generators: list[torch.Generator] = generators) -> None:
+            choose_tokens(logits.clone(), samplings, generators).tolist()
+
+        def per_row(logits: torch.Tensor = logits, samplings: list[SamplingParams] = samplings,
+                    generators: list[torch.Generator] = generators) -> None:
+            [sample_token(logits[i], samplings[i], generators[i]) for i in range(rows)]
+
+        times = measure({"batched": batched, "per_row": per_row}, repeats=repeats, warmup=1)
+        out[f"choice_batched_ms_{vocab}"] = statistics.median(times["batched"])
+        out[f"choice_per_row_ms_{vocab}"] = statistics.median(times["per_row"])
+        out[f"choice_speedup_{vocab}"] = out[f"choice_per_row_ms_{vocab}"] / out[f"choice_batched_ms_{vocab}"]
+    return out
+
+
 def main(new_tokens: int = 64, repeats: int = 3, warmup: int = 1, threads: int = THREADS) -> dict[str, Any]:
     """Measure and print; return the figures (ms medians and ratios)."""
     warnings.filterwarnings("ignore", message=".*generation flags are not valid.*")
@@ -191,6 +221,7 @@ def main(new_tokens: int = 64, repeats: int = 3, warmup: int = 1, threads: int =
                                "repeats": repeats}
     results.update(sampling_times(engine, team, new_tokens, repeats=repeats, warmup=warmup))
     results.update(training_times(engine, team, repeats=repeats, warmup=warmup))
+    results.update(token_choice_times(repeats=max(5, 5 * repeats)))
     results["load_average"] = (load_before, os.getloadavg()[0])
     _print_report(results)
     return results
@@ -212,6 +243,11 @@ def _print_report(r: dict[str, Any]) -> None:
           f"   (a) is {r['training_speedup_vs_per_completion']:.2f}x faster")
     print(f"  (c) padded prompt + completion rows, batches of 4 {r['training_padded_batch_ms']:8.0f} ms"
           f"   (a) is {r['training_speedup_vs_padded_batch']:.2f}x faster")
+    print(f"3. one step's token choice, {r['choice_rows']} sampled rows")
+    for vocab in (49152, 151936):
+        if f"choice_speedup_{vocab}" in r:
+            print(f"  vocabulary {vocab:>6}: (a) batched {r[f'choice_batched_ms_{vocab}']:6.1f} ms, (b) per row "
+                  f"{r[f'choice_per_row_ms_{vocab}']:6.1f} ms   (a) is {r[f'choice_speedup_{vocab}']:.2f}x faster")
     print(f"load average before / after: {r['load_average'][0]:.2f} / {r['load_average'][1]:.2f}")
 
 

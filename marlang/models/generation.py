@@ -4,6 +4,7 @@ requests and their outputs, a row's reusable KV cache, and the draw of one sampl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -109,17 +110,66 @@ class GenerationOutput:
 
 
 def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> int:
-    """Draw one token id from temperature-scaled probabilities, truncated to the ``top_k``
-    most likely tokens and then to the nucleus of mass ``top_p``."""
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p >= 1 and not 0 < sampling.top_k < probs.size(-1):
-        return int(torch.multinomial(probs, 1, generator=generator))
-    sorted_probs, order = torch.sort(probs, descending=True)
-    if 0 < sampling.top_k < probs.size(-1):
-        sorted_probs[sampling.top_k:] = 0.0
-        sorted_probs = sorted_probs / sorted_probs.sum()
-    # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
-    outside = sorted_probs.cumsum(-1) - sorted_probs >= sampling.top_p
-    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-    return int(order[torch.multinomial(sorted_probs, 1, generator=generator)])
+    """Draw one token id for one row of ``logits`` (`choose_tokens` on a batch of one)."""
+    return int(choose_tokens(logits[None], [sampling], [generator])[0])
 
+
+def choose_tokens(logits: torch.Tensor, samplings: Sequence[SamplingParams],
+                  generators: Sequence[torch.Generator | None]) -> torch.Tensor:
+    """Each row's next token of ``logits`` ``[rows, vocab]``: the most likely one where the row
+    has no generator (greedy), else a draw from its temperature-scaled probabilities,
+    truncated to its ``top_k`` most likely tokens and then to the nucleus of mass ``top_p``.
+
+    The batch is decided in a few tensor ops, with no per-row reads back to the host. Each
+    row's randomness comes from its own generator only: Exp(1) noise ``q`` over the
+    vocabulary, and the token is ``argmax(p / q)`` (the exponential form of Gumbel-max, which
+    is how ``torch.multinomial`` draws one sample), so a request draws the same tokens in any
+    batch, and the same as one ``torch.multinomial(p, 1, generator)`` per row did.
+    """
+    tokens = logits.argmax(dim=-1)
+    drawn = [i for i, generator in enumerate(generators) if generator is not None]
+    if not drawn:
+        return tokens
+    vocab = logits.size(-1)
+    rows = torch.tensor(drawn, device=logits.device)
+    params = [samplings[i] for i in drawn]
+    probs = torch.softmax(logits[rows].float() / _column([s.temperature for s in params], logits), dim=-1)
+    # one Exp(1) draw per vocabulary entry, from the row's own generator (its only randomness)
+    noise = torch.stack([torch.empty(vocab, dtype=probs.dtype, device=probs.device).exponential_(
+        1, generator=generators[i]) for i in drawn])
+    chosen = (probs / noise).argmax(dim=-1)
+    cut = [j for j, s in enumerate(params) if s.top_p < 1 or 0 < s.top_k < vocab]
+    if cut:
+        chosen[cut] = _truncated_draw(probs[cut], noise[cut], [params[j] for j in cut])
+    tokens[rows] = chosen
+    return tokens
+
+
+def _truncated_draw(probs: torch.Tensor, noise: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:
+    """`choose_tokens` for rows with a ``top_k`` or a ``top_p`` cut: the probabilities sorted,
+    cut to the top k (and renormalised), then to the smallest prefix whose mass reaches
+    top_p (always at least the top token); the noise applies to the sorted positions."""
+    vocab = probs.size(-1)
+    sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
+    top_k = [s.top_k if 0 < s.top_k < vocab else vocab for s in params]
+    beyond_k = torch.arange(vocab, device=probs.device)[None, :] >= torch.tensor(top_k, device=probs.device)[:, None]
+    sorted_probs = sorted_probs.masked_fill(beyond_k, 0.0)
+    renormalise = [j for j, k in enumerate(top_k) if k < vocab]
+    if renormalise:
+        kept = sorted_probs[renormalise]
+        sorted_probs[renormalise] = kept / kept.sum(dim=-1, keepdim=True)
+    outside = sorted_probs.cumsum(-1) - sorted_probs >= _column([s.top_p for s in params], sorted_probs)
+    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+    return order.gather(-1, (sorted_probs / noise).argmax(dim=-1, keepdim=True)).squeeze(-1)
+
+
+def token_logprobs(logits: torch.Tensor, samplings: Sequence[SamplingParams], tokens: torch.Tensor) -> list[float]:
+    """Each row's log-probability of its chosen token under its temperature-scaled
+    distribution (before top-k and nucleus truncation; greedy rows at temperature 1)."""
+    scaled = logits.float() / _column([s.temperature or 1.0 for s in samplings], logits)
+    return torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1).tolist()
+
+
+def _column(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
+    """One float32 value per row, as a column that broadcasts over the vocabulary."""
+    return torch.tensor(values, dtype=torch.float32, device=like.device)[:, None]

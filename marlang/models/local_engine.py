@@ -30,7 +30,8 @@ from marlang.models.generation import (
     SamplingParams,
     ScoreOutput,
     ScoreRequest,
-    sample_token,
+    choose_tokens,
+    token_logprobs,
 )
 from marlang.models.local_weights import (
     load_hf_model,
@@ -488,7 +489,8 @@ class LocalLM:
         while True:
             self.check_stop("decoding")  # a stopped run's callers no longer wait for this batch
             tokens = self._choose_tokens(logits, [rows[i] for i in active])
-            running = [j for j, i in enumerate(active) if not self._push(rows[i], int(tokens[j]))]
+            chosen = tokens.tolist()  # one read back to the host per step, not one per row
+            running = [j for j, i in enumerate(active) if not self._push(rows[i], chosen[j])]
             for j, i in enumerate(active):
                 if rows[i].request.sampling.keep_cache and j not in running:
                     rows[i].cache = _row_cache(cache, j, attention_mask[j], rows[i])
@@ -530,13 +532,13 @@ class LocalLM:
         for i, row in enumerate(rows):
             if row.constraint is not None:
                 row.constraint.mask(logits[i])
-        tokens = logits.argmax(dim=-1)
-        for i, row in enumerate(rows):
-            if row.generator is not None:
-                tokens[i] = sample_token(logits[i], row.request.sampling, row.generator)
-            if row.request.sampling.logprobs:
-                scaled = logits[i].float() / (row.request.sampling.temperature or 1.0)
-                row.logprobs.append(float(torch.log_softmax(scaled, dim=-1)[tokens[i]]))
+        samplings = [row.request.sampling for row in rows]
+        tokens = choose_tokens(logits, samplings, [row.generator for row in rows])
+        recorded = [i for i, sampling in enumerate(samplings) if sampling.logprobs]
+        if recorded:
+            logprobs = token_logprobs(logits[recorded], [samplings[i] for i in recorded], tokens[recorded])
+            for i, logprob in zip(recorded, logprobs, strict=True):
+                rows[i].logprobs.append(logprob)
         return tokens
 
     def _push(self, row: _RowState, token: int) -> bool:

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import ValidationError
 
 from marlang.models import LocalChatModel, LocalLM, SamplingParams, load_chat_model
-from marlang.models.local_engine import sample_token
+from marlang.models.generation import sample_token
 from marlang.testing import TINY_MODEL_ID, tiny_chat_model, tiny_llama, tiny_tokenizer
 
 QUESTIONS = [
