@@ -3,8 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# benchmarks/peers.py's peers (CoMLRL, TRL) in a venv of their own: their pins never touch .venv
+PEERS_STAMP := .venv-peers/.installed
 
-.PHONY: setup demo test bench bench-full bench-gpu lint docs browser clean
+.PHONY: setup demo test bench bench-full bench-gpu bench-peers lint docs browser clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -24,6 +26,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps benchmarl==1.5.2
 	touch $(STAMP)
 
+$(PEERS_STAMP): $(STAMP) benchmarks/peers/requirements.txt
+	$(BIN)/python benchmarks/peers.py --setup
+
 setup: $(STAMP)
 
 demo: $(STAMP)
@@ -37,7 +42,7 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-test: $(STAMP) browser
+test: $(STAMP) $(PEERS_STAMP) browser
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
 	$(BIN)/mkdocs build --strict -d site
@@ -60,6 +65,11 @@ bench-full: $(STAMP)
 bench-gpu: $(STAMP)
 	$(BIN)/python benchmarks/gpu.py $(ARGS)
 
+# marlang's MAGRPO and GRPO side by side with CoMLRL's and TRL's trainers (docs/benchmarks.md);
+# about 25 minutes on 2 cores at its default sizes
+bench-peers: $(PEERS_STAMP)
+	$(BIN)/python benchmarks/peers.py $(ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check marlang tests benchmarks docs/hooks examples
 	# the package's import layers and no cycles ([tool.importlinter] in pyproject.toml)
@@ -68,4 +78,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venv-peers runs .pytest_cache
