@@ -5,9 +5,10 @@ No download: the models are Qwen2-shaped (the real 0.5B and 1.5B sizes: layers, 
 vocabulary) with random weights built on the device, and the tokenizer is a byte-level BPE
 trained in-process on the benchmarks' own prompts; random weights time and size like trained
 ones. Each row reuses the measuring function of its CPU benchmark (bench_ppo, bench_magrpo,
-bench_credit, bench_parallel); a row that fails prints its error on one line and the check goes
-on; rows still to run when the time budget is spent are skipped. ``--dry-run`` runs every row at
-tiny sizes on the CPU in seconds (tests/test_gpu_check.py), so the check cannot rot.
+bench_credit, bench_parallel, and peers for CoMLRL's and TRL's training steps, where their
+packages import); a row that fails prints its error on one line and the check goes on; rows
+still to run when the time budget is spent are skipped. ``--dry-run`` runs every row at tiny
+sizes on the CPU in seconds (tests/test_gpu_check.py), so the check cannot rot.
 Run: ``python benchmarks/gpu.py [--dry-run] [--sizes 0.5b,1.5b] [--budget-s S] [--out FILE.json]``.
 """
 
@@ -68,10 +69,11 @@ class Sizes:
     episode_tokens: int = 40  # an agent's reply in an episode (bench_parallel's model.max_tokens)
     tokenizer_vocab: int = 8192
     budget_s: float = 420.0  # rows left when this is spent are skipped (the issue's limit is 8 min)
+    peer_steps: int = 2  # training steps of each side of the peer rows (the first is not timed)
 
 
 DRY_RUN = Sizes(decisions=4, repeats=1, warmup=0, pairs=2, reply_tokens=4, new_tokens=4, episodes=2,
-                max_steps=1, episode_tokens=4, tokenizer_vocab=600, budget_s=120.0)
+                max_steps=1, episode_tokens=4, tokenizer_vocab=600, budget_s=120.0, peer_steps=1)
 
 
 @dataclass
@@ -253,6 +255,40 @@ def memory_rows(b: Bench) -> list[Row]:
     return rows
 
 
+PEER_PACKAGES = ("comlrl", "trl", "peft", "datasets")
+
+
+def peer_rows(b: Bench) -> list[Row]:
+    """marlang's MAGRPO and GRPO steps against CoMLRL's and TRL's on this size's model
+    (benchmarks/peers.py, each side in a process of its own, the peers in this interpreter)."""
+    import importlib.util
+    import tempfile
+
+    import peers
+
+    names = [f"{c.name}: {c.peer_label.split()[0]} step / marlang step" for c in peers.CASES]
+    if missing := [p for p in PEER_PACKAGES if importlib.util.find_spec(p) is None]:
+        return [Row(name, b.size, None, "see docs", ">= 1.5", f"n/a (needs {', '.join(missing)} in this "
+                    "interpreter: the peers' packages are in .venv-peers, benchmarks/peers/requirements.txt)")
+                for name in names]
+    s = b.sizes
+    sizes = peers.Sizes(seeds=1, steps=s.peer_steps, max_new_tokens=s.new_tokens)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="marlang-gpu-peers-") as tmp:
+        scratch = Path(tmp)
+        model = scratch / "model"
+        b.model().save_pretrained(model)  # in the check's dtype: both sides load it as saved
+        b.tokenizer.save_pretrained(model)
+        for name, case in zip(names, peers.CASES, strict=True):
+            ours = peers.run_side("marlang", case, sizes, model, 0, scratch, Path(sys.executable))
+            theirs = peers.run_side("peer", case, sizes, model, 0, scratch, Path(sys.executable))
+            r = peers.row(case, sizes, [ours], [theirs])
+            rows.append(Row(name, b.size, _ratio(r["speedup"]), "see docs", ">= 1.5",
+                            f"marlang {r['marlang']['step_s']:.1f} s, peer {r['peer_figures']['step_s']:.1f} s per "
+                            f"step; memory {r['memory_ratio']:.2f}x; reward {r['verdicts']['reward']}"))
+    return rows
+
+
 ROWS: dict[str, tuple[str, Callable[[Bench], list[Row]]]] = {
     "rollout": ("mixed-adapter rollouts", rollout_rows),
     "ppo": ("packed PPO scoring", ppo_rows),
@@ -260,6 +296,7 @@ ROWS: dict[str, tuple[str, Callable[[Bench], list[Row]]]] = {
     "magrpo": ("MAGRPO sampling and training", magrpo_rows),
     "parallel": ("parallel episodes", parallel_rows),
     "memory": ("LoRA vs full fine-tuning memory", memory_rows),
+    "peers": ("CoMLRL and TRL side by side", peer_rows),
 }
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
