@@ -45,6 +45,7 @@ from marlang.methods.lora.options import (
     lora_shape,
     model_layer_count,
 )
+from marlang.methods.lora.recompute import checkpoint_lora_inputs, note_activations, recomputed_activations
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,9 @@ class TeamAdapters:
             for name in rest:
                 self.model.add_adapter(name, self._lora_config(base))
             self.value_heads = self._build_value_heads()
+        # Backward keeps less of the frozen base's forward (see `recompute`): same numbers.
+        checkpoint_lora_inputs(self.model)
+        note_activations(self.model)
         self.value_heads.to(device=base.device)
         # PeftModel starts in train mode around an eval-mode base; follow the base's mode.
         self.model.train(base.training)
@@ -267,7 +271,8 @@ class TeamAdapters:
         self.model.train(train_mode)
         self.value_heads.train(train_mode)
         try:
-            yield adapter
+            with recomputed_activations():
+                yield adapter
         finally:
             self.model.set_adapter(previous_adapter)
             for (_, param), flag in zip(owned, previous_flags, strict=True):
