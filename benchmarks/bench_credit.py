@@ -35,10 +35,11 @@ from marlang.prompts import PromptLibrary
 
 
 def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None, *, mca_steps: int = 12,
-         mca_calls_per_mode: int = 2, hook_batches: int = 3, hook_frames: int = 6000) -> dict[str, Any]:
+         mca_calls_per_mode: int = 2, mca_max_tokens: int = 768, hook_batches: int = 3,
+         hook_frames: int = 6000) -> dict[str, Any]:
     engine = engine or LocalLM.from_spec("local:smollm2")
     out = ranking_speed(engine, pairs, max_tokens)
-    out.update(mca_calls(engine, steps=mca_steps, calls=mca_calls_per_mode))
+    out.update(mca_calls(engine, steps=mca_steps, calls=mca_calls_per_mode, max_tokens=mca_max_tokens))
     out.update(hook_overhead(batches=hook_batches, frames_per_batch=hook_frames))
     _print_report(out)
     return out
@@ -57,7 +58,7 @@ def ranking_speed(engine: LocalLM, pairs: int = 32, max_tokens: int = 64) -> dic
         return r
 
     ranker(True).rank(queries[:2], 1)  # warm-up
-    out: dict[str, Any] = {"model": "local:smollm2", "pairs": pairs, "max_tokens": max_tokens}
+    out: dict[str, Any] = {"model": engine.model_id, "pairs": pairs, "max_tokens": max_tokens}
     for name, scores in (("scoring", True), ("generating", False)):
         r = ranker(scores)
         start = time.perf_counter()
@@ -129,7 +130,7 @@ def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None
     queries = random_queries(make(env_id, observation_mode="text"), 2 * pairs, seed=123, texts=True)
     truth = HeuristicRanker(env).rank(queries, 1)
     decided = [(q, t[0]) for q, t in zip(queries, truth, strict=True) if t[0] != 0][:pairs]
-    model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0)
+    model = load_chat_model(engine.model_id, engine=engine, cache=None, temperature=0.0)
     ranker = LLMRanker(model, preamble=preamble, question=question, max_concurrency=32)
     start = time.perf_counter()
     answers = ranker.rank([q for q, _ in decided], 1)
@@ -141,7 +142,7 @@ def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None
             "seconds": round(time.perf_counter() - start)}
 
 
-def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any]:
+def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2, max_tokens: int = 768) -> dict[str, Any]:
     """LLM-MCA critic calls on LBF 8x8 timesteps (random play), the reply constrained to the
     credit schema (``model.structured: auto``) against unconstrained with the JSON prefill
     (``none``): seconds per call and credits missed."""
@@ -155,7 +156,7 @@ def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any
     from marlang.models.structured import StructuredReplies
 
     config = build_config({"env": {"id": "lbf/8x8-2p-2f-coop"}, "agents": {"kind": "neural"},
-                           "learning": {"method": "mappo", "critic": "llm_mca", "critic_max_tokens": 768}})
+                           "learning": {"method": "mappo", "critic": "llm_mca", "critic_max_tokens": max_tokens}})
     env = make("lbf/8x8-2p-2f-coop")
     rng = np.random.default_rng(0)
     chunks = []
@@ -171,7 +172,7 @@ def mca_calls(engine: LocalLM, steps: int = 12, calls: int = 2) -> dict[str, Any
         chunks.append(Chunk(list(range(steps)), lines))
     out: dict[str, Any] = {"mca_steps_per_call": steps, "mca_calls": calls}
     for mode in ("auto", "none"):
-        model = load_chat_model("local:smollm2", engine=engine, cache=None, temperature=0.0)
+        model = load_chat_model(engine.model_id, engine=engine, cache=None, temperature=0.0)
         with tempfile.TemporaryDirectory() as tmp:
             critic = LLMCreditCritic(make("lbf/8x8-2p-2f-coop"), model, PromptLibrary(), tmp,
                                      options=config.learning.options, seed=0, capacity=8, usage=None,

@@ -208,20 +208,22 @@ def token_choice_times(repeats: int, rows: int = 8, vocabularies: tuple[int, ...
     return out
 
 
-def main(new_tokens: int = 64, repeats: int = 3, warmup: int = 1, threads: int = THREADS) -> dict[str, Any]:
-    """Measure and print; return the figures (ms medians and ratios)."""
+def main(new_tokens: int = 64, repeats: int = 3, warmup: int = 1, threads: int = THREADS,
+         engine: LocalLM | None = None, choice_vocabularies: tuple[int, ...] = (49152, 151936)) -> dict[str, Any]:
+    """Measure and print; return the figures (ms medians and ratios). ``engine``: the model
+    (default the embedded SmolLM2-135M); the smoke size passes a tiny one."""
     warnings.filterwarnings("ignore", message=".*generation flags are not valid.*")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
-    engine = LocalLM.from_spec("local:smollm2", device="cpu")
+    engine = engine if engine is not None else LocalLM.from_spec("local:smollm2", device="cpu")
     team = _team(engine)
-    results: dict[str, Any] = {"model": "SmolLM2-135M-Instruct (fp32, CPU)", "torch_threads": torch.get_num_threads(),
+    results: dict[str, Any] = {"model": f"{engine.model_id} (fp32, CPU)", "torch_threads": torch.get_num_threads(),
                                "agents": len(AGENTS), "num_generations": G, "new_tokens": new_tokens,
                                "repeats": repeats}
     results.update(sampling_times(engine, team, new_tokens, repeats=repeats, warmup=warmup))
     results.update(training_times(engine, team, repeats=repeats, warmup=warmup))
-    results.update(token_choice_times(repeats=max(5, 5 * repeats)))
+    results.update(token_choice_times(repeats=max(5, 5 * repeats), vocabularies=choice_vocabularies))
     results["load_average"] = (load_before, os.getloadavg()[0])
     _print_report(results)
     return results
@@ -244,10 +246,9 @@ def _print_report(r: dict[str, Any]) -> None:
     print(f"  (c) padded prompt + completion rows, batches of 4 {r['training_padded_batch_ms']:8.0f} ms"
           f"   (a) is {r['training_speedup_vs_padded_batch']:.2f}x faster")
     print(f"3. one step's token choice, {r['choice_rows']} sampled rows")
-    for vocab in (49152, 151936):
-        if f"choice_speedup_{vocab}" in r:
-            print(f"  vocabulary {vocab:>6}: (a) batched {r[f'choice_batched_ms_{vocab}']:6.1f} ms, (b) per row "
-                  f"{r[f'choice_per_row_ms_{vocab}']:6.1f} ms   (a) is {r[f'choice_speedup_{vocab}']:.2f}x faster")
+    for vocab in sorted(int(k.rsplit("_", 1)[1]) for k in r if k.startswith("choice_speedup_")):
+        print(f"  vocabulary {vocab:>6}: (a) batched {r[f'choice_batched_ms_{vocab}']:6.1f} ms, (b) per row "
+              f"{r[f'choice_per_row_ms_{vocab}']:6.1f} ms   (a) is {r[f'choice_speedup_{vocab}']:.2f}x faster")
     print(f"load average before / after: {r['load_average'][0]:.2f} / {r['load_average'][1]:.2f}")
 
 

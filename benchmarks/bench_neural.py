@@ -188,8 +188,9 @@ def mappo_frames_per_second(task: MarlangTask, env_id: str, frames: int) -> floa
 
     config = build_config({
         "env": {"id": env_id}, "agents": {"kind": "neural"},
-        "learning": {"method": "mappo", "frames": frames, "frames_per_batch": 1000, "n_envs": 10,
-                     "hidden": [64, 64], "epochs": 4, "minibatch_size": 250, "loggers": []},
+        "learning": {"method": "mappo", "frames": frames, "frames_per_batch": min(1000, frames // 2),
+                     "n_envs": 10, "hidden": [64, 64], "epochs": 4, "minibatch_size": min(250, frames // 2),
+                     "loggers": []},
     })
     with tempfile.TemporaryDirectory() as folder:
         algorithm, model, exp_config = benchmarl_configs(config, Path(folder))

@@ -53,6 +53,7 @@ if __package__ in (None, ""):  # run as a script from a source checkout
 import torch
 
 from marlang.methods.lora.team import LoraOptions, TeamAdapters, ValueHeadOptions
+from marlang.models.local_engine import LocalLM
 from marlang.models.local_weights import load_smollm2
 from marlang.models.scoring import score_decisions
 from marlang.models.scoring_batches import packed_batch
@@ -574,20 +575,22 @@ def main(
     memory: bool = True,
     rollout_decisions: int | None = None,
     threads: int = THREADS,
+    engine: LocalLM | None = None,
 ) -> dict[str, Any]:
-    """Measure and print; return the figures (ms medians, ratios, memory in MB)."""
+    """Measure and print; return the figures (ms medians, ratios, memory in MB). ``engine``: the
+    model of parts 1 and 2 (default the embedded SmolLM2-135M; the smoke size passes a tiny one)."""
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
-    model, tokenizer = load_smollm2(device="cpu")
+    model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else load_smollm2(device="cpu")
     pad_id = int(tokenizer.pad_token_id)
     team = _team(model, AGENTS)
     mb = make_minibatch(tokenizer, decisions, seed=0)
     # (b) in chunks of decisions whose rows (one per candidate) are no more than (a)'s rows.
     chunk = max(1, decisions // len(CANDIDATES))
     results: dict[str, Any] = {
-        "model": "SmolLM2-135M-Instruct (fp32, CPU)",
+        "model": engine.model_id if engine is not None else "SmolLM2-135M-Instruct (fp32, CPU)",
         "torch_threads": torch.get_num_threads(),
         "decisions": decisions,
         "candidates": len(CANDIDATES),

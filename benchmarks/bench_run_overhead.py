@@ -24,7 +24,7 @@ except ImportError:  # a checkout from before marlang.run, to compare with
     from marlang.run import Experiment
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--parallel", type=int, default=1, help="run.parallel (K episodes per iteration)")
@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"per-episode overhead, first {w}: {1000 * first:.2f} ms")
     print(f"per-episode overhead, last {w}:  {1000 * last:.2f} ms")
     print(f"ratio last/first: {last / first:.2f}x (target <= 1.2x)")
+    return {"episodes": len(finished), "seconds": total, "first_ms": 1000 * first, "last_ms": 1000 * last,
+            "ratio": last / first}
 
 
 if __name__ == "__main__":

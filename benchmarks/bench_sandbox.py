@@ -99,8 +99,11 @@ def run_marlang(problems: dict, workers: int, timeout: float) -> tuple[float, fl
     return elapsed, startup, failed, level
 
 
-def main(workers: int = 2, timeout: float = 3.0) -> dict[str, float]:
+def main(workers: int = 2, timeout: float = 3.0, limit: int | None = None) -> dict[str, float]:
+    """Measure and print; ``limit``: the first N problems only (the smoke size)."""
     problems = read_problems()
+    if limit is not None:
+        problems = dict(list(problems.items())[:limit])
     n = len(problems)
     _, how = harness_check_correctness()
     harness_s, harness_failed = run_harness(problems, workers, timeout)
@@ -135,7 +138,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=3.0)
+    ap.add_argument("--limit", type=int, default=None, help="the first N problems only")
     a = ap.parse_args()
-    result = main(a.workers, a.timeout)
+    result = main(a.workers, a.timeout, a.limit)
     sys.exit(0 if result["harness_passed"] == result["marlang_passed"] == result["problems"]
              else 1)

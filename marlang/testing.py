@@ -85,6 +85,7 @@ def tiny_llama(
     seed: int = 0,
     eos_token_id: int | None = None,
     attn_implementation: str = "sdpa",
+    max_positions: int = 2048,
 ) -> LlamaForCausalLM:
     """A randomly initialized Llama (float32, eval mode), the same for the same arguments.
 
@@ -98,7 +99,7 @@ def tiny_llama(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
-        max_position_embeddings=2048,
+        max_position_embeddings=max_positions,
         initializer_range=0.2,
         tie_word_embeddings=False,
         eos_token_id=eos_token_id,
@@ -113,10 +114,10 @@ def tiny_llama(
     return model.eval()
 
 
-def tiny_local_lm(seed: int = 0, **engine_kwargs: Any) -> LocalLM:
+def tiny_local_lm(seed: int = 0, max_positions: int = 2048, **engine_kwargs: Any) -> LocalLM:
     """A `LocalLM` engine over `tiny_llama` + `tiny_tokenizer`, id ``local:tiny-llama``."""
     tokenizer = tiny_tokenizer()
-    model = tiny_llama(len(tokenizer), seed=seed, eos_token_id=tokenizer.eos_token_id)
+    model = tiny_llama(len(tokenizer), seed=seed, eos_token_id=tokenizer.eos_token_id, max_positions=max_positions)
     return LocalLM(model, tokenizer, TINY_MODEL_ID, **engine_kwargs)
 
 
