@@ -48,7 +48,7 @@ def main(pairs: int = 32, max_tokens: int = 64, engine: LocalLM | None = None, *
 def ranking_speed(engine: LocalLM, pairs: int = 32, max_tokens: int = 64) -> dict[str, Any]:
     """LCA ranking of ``pairs`` Two-Switch pairs on ``engine``: pairs per second scoring "Yes"
     against "No", and generating (up to ``max_tokens``) then parsing; ``speedup`` is their ratio."""
-    preamble, question, _ = _prompts("gridworld/two-switch")
+    preamble, question, _ = ranking_prompts("gridworld/two-switch")
     queries = random_queries(make("gridworld/two-switch", observation_mode="text"), pairs, texts=True)[:pairs]
 
     def ranker(scores: bool) -> LLMRanker:
@@ -110,7 +110,7 @@ def hook_overhead(batches: int = 3, frames_per_batch: int = 6000) -> dict[str, A
     return out
 
 
-def _prompts(env_id: str) -> tuple[str, Any, str]:
+def ranking_prompts(env_id: str) -> tuple[str, Any, str]:
     """The prompts a run of ``env_id`` with ``learning.ranker: llm`` asks with (seed 0)."""
     groups = default_groups(make(env_id, observation_mode="numeric"))
     return ranker_prompts(PromptLibrary(), make(env_id), make(env_id), groups)
@@ -126,7 +126,7 @@ def ranker_accuracy(env_id: str, pairs: int = 200, engine: LocalLM | None = None
 
     engine = engine or LocalLM.from_spec("local:smollm2")
     env = make(env_id)
-    preamble, question, dependence = _prompts(env_id)
+    preamble, question, dependence = ranking_prompts(env_id)
     queries = random_queries(make(env_id, observation_mode="text"), 2 * pairs, seed=123, texts=True)
     truth = HeuristicRanker(env).rank(queries, 1)
     decided = [(q, t[0]) for q, t in zip(queries, truth, strict=True) if t[0] != 0][:pairs]

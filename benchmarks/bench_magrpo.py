@@ -66,7 +66,7 @@ AGENTS = ("agent_0", "agent_1")
 G = 4
 
 
-def _team(engine: LocalLM) -> TeamAdapters:
+def magrpo_team(engine: LocalLM) -> TeamAdapters:
     team = TeamAdapters(engine.model, list(AGENTS), base_id="smollm2",
                         lora=LoraOptions(r=16, alpha=32, targets=["q_proj", "v_proj"], dropout=0.0),
                         value_head=None, seed=0)
@@ -92,11 +92,13 @@ def _prompts(engine: LocalLM, n: int) -> list[tuple[int, ...]]:
 def sampling_times(engine: LocalLM, team: TeamAdapters, new_tokens: int, *, repeats: int, warmup: int
                    ) -> dict[str, Any]:
     prompts = _prompts(engine, len(AGENTS))
-    pad = engine._pad_id
+    pad = engine.pad_id
 
     def requests(agents: tuple[str, ...]) -> list[GenerationRequest]:
+        # ignore_eos: every row decodes new_tokens tokens
         return [GenerationRequest(prompts[AGENTS.index(a)], SamplingParams(temperature=1.0, max_tokens=new_tokens,
-                                                                           seed=k * 10 + g), adapter=a)
+                                                                           seed=k * 10 + g, ignore_eos=True),
+                                  adapter=a)
                 for k, a in enumerate(agents) for g in range(G)]
 
     counts: dict[str, int] = {}
@@ -121,13 +123,8 @@ def sampling_times(engine: LocalLM, team: TeamAdapters, new_tokens: int, *, repe
         counts["per_agent_engine"] = sum(len(o.token_ids) for a in AGENTS for o in engine.generate(requests((a,))))
 
     team.model.eval()
-    eos = engine._eos_ids
-    engine._eos_ids = frozenset()  # every row decodes new_tokens tokens
-    try:
-        times = measure({"batched": batched, "per_agent_generate": per_agent_hf,
-                         "per_agent_engine": per_agent_engine}, repeats=repeats, warmup=warmup)
-    finally:
-        engine._eos_ids = eos
+    times = measure({"batched": batched, "per_agent_generate": per_agent_hf,
+                     "per_agent_engine": per_agent_engine}, repeats=repeats, warmup=warmup)
     if len(set(counts.values())) != 1:
         raise RuntimeError(f"the variants decoded different token counts: {counts}")
     out: dict[str, Any] = {"sampling_tokens": counts["batched"],
@@ -149,7 +146,7 @@ def training_times(engine: LocalLM, team: TeamAdapters, *, repeats: int, warmup:
     items = [(prompts[i // G], tuple(rng.randrange(100, vocab) for _ in range(rng.randint(48, 128))))
              for i in range(2 * G)]
     adv = torch.tensor([rng.uniform(-1, 1) for _ in items])
-    pad = engine._pad_id
+    pad = engine.pad_id
     agent = AGENTS[0]
     micro = 4
 
@@ -217,7 +214,7 @@ def main(new_tokens: int = 64, repeats: int = 3, warmup: int = 1, threads: int =
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
     engine = engine if engine is not None else LocalLM.from_spec("local:smollm2", device="cpu")
-    team = _team(engine)
+    team = magrpo_team(engine)
     results: dict[str, Any] = {"model": f"{engine.model_id} (fp32, CPU)", "torch_threads": torch.get_num_threads(),
                                "agents": len(AGENTS), "num_generations": G, "new_tokens": new_tokens,
                                "repeats": repeats}

@@ -253,7 +253,7 @@ def _stats(prefix: str, times: dict[str, list[float]]) -> dict[str, float]:
     return stats
 
 
-def _team(model: Any, agents: Sequence[str]) -> TeamAdapters:
+def ppo_team(model: Any, agents: Sequence[str]) -> TeamAdapters:
     team = TeamAdapters(
         model,
         agents,
@@ -448,7 +448,7 @@ class UpdateParts:
         mb = make_minibatch(tokenizer, decisions).to(model.device)
         pad_id = int(tokenizer.pad_token_id)
         if variant == "lora":
-            team = _team(model, AGENTS[:1])
+            team = ppo_team(model, AGENTS[:1])
             params = team.parameters_of(AGENTS[0])
             policy = team.model
 
@@ -585,7 +585,7 @@ def main(
     load_before = os.getloadavg()[0]
     model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else load_smollm2(device="cpu")
     pad_id = int(tokenizer.pad_token_id)
-    team = _team(model, AGENTS)
+    team = ppo_team(model, AGENTS)
     mb = make_minibatch(tokenizer, decisions, seed=0)
     # (b) in chunks of decisions whose rows (one per candidate) are no more than (a)'s rows.
     chunk = max(1, decisions // len(CANDIDATES))

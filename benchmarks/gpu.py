@@ -137,7 +137,7 @@ def build_tokenizer(vocab_size: int) -> Any:
 
     rng = random.Random(0)
     lines = [bench_ppo.observation_prompt(Joined(), rng, a, k) for k in range(40) for a in bench_ppo.AGENTS]
-    preamble, question, _ = bench_credit._prompts("gridworld/two-switch")
+    preamble, question, _ = bench_credit.ranking_prompts("gridworld/two-switch")
     lines += [preamble, str(question)]
     lines += [row["prompt"] for row in read_packaged_humaneval()[:40]]
     return tiny_tokenizer(vocab_size, corpus=[ln for text in lines for ln in text.splitlines()])
@@ -154,7 +154,7 @@ def rollout_rows(b: Bench) -> list[Row]:
     """Mixed-adapter rollout decisions of 4 and 8 agents: per-agent forwards / one forward."""
     s = b.sizes
     agents = [f"agent_{k}" for k in range(8)]
-    team = bench_ppo._team(b.model(), agents)
+    team = bench_ppo.ppo_team(b.model(), agents)
     rows = []
     for n, cpu in ((4, "0.93x"), (8, "n/a")):
         mb = bench_ppo.make_minibatch(b.tokenizer, max(s.decisions, n), seed=1, agents=agents[:n]).to(b.device)
@@ -168,7 +168,7 @@ def rollout_rows(b: Bench) -> list[Row]:
 def ppo_rows(b: Bench) -> list[Row]:
     """One PPO minibatch, forward + backward: packed against its floor and against repeated prompts."""
     s = b.sizes
-    team = bench_ppo._team(b.model(), bench_ppo.AGENTS[:1])
+    team = bench_ppo.ppo_team(b.model(), bench_ppo.AGENTS[:1])
     mb = bench_ppo.make_minibatch(b.tokenizer, s.decisions, seed=0).to(b.device)
     chunk = max(1, s.decisions // len(bench_ppo.CANDIDATES))
     r = bench_ppo.minibatch_times(team, mb, b.tokenizer.pad_token_id, repeats=s.repeats, warmup=s.warmup,
@@ -195,7 +195,7 @@ def magrpo_rows(b: Bench) -> list[Row]:
     """MAGRPO: one turn's batched sampling with per-row adapters, and one agent's training step."""
     s = b.sizes
     engine = b.engine()
-    team = bench_magrpo._team(engine)
+    team = bench_magrpo.magrpo_team(engine)
     r = bench_magrpo.sampling_times(engine, team, s.new_tokens, repeats=s.repeats, warmup=s.warmup)
     r.update(bench_magrpo.training_times(engine, team, repeats=s.repeats, warmup=s.warmup))
     return [

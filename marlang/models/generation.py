@@ -28,6 +28,9 @@ class SamplingParams:
     distribution (before top-k and nucleus truncation): the sampling policy's log pi of the token."""
     keep_cache: bool = False
     """Return the row's KV cache (`RowCache`) for a later request that continues it."""
+    ignore_eos: bool = False
+    """Go on past the end-of-sequence token, to ``max_tokens`` (every row then decodes the same
+    number of tokens: for measuring speed)."""
     grammar: str | None = None
     """A JSON schema (as JSON text): only tokens that keep the reply valid under it are chosen
     (`marlang.models.grammar`); the recorded log-probs are then those of the masked distribution."""

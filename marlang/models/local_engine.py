@@ -547,7 +547,7 @@ class LocalLM:
         if row.constraint is not None and token not in self._eos_ids:
             row.constraint.consume(token)
         sampling = row.request.sampling
-        if token in self._eos_ids:
+        if token in self._eos_ids and not sampling.ignore_eos:
             row.finish_reason = "stop"
             row.text = self._decode_text(row.token_ids[:-1])
             return True

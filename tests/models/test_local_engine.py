@@ -80,3 +80,14 @@ def test_stop_strings_checked_on_the_tail_stop_where_the_whole_text_would(tiny_e
     assert [(o.text, o.token_ids, o.finish_reason) for o in tail] == \
         [(o.text, o.token_ids, o.finish_reason) for o in whole]
     assert sum(o.finish_reason == "stop" for o in tail) > 10  # the stop strings were met
+
+
+def test_ignore_eos_decodes_max_tokens_past_the_end_of_sequence(tiny_engine):
+    prompt = tiny_engine.encode(tiny_engine.format_chat([{"role": "user", "content": "Hi."}]))
+    tiny_engine._eos_ids = frozenset(range(len(tiny_engine.tokenizer)))  # every token ends a reply
+    stops, goes_on = tiny_engine.generate([
+        GenerationRequest(prompt, SamplingParams(temperature=1.0, seed=0, max_tokens=7)),
+        GenerationRequest(prompt, SamplingParams(temperature=1.0, seed=0, max_tokens=7, ignore_eos=True))])
+    assert (stops.output_tokens, stops.finish_reason) == (1, "stop")
+    assert (goes_on.output_tokens, goes_on.finish_reason) == (7, "length")
+    assert goes_on.token_ids[0] == stops.token_ids[0]

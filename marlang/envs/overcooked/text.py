@@ -179,6 +179,11 @@ class OvercookedTextEnv(MultiAgentEnv):
         self._index_of = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._primitive_actions = tuple(PRIMITIVE_ACTIONS)
 
+    @property
+    def mdp(self) -> Any:
+        """The package's ``OvercookedGridworld`` this env steps (its game rules and layout)."""
+        return self._mdp
+
     def __repr__(self) -> str:
         return f"OvercookedTextEnv(env_id={self.env_id!r}, action_mode={self.action_mode!r}, horizon={self.horizon})"
 
