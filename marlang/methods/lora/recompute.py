@@ -1,6 +1,6 @@
 """What a LoRA update keeps of its forward pass for backward: the tensors autograd would hold
-that are cheap to recompute from tensors it holds anyway are recomputed in backward instead,
-with the same operations, so the update's numbers do not change.
+that are cheap to recompute from tensors it holds anyway (or that repeat their own values) are
+rebuilt in backward instead, with the same operations, so the update's numbers do not change.
 """
 
 from __future__ import annotations
@@ -119,23 +119,57 @@ def note_activations(model: torch.nn.Module) -> list[torch.utils.hooks.Removable
     return handles
 
 
-def _pack(tensor: torch.Tensor) -> Any:
-    note = getattr(tensor, NOTE, None)
-    if note is not None and tensor._version == note[1]:
-        return note[0]
-    return tensor
+@dataclass
+class RepeatedHeads:
+    """A saved ``[batch, heads, length, dim]`` tensor whose heads repeat in runs of ``groups``:
+    grouped-query attention's keys and values, repeated per query head by transformers where the
+    attention kernel takes no grouped heads (any custom mask). One head per run is kept."""
+
+    heads: torch.Tensor  # [batch, heads / groups, length, dim]
+    groups: int
+
+    def __call__(self) -> torch.Tensor:
+        batch, kv_heads, length, dim = self.heads.shape
+        # transformers' repeat_kv: the same values in the same contiguous layout
+        expanded = self.heads[:, :, None].expand(batch, kv_heads, self.groups, length, dim)
+        return expanded.reshape(batch, kv_heads * self.groups, length, dim)
 
 
-def _unpack(saved: Any) -> torch.Tensor:
-    if isinstance(saved, Recipe):
-        return saved()
-    tensor: torch.Tensor = saved
-    return tensor
+@dataclass
+class SavedTensorPacker:
+    """The saved-tensor hooks of `recomputed_activations`, for a model with ``heads`` attention
+    heads sharing ``heads / kv_heads`` per key/value head."""
+
+    heads: int = 0
+    kv_heads: int = 0
+
+    def pack(self, tensor: torch.Tensor) -> Any:
+        note = getattr(tensor, NOTE, None)
+        if note is not None and tensor._version == note[1]:
+            return note[0]
+        if self.kv_heads and self.heads > self.kv_heads and tensor.dim() == 4 and tensor.shape[1] == self.heads \
+                and tensor.is_contiguous():
+            batch, _, length, dim = tensor.shape
+            runs = tensor.view(batch, self.kv_heads, self.heads // self.kv_heads, length, dim)
+            first = runs[:, :, :1]
+            if torch.equal(runs, first.expand_as(runs)):  # the values prove the repetition
+                return RepeatedHeads(first[:, :, 0].clone(), self.heads // self.kv_heads)
+        return tensor
+
+    @staticmethod
+    def unpack(saved: Any) -> torch.Tensor:
+        if isinstance(saved, (Recipe, RepeatedHeads)):
+            return saved()
+        tensor: torch.Tensor = saved
+        return tensor
 
 
 @contextlib.contextmanager
-def recomputed_activations() -> Iterator[None]:
+def recomputed_activations(heads: int = 0, kv_heads: int = 0) -> Iterator[None]:
     """While inside, tensors saved for backward that carry a recipe (the outputs of activations
-    hooked by `note_activations`) are kept as their recipe and recomputed in backward."""
-    with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
+    hooked by `note_activations`) are kept as their recipe and recomputed in backward, and
+    attention keys and values repeated per query head (``heads`` of them, ``kv_heads`` distinct)
+    are kept once per key/value head."""
+    packer = SavedTensorPacker(heads, kv_heads)
+    with torch.autograd.graph.saved_tensors_hooks(packer.pack, packer.unpack):
         yield

@@ -107,6 +107,10 @@ class TeamAdapters:
             base.to(device=device, dtype=dtype)  # type: ignore[call-arg]  # transformers types .to as an unbound wrapper
         config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else None
         self.hidden_size: int = int((config or base.config).hidden_size)
+        # attention heads and key/value heads: backward keeps grouped keys and values once per group
+        text = config or base.config
+        self._heads = (int(getattr(text, "num_attention_heads", 0) or 0),
+                       int(getattr(text, "num_key_value_heads", 0) or 0))
 
         rng = torch.random.fork_rng(devices=[]) if seed is not None else contextlib.nullcontext()
         with rng:
@@ -271,7 +275,7 @@ class TeamAdapters:
         self.model.train(train_mode)
         self.value_heads.train(train_mode)
         try:
-            with recomputed_activations():
+            with recomputed_activations(*self._heads):
                 yield adapter
         finally:
             self.model.set_adapter(previous_adapter)

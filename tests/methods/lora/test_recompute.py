@@ -92,8 +92,9 @@ def test_an_update_equals_plain_peft_bit_for_bit(dtype: torch.dtype, checkpointi
 
 def test_the_update_recomputes_lora_inputs_and_activations(monkeypatch: pytest.MonkeyPatch) -> None:
     team, _ = models(torch.float32, checkpointing=False)
-    calls = {"lora_a": 0, "activation": 0}
+    calls = {"lora_a": 0, "activation": 0, "repeated_heads": 0}
     dropped_linear, recipe_call = recompute.CheckpointedLoraA._dropped_linear, recompute.Recipe.__call__
+    repeated_call = recompute.RepeatedHeads.__call__
 
     def counted_linear(self: recompute.CheckpointedLoraA, x: torch.Tensor) -> torch.Tensor:
         calls["lora_a"] += 1
@@ -103,15 +104,36 @@ def test_the_update_recomputes_lora_inputs_and_activations(monkeypatch: pytest.M
         calls["activation"] += 1
         return recipe_call(self)
 
+    def counted_heads(self: recompute.RepeatedHeads) -> torch.Tensor:
+        calls["repeated_heads"] += 1
+        return repeated_call(self)
+
     monkeypatch.setattr(recompute.CheckpointedLoraA, "_dropped_linear", counted_linear)
+    monkeypatch.setattr(recompute.RepeatedHeads, "__call__", counted_heads)
     monkeypatch.setattr(recompute.Recipe, "__call__", counted_recipe)
     lora_as = [m for m in team.model.modules() if isinstance(m, recompute.CheckpointedLoraA)]
     assert len(lora_as) == 4  # q_proj and v_proj in 2 layers
     with team.training(AGENT):
         update(team.model, [p for p in team.parameters_of(AGENT) if p.dim() >= 2])
     # each lora_A ran once forward and once more in backward; each MLP's activation was
-    # recomputed for its multiplication's backward
-    assert calls == {"lora_a": 2 * 4, "activation": 2}
+    # recomputed for its multiplication's backward; each attention's keys and values (2 heads
+    # sharing each) were kept once per key/value head
+    assert calls == {"lora_a": 2 * 4, "activation": 2, "repeated_heads": 2 * 2}
+
+
+def test_only_repeated_heads_are_kept_once_per_group() -> None:
+    packer = recompute.SavedTensorPacker(heads=4, kv_heads=2)
+    kv = torch.randn(2, 2, 5, 3)
+    repeated = kv[:, :, None].expand(2, 2, 2, 5, 3).reshape(2, 4, 5, 3)
+    packed = packer.pack(repeated)
+    assert isinstance(packed, recompute.RepeatedHeads) and packed.heads.shape == (2, 2, 5, 3)
+    unpacked = packer.unpack(packed)
+    assert torch.equal(unpacked, repeated) and unpacked.stride() == repeated.stride()
+    query = torch.randn(2, 4, 5, 3)
+    assert packer.pack(query) is query
+    strided = repeated.transpose(2, 3).contiguous().transpose(2, 3)  # the same values, not contiguous
+    assert packer.pack(strided) is strided
+    assert recompute.SavedTensorPacker().pack(repeated) is repeated  # no grouped heads given
 
 
 def test_outside_training_nothing_is_recomputed(monkeypatch: pytest.MonkeyPatch) -> None:
