@@ -244,9 +244,9 @@ def memory_rows(b: Bench) -> list[Row]:
     names = ("PPO update memory: LoRA / full", "PPO update memory, checkpointing: LoRA / full")
     if b.device.type != "cuda":
         return [Row(name, b.size, None, cpu, "<= 0.5", "n/a (no GPU: peak GPU memory is measured on CUDA only)")
-                for name, cpu in zip(names, ("0.75x", "0.33x"), strict=True)]
+                for name, cpu in zip(names, ("0.47x", "0.33x"), strict=True)]
     rows = []
-    for name, cpu, checkpointing in zip(names, ("0.75x", "0.33x"), (False, True), strict=True):
+    for name, cpu, checkpointing in zip(names, ("0.47x", "0.33x"), (False, True), strict=True):
         lora, lora_params = _update_peak(b, "lora", checkpointing)
         full, full_params = _update_peak(b, "full", checkpointing)
         rows.append(Row(name, b.size, _ratio(lora / full), cpu, "<= 0.5",
