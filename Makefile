@@ -46,7 +46,8 @@ test: $(STAMP) $(PEERS_STAMP) browser
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
 	$(BIN)/mkdocs build --strict -d site
-	$(BIN)/python -m pytest -q
+	# a worker per core, each test file's tests on one worker (module fixtures built once)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # the docs site (mkdocs.yml) into site/; `.venv/bin/mkdocs serve` serves it while you edit
 docs: $(STAMP)

@@ -1,12 +1,36 @@
 """Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, a tiny random
-model folder, Ctrl-C as in a terminal, and the check that no checkpoint database thread outlives
-a test."""
+model folder, Ctrl-C as in a terminal, the check that no checkpoint database thread outlives
+a test, and what parallel test workers (pytest-xdist, as `make test` runs them) must share."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from marlang.models import LocalLM, ModelNotAvailableError
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch gets its share of the cores: torch's threads
+    spin while they wait, so two workers with a thread per core each run slower than serially."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        import torch
+
+        from marlang.models.threads import usable_cpus
+
+        torch.set_num_threads(max(1, usable_cpus() // workers))
+
+
+@pytest.fixture(scope="session")
+def ray_lock(tmp_path_factory):
+    """A lock the tests that start a Ray instance hold while it runs, so that parallel test
+    workers never start two at once (each takes the machine's cores, and their start-up is
+    timed); the lock file lies in the folder all the workers' temporary folders share."""
+    from filelock import FileLock
+
+    return FileLock(str(tmp_path_factory.getbasetemp().parent / "ray.lock"))
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ ROOM = {"env": {"id": "babyai/goto-obj", "n_agents": 2}, "agents": {"kind": "scr
 
 
 @pytest.fixture(scope="module")
-def ray_instance():
+def ray_instance(ray_lock):
     """A Ray instance of two CPUs of its own (not one `ray start` runs on the machine) whose
     workers import marlang and these tests' envs (the workers inherit PYTHONPATH); shut down
     after the module's tests."""
@@ -32,8 +32,10 @@ def ray_instance():
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), before) if p)
     try:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
-        yield ray
+        with ray_lock:  # held until shut down: parallel test workers start no second Ray meanwhile
+            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+            yield ray
+            ray.shutdown()
     finally:
         ray.shutdown()
         if before is None:

@@ -91,7 +91,7 @@ def test_an_address_that_is_not_a_ray_cluster_fails_within_the_bound(tmp_path):
 
 
 @pytest.fixture
-def ray_tmpdir(monkeypatch):
+def ray_tmpdir(monkeypatch, ray_lock):
     """A Ray temp folder of this test's own (short: Ray's socket paths live under it) where
     `ray start` seems to have run a cluster that is gone: its address file names a closed port."""
     base = Path(tempfile.mkdtemp(prefix="mr", dir="/tmp"))
@@ -101,7 +101,8 @@ def ray_tmpdir(monkeypatch):
     (base / "ray").mkdir()
     (base / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{port}")
     monkeypatch.setenv("RAY_TMPDIR", str(base))
-    yield base
+    with ray_lock:
+        yield base
     shutil.rmtree(base, ignore_errors=True)
 
 
