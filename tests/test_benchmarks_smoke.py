@@ -6,6 +6,7 @@ tests/test_bench_peers.py, tests/test_bench_usergraph.py); the user-graph one is
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import sys
@@ -46,10 +47,12 @@ def test_every_benchmark_has_a_smoke_size(monkeypatch):
 
 
 @pytest.mark.parametrize("title", [t for t in _titles() if t not in OWN_TEST])
-def test_a_benchmark_runs_to_the_end_at_its_smoke_size(title, monkeypatch, capfd):
+def test_a_benchmark_runs_to_the_end_at_its_smoke_size(title, monkeypatch, capfd, request):
     run_all = _run_all(monkeypatch)
     (main, smoke), = [(m, s) for t, m, _q, s in run_all.BENCHMARKS if t == title]
-    figures = main(**smoke())
+    # a benchmark that starts a Ray instance takes its turn with the Ray tests of other workers
+    with request.getfixturevalue("ray_lock") if "Ray" in title else contextlib.nullcontext():
+        figures = main(**smoke())
     printed = capfd.readouterr().out  # capfd: the sandbox benchmark prints from its own process
     assert printed.strip(), f"{title}: printed nothing"
     if figures is not None:  # the sandbox benchmark runs in a process of its own and returns nothing here
