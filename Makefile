@@ -46,8 +46,9 @@ test: $(STAMP) $(PEERS_STAMP) browser
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
 	$(BIN)/mkdocs build --strict -d site
-	# a worker per core, each test file's tests on one worker (module fixtures built once)
-	$(BIN)/python -m pytest -q -n auto --dist loadfile
+	# a worker per core, each test file's tests on one worker (module fixtures built once), the
+	# files in collection order (tests/conftest.py puts the longest first), not largest first
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # the docs site (mkdocs.yml) into site/; `.venv/bin/mkdocs serve` serves it while you edit
 docs: $(STAMP)
