@@ -68,7 +68,8 @@ bench-gpu: $(STAMP)
 	$(BIN)/python benchmarks/gpu.py $(ARGS)
 
 # marlang's MAGRPO and GRPO side by side with CoMLRL's and TRL's trainers (docs/benchmarks.md);
-# about 25 minutes on 2 cores at its default sizes
+# hours on 2 CPU cores at its default sizes (one seed of 2 steps at 32 tokens: 52 minutes on 2 busy
+# cores): on a CPU, `make bench-peers ARGS="--seeds 2 --steps 2 --problems 2 --max-new-tokens 32"`
 bench-peers: $(PEERS_STAMP)
 	$(BIN)/python benchmarks/peers.py $(ARGS)
 

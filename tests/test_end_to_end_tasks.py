@@ -30,7 +30,7 @@ TASKS = {
 def _config(env_id: str, kwargs: dict) -> object:
     return build_config({
         "env": {"id": env_id, "n_agents": 2, "max_steps": 2, "kwargs": {"structure": "sequential", **kwargs}},
-        "model": {"spec": "local:smollm2", "max_tokens": 32, "cache": False},
+        "model": {"spec": "local:smollm2", "max_tokens": 16, "cache": False},
         "agents": {"policy": "Answer carefully and briefly."},
         "run": {"episodes": 1, "parallel": 1, "progress": False, "seed": 3},
     })
