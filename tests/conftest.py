@@ -1,10 +1,14 @@
 """Shared pytest fixtures: per-test cache paths, the embedded SmolLM2 engine, a tiny random
 model folder, Ctrl-C as in a terminal, the check that no checkpoint database thread outlives
-a test, and what parallel test workers (pytest-xdist, as `make test` runs them) must share."""
+a test, a benchmark script imported as it runs, and what parallel test workers (pytest-xdist, as
+`make test` runs them) must share."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +43,22 @@ def ray_lock(tmp_path_factory):
     from filelock import FileLock
 
     return FileLock(str(tmp_path_factory.getbasetemp().parent / "ray.lock"))
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def benchmark_script(monkeypatch):
+    """Import a script of benchmarks/ (or of a folder under it) by name, as it runs as a script:
+    its folder on sys.path, its own name alone in sys.argv; both undone after the test."""
+
+    def load(name: str, folder: str = ""):
+        monkeypatch.syspath_prepend(str(BENCHMARKS / folder))
+        monkeypatch.setattr(sys, "argv", [f"{name}.py"])
+        return importlib.import_module(name)
+
+    return load
 
 
 @pytest.fixture

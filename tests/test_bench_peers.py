@@ -4,19 +4,12 @@ step and their rows are printed and written; the peers' reward is marlang's sand
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
-from pathlib import Path
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_dry_run_trains_both_sides_of_both_comparisons_and_writes_the_rows(monkeypatch, tmp_path, capsys):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "argv", ["peers.py"])
-    peers = importlib.import_module("peers")
+def test_dry_run_trains_both_sides_of_both_comparisons_and_writes_the_rows(benchmark_script, tmp_path, capsys):
+    peers = benchmark_script("peers")
     rows = peers.main(["--dry-run", "--out", str(tmp_path / "peers.json")])
     printed = capsys.readouterr().out
     assert [r["case"] for r in rows] == ["MAGRPO, 2 agents", "GRPO, 1 agent"], printed
@@ -35,9 +28,8 @@ def test_dry_run_trains_both_sides_of_both_comparisons_and_writes_the_rows(monke
     assert json.loads((tmp_path / "peers.json").read_text())[1]["case"] == "GRPO, 1 agent"
 
 
-def test_the_peers_reward_is_marlangs_sandboxed_verdict_of_the_answer(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS / "peers"))
-    service_module = importlib.import_module("reward_service")
+def test_the_peers_reward_is_marlangs_sandboxed_verdict_of_the_answer(benchmark_script):
+    service_module = benchmark_script("reward_service", "peers")
     config = {"env": {"id": "code/humaneval", "n_agents": 1, "max_steps": 1,
                       "kwargs": {"structure": "sequential", "task_ids": ["HumanEval/28"]}},
               "model": {"spec": "local:smollm2", "cache": False, "max_tokens": 8},

@@ -3,18 +3,11 @@ size: both parts, the recording overhead and the concurrent episodes, measure an
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_bench_usergraph_smoke_prints_both_parts(monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "argv", ["bench_usergraph.py"])
-    bench = importlib.import_module("bench_usergraph")
+def test_bench_usergraph_smoke_prints_both_parts(benchmark_script, capsys):
+    bench = benchmark_script("bench_usergraph")
     figures = bench.main(rounds=2, per_round=1, episodes=8, smoke=True)
     printed = capsys.readouterr().out
     # recording: the bare graph and the two recorded ways, for the instant and the sleeping model

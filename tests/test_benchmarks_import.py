@@ -3,8 +3,6 @@ so a moved or renamed name they use would otherwise be found only when someone r
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +11,6 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in BENCHMARKS.glob("*.py")))
-def test_benchmark_script_imports(script, monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "argv", [script])
-    module = importlib.import_module(script)
+def test_benchmark_script_imports(script, benchmark_script):
+    module = benchmark_script(script)
     assert callable(getattr(module, "main", None)), f"benchmarks/{script}.py has no main()"

@@ -7,21 +7,13 @@ tests/test_bench_peers.py, tests/test_bench_usergraph.py); the user-graph one is
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 OWN_TEST = {"a user's LangGraph graph: recording overhead, 8 episodes at once"}
-
-
-def _run_all(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "argv", ["run_all.py"])
-    return importlib.import_module("run_all")
 
 
 def _titles() -> list[str]:
@@ -39,16 +31,16 @@ def _numbers(figures) -> list[float]:
     return []
 
 
-def test_every_benchmark_has_a_smoke_size(monkeypatch):
-    run_all = _run_all(monkeypatch)
+def test_every_benchmark_has_a_smoke_size(benchmark_script):
+    run_all = benchmark_script("run_all")
     assert [title for title, *_ in run_all.BENCHMARKS] == _titles()
     for title, _main, _quick, smoke in run_all.BENCHMARKS:
         assert isinstance(smoke(), dict), title
 
 
 @pytest.mark.parametrize("title", [t for t in _titles() if t not in OWN_TEST])
-def test_a_benchmark_runs_to_the_end_at_its_smoke_size(title, monkeypatch, capfd, request):
-    run_all = _run_all(monkeypatch)
+def test_a_benchmark_runs_to_the_end_at_its_smoke_size(title, benchmark_script, capfd, request):
+    run_all = benchmark_script("run_all")
     (main, smoke), = [(m, s) for t, m, _q, s in run_all.BENCHMARKS if t == title]
     # a benchmark that starts a Ray instance takes its turn with the Ray tests of other workers
     with request.getfixturevalue("ray_lock") if "Ray" in title else contextlib.nullcontext():

@@ -3,10 +3,8 @@ runs when a GPU window comes: every row gives a finite ratio or says why it has 
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +12,8 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_gpu_check_dry_run_gives_every_row(monkeypatch, tmp_path, capsys):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "argv", ["gpu.py"])
-    gpu = importlib.import_module("gpu")
+def test_gpu_check_dry_run_gives_every_row(benchmark_script, tmp_path, capsys):
+    gpu = benchmark_script("gpu")
     rows = gpu.main(["--dry-run", "--out", str(tmp_path / "gpu.json")])
     printed = capsys.readouterr().out
     # every measuring function gave its rows, none failed or was skipped
@@ -34,9 +30,8 @@ def test_gpu_check_dry_run_gives_every_row(monkeypatch, tmp_path, capsys):
     assert json.loads((tmp_path / "gpu.json").read_text())["rows"][0]["name"] == rows[0].name
 
 
-def test_gpu_check_runs_the_rows_asked_for_in_the_dtype_asked_for(monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    gpu = importlib.import_module("gpu")
+def test_gpu_check_runs_the_rows_asked_for_in_the_dtype_asked_for(benchmark_script, capsys):
+    gpu = benchmark_script("gpu")
     rows = gpu.main(["--dry-run", "--rows", "ppo", "--dtype", "bfloat16"])
     assert [r.name for r in rows] == ["PPO minibatch: packed / floor", "PPO minibatch: repeated prompt / packed"]
     assert "torch.bfloat16" in capsys.readouterr().out
@@ -45,9 +40,8 @@ def test_gpu_check_runs_the_rows_asked_for_in_the_dtype_asked_for(monkeypatch, c
     assert "unknown rows ['warp']; known: rollout, ppo, lca, magrpo, parallel, memory, peers" in capsys.readouterr().err
 
 
-def test_a_machine_image_package_list_reads_names_split_by_commas_or_lines(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    wheels = importlib.import_module("gpu_wheels")
+def test_a_machine_image_package_list_reads_names_split_by_commas_or_lines(benchmark_script, tmp_path):
+    wheels = benchmark_script("gpu_wheels")
     listing = tmp_path / "image.txt"
     listing.write_text("# the image\nTorch, typing_extensions\npeft  # the adapters\n\nhuggingface.hub\n")
     assert wheels.image_packages(listing) == {"torch", "typing-extensions", "peft", "huggingface-hub"}
